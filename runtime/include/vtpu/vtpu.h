@@ -1,0 +1,325 @@
+/* vtpu.h — public C API of libvtpu, the virtual TPU runtime.
+ * Plain C11, no PyTorch. Every fallible call returns vt_status and leaves a
+ * thread-local message readable with vt_last_error(); the library never aborts. */
+#ifndef VTPU_VTPU_H
+#define VTPU_VTPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum vt_status {
+    VT_OK = 0,
+    VT_ERR_INVALID_ARGUMENT, /* bad shape, stride, dtype or value (Python: RuntimeError / ValueError) */
+    VT_ERR_OUT_OF_MEMORY,    /* HBM or host memory exhausted (Python: torch.OutOfMemoryError) */
+    VT_ERR_UNSUPPORTED,      /* valid request the runtime cannot do (the binding may fall back) */
+    VT_ERR_INDEX,            /* index out of range (Python: IndexError) */
+    VT_ERR_KERNEL,           /* a kernel failed while running, e.g. integer division by zero */
+    VT_ERR_BAD_FORK,         /* runtime used in a child forked after initialisation */
+    VT_ERR_TIMEOUT,          /* a bounded wait ran out before the work finished */
+    VT_ERR_INTERNAL,
+} vt_status;
+
+/* Static string naming the status ("VT_OK", ...). */
+const char *vt_status_string(vt_status s);
+/* Message of the last failing call on this thread; "" when none. Borrowed,
+ * valid until the next failing call on this thread. */
+const char *vt_last_error(void);
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef enum vt_dtype {
+    VT_F32 = 0,
+    VT_BF16,
+    VT_F16,
+    VT_F64,
+    VT_I8,
+    VT_U8,
+    VT_I16,
+    VT_I32,
+    VT_I64,
+    VT_BOOL,
+    VT_DTYPE_COUNT
+} vt_dtype;
+
+size_t vt_dtype_size(vt_dtype dt);       /* bytes per element; 0 for an invalid dtype */
+const char *vt_dtype_name(vt_dtype dt);  /* "float32", "bfloat16", ... */
+int vt_dtype_is_float(vt_dtype dt);      /* F32, BF16, F16, F64 */
+
+/* ------------------------------------------------------------------ tensors */
+
+#define VT_MAX_DIMS 16
+
+/* A strided view of device (or host) memory, PyTorch conventions: sizes and
+ * strides count elements; element (i0..in) lives at
+ * data + (offset + sum(ik * strides[k])) * vt_dtype_size(dtype).
+ * Plain value type: copying it copies the view, never the data. */
+typedef struct vt_tensor {
+    void *data;
+    vt_dtype dtype;
+    int32_t ndim;
+    int64_t offset;
+    int64_t sizes[VT_MAX_DIMS];
+    int64_t strides[VT_MAX_DIMS];
+} vt_tensor;
+
+int64_t vt_tensor_numel(const vt_tensor *t);
+int vt_tensor_is_contiguous(const vt_tensor *t);
+
+/* A scalar carried exactly: integers in i, floating values in f. */
+typedef struct vt_scalar {
+    double f;
+    int64_t i;
+    int is_float; /* which member is authoritative */
+} vt_scalar;
+
+vt_scalar vt_scalar_from_double(double v);
+vt_scalar vt_scalar_from_int(int64_t v);
+
+/* ------------------------------------------------------------------ runtime */
+
+/* Initialise once (idempotent, thread-safe): reads VTPU_CHIP (default "v6e"),
+ * VTPU_NUM_DEVICES (default 1), VTPU_HBM_BYTES, VTPU_NUM_THREADS, VTPU_ISA. */
+vt_status vt_init(void);
+int vt_is_initialized(void);
+/* Number of local devices; 0 before vt_init. */
+int vt_device_count(void);
+/* Validates a device index: VT_ERR_INDEX with a message naming the count. */
+vt_status vt_check_device(int dev);
+
+typedef struct vt_chip_info {
+    const char *name;           /* "v5e", "v5p", "v6e", "v7x" */
+    const char *marketing_name; /* "TPU v6e (Trillium)" */
+    uint64_t hbm_bytes;         /* HBM capacity per chip */
+    double hbm_gbytes_per_s;    /* HBM bandwidth per chip */
+    int tensorcores;            /* TensorCores per chip */
+    int mxu_count;              /* MXUs per TensorCore */
+    int mxu_rows, mxu_cols;     /* systolic array shape */
+    double peak_bf16_tflops;    /* per chip */
+    int chips_per_host;
+    int host_topology[3];       /* chips per host laid out as x*y*z */
+    const char *slice_topology; /* "2D torus", "3D torus" */
+} vt_chip_info;
+
+/* Chip table lookup by name; VT_ERR_INVALID_ARGUMENT lists the valid names.
+ * *out is borrowed static data. */
+vt_status vt_chip_lookup(const char *name, const vt_chip_info **out);
+/* The chip every local device emulates (after vt_init). Borrowed. */
+const vt_chip_info *vt_chip(void);
+
+/* Fork safety: after fork() in a child of an initialised parent, every
+ * runtime call fails with VT_ERR_BAD_FORK. */
+int vt_in_bad_fork(void);
+
+/* ------------------------------------------------------------------ ISA */
+
+enum {
+    VT_ISA_AVX2 = 1u << 0,       /* AVX2 + FMA */
+    VT_ISA_AVX512 = 1u << 1,     /* AVX-512 F/BW/VL/DQ */
+    VT_ISA_AVX512BF16 = 1u << 2,
+    VT_ISA_AMX = 1u << 3,        /* AMX-TILE + AMX-BF16, OS permission granted */
+    VT_ISA_NEON = 1u << 4,
+};
+
+/* What the CPU and OS offer (detected once). */
+unsigned vt_isa_available(void);
+/* What the dispatch tables use: available, limited by VTPU_ISA. */
+unsigned vt_isa_active(void);
+/* Best active path: "amx", "avx512bf16", "avx512", "avx2", "neon" or "scalar". */
+const char *vt_isa_path(void);
+
+/* ------------------------------------------------------------------ HBM */
+
+typedef struct vt_stat {
+    int64_t current, peak, allocated, freed;
+} vt_stat;
+
+typedef struct vt_hbm_stats {
+    vt_stat allocated_bytes;   /* bytes handed out to tensors */
+    vt_stat reserved_bytes;    /* bytes held from the host (in use + cached) */
+    vt_stat allocation;        /* live allocations count */
+    vt_stat segment;           /* host blocks held */
+    int64_t num_alloc_retries; /* allocations that emptied the cache to fit */
+    int64_t num_ooms;
+    uint64_t capacity;         /* effective capacity */
+} vt_hbm_stats;
+
+/* Allocate device memory, 64-byte aligned. bytes == 0 gives *out = NULL.
+ * Over capacity: VT_ERR_OUT_OF_MEMORY naming chip, request and free bytes.
+ * The caller owns the block until vt_hbm_free. */
+vt_status vt_hbm_alloc(int dev, size_t bytes, void **out);
+/* Return a block to the cache. Stream-ordered: all writes to device memory go
+ * through the device queue, so the block may be reused at once. NULL is ok. */
+void vt_hbm_free(int dev, void *ptr);
+/* Release cached (unused) blocks to the host. Live blocks are untouched. */
+vt_status vt_hbm_empty_cache(int dev);
+vt_status vt_hbm_get_stats(int dev, vt_hbm_stats *out);
+vt_status vt_hbm_reset_peak(int dev);
+vt_status vt_hbm_reset_accumulated(int dev);
+/* Effective capacity and free bytes (capacity - reserved + cached). */
+vt_status vt_hbm_mem_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes);
+/* 1 if ptr is the start of a live block of any device; *dev receives it. */
+int vt_hbm_owns(const void *ptr, int *dev);
+
+/* ------------------------------------------------------------------ queue */
+
+/* Kernel run by a device queue's worker. Returns VT_OK or an error with a
+ * message set by vt_set_error (runtime-internal) on the worker thread. */
+typedef vt_status (*vt_kernel_fn)(void *args);
+
+/* Maximum argument block copied into a queued command. */
+#define VT_MAX_ARGS 2048
+
+/* Enqueue fn(args) on device dev's in-order queue; the args block (args_size
+ * bytes, at most VT_MAX_ARGS) is copied. Returns at enqueue in Strict mode.
+ * In Debug mode (thread-local) waits for completion and returns the kernel's
+ * error, prefixed with op_name. op_name must be a static string. */
+vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size);
+
+/* Wait until all work enqueued on dev so far has run. Returns and clears the
+ * latched error of the first failing op since the last synchronisation
+ * ("aten::div: ZeroDivisionError"), as VT_ERR_KERNEL (or the op's own status). */
+vt_status vt_synchronize(int dev);
+/* As vt_synchronize, but gives up after timeout_ms with VT_ERR_TIMEOUT
+ * (work continues; nothing is cleared). Lets a caller poll for interrupts. */
+vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms);
+
+/* Events: a ticket marks a point in the queue. */
+vt_status vt_event_record(int dev, uint64_t *ticket_out);
+/* 1 if all work up to ticket has completed. */
+int vt_event_query(int dev, uint64_t ticket);
+/* Wait for the ticket (bounded: VT_ERR_TIMEOUT after timeout_ms, <0 = forever). */
+vt_status vt_event_wait(int dev, uint64_t ticket, int64_t timeout_ms);
+/* Make later work on dev wait until ticket of src_dev completed. */
+vt_status vt_event_block(int dev, int src_dev, uint64_t ticket);
+/* Number of commands enqueued but not yet completed. */
+int64_t vt_queue_pending(int dev);
+
+typedef enum vt_eager_mode {
+    VT_EAGER_STRICT = 0, /* async, op by op */
+    VT_EAGER_DEBUG = 1,  /* each op completes before enqueue returns; errors at the op */
+    VT_EAGER_DEFER_AND_FUSE = 2,
+} vt_eager_mode;
+
+/* Process default (from TPU_LAUNCH_BLOCKING / TPU_DEFER_AND_FUSE at vt_init)
+ * and a thread-local override (-1 clears it). */
+void vt_set_default_eager_mode(vt_eager_mode m);
+void vt_set_thread_eager_mode(int m);
+vt_eager_mode vt_get_eager_mode(void);
+
+/* Parallel loop on the runtime's thread pool (sized to the cores, or
+ * VTPU_NUM_THREADS). fn(ctx, begin, end) covers [0, n) in chunks of at least
+ * grain. Runs inline when n <= grain or when called from a pool thread. */
+typedef void (*vt_range_fn)(void *ctx, int64_t begin, int64_t end);
+void vt_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *ctx);
+int vt_num_threads(void);
+
+/* ------------------------------------------------------------------ kernels
+ * Synchronous: they compute on the calling thread (and the pool) at once.
+ * The enqueueing wrappers below (vt_op_*) run them on a device queue. */
+
+typedef enum vt_unary_op {
+    VT_NEG = 0, VT_ABS, VT_SIGN, VT_RECIPROCAL, VT_SQUARE,
+    VT_EXP, VT_EXPM1, VT_LOG, VT_LOG1P, VT_LOG2, VT_LOG10,
+    VT_SQRT, VT_RSQRT, VT_SIN, VT_COS, VT_TAN, VT_TANH, VT_SIGMOID,
+    VT_RELU, VT_ERF, VT_CEIL, VT_FLOOR, VT_ROUND, VT_TRUNC, VT_FRAC,
+    VT_LOGICAL_NOT, VT_BITWISE_NOT,
+    VT_ISNAN, VT_ISINF, VT_ISFINITE, /* bool output */
+    VT_UNARY_OP_COUNT
+} vt_unary_op;
+
+typedef enum vt_binary_op {
+    VT_ADD = 0,   /* a + alpha*b */
+    VT_SUB,       /* a - alpha*b */
+    VT_MUL, VT_DIV, VT_DIV_TRUNC, VT_DIV_FLOOR,
+    VT_REMAINDER, /* Python-style modulo, sign of divisor */
+    VT_FMOD,      /* C-style, sign of dividend */
+    VT_POW, VT_MAXIMUM, VT_MINIMUM, VT_ATAN2,
+    VT_EQ, VT_NE, VT_LT, VT_LE, VT_GT, VT_GE,          /* bool-valued */
+    VT_LOGICAL_AND, VT_LOGICAL_OR, VT_LOGICAL_XOR,     /* bool-valued */
+    VT_BITWISE_AND, VT_BITWISE_OR, VT_BITWISE_XOR,
+    VT_BINARY_OP_COUNT
+} vt_binary_op;
+
+const char *vt_unary_op_name(vt_unary_op op);
+const char *vt_binary_op_name(vt_binary_op op);
+
+/* out = op(a) computed in `compute` dtype (PyTorch's common dtype): inputs are
+ * converted to compute, the result converted to out's dtype. a broadcasts to
+ * out's shape. Any strides; out may alias a exactly (in place). */
+vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute);
+
+/* out = op(a, b[, alpha]) in `compute` dtype; a and b broadcast to out's shape
+ * (right-aligned, size-1 dims repeat). Integer division or remainder by zero
+ * fails with VT_ERR_KERNEL "ZeroDivisionError". */
+vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                    vt_dtype compute, vt_scalar alpha);
+
+/* out = where(cond, a, b): cond is bool, a/b broadcast; a, b converted to out dtype. */
+vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b);
+
+/* Copy with conversion between any dtypes; src broadcasts to dst's shape.
+ * float -> int truncates toward zero; NaN and out-of-range give the value
+ * x86-64 gives (INT_MIN of int32/int64, then narrowed); x -> bool is x != 0. */
+vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src);
+
+/* Fill every element of out with value converted to out's dtype. */
+vt_status vt_fill(const vt_tensor *out, vt_scalar value);
+
+/* Counter-based random numbers (Philox4x32-10): element i of out (in
+ * row-major logical order) depends only on (seed, offset, i), so results do
+ * not depend on strides or threads. */
+vt_status vt_rng_uniform(const vt_tensor *out, uint64_t seed, uint64_t offset, double from, double to);
+vt_status vt_rng_normal(const vt_tensor *out, uint64_t seed, uint64_t offset, double mean, double std);
+/* Counter values one vt_rng_* call on n elements of dtype consumes: the
+ * caller's generator advances its offset by this much per call. */
+uint64_t vt_rng_counters_used(vt_dtype dtype, int64_t n);
+
+/* Scalar C references, one per kernel family: same contracts, no SIMD, no
+ * threads, element by element. Tests compare every path against them. */
+vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute);
+vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                        vt_dtype compute, vt_scalar alpha);
+vt_status vt_ref_copy(const vt_tensor *dst, const vt_tensor *src);
+
+/* ------------------------------------------------------------------ queued ops
+ * Validate, copy the descriptors and enqueue the kernel on dev's queue.
+ * Tensors whose data is NULL with ndim 0 and a scalar given are not allowed:
+ * host scalars go through the *_scalar variants, copied into the command. */
+
+vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
+                      vt_dtype compute);
+/* a_scalar / b_scalar: when non-NULL, that operand is this host scalar (of
+ * the compute dtype) instead of a device tensor. */
+vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
+                       const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
+                       vt_scalar alpha);
+vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
+                      const vt_tensor *b);
+vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src);
+vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar value);
+vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
+                            double from, double to);
+vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
+                           double mean, double std);
+
+/* Host <-> device transfers. Host-to-device waits until the copy has run
+ * (the host buffer is the caller's); device-to-host synchronises first. Both
+ * take strided views and convert dtypes like vt_copy. */
+vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host);
+vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev);
+
+/* Test aid: a kernel that blocks the queue until vt_debug_gate_open() (or
+ * timeout_ms passes), so tests can observe asynchrony without timing. */
+vt_status vt_debug_gate_enqueue(int dev, int64_t timeout_ms);
+void vt_debug_gate_open(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VTPU_VTPU_H */

@@ -1,0 +1,479 @@
+/* hbm.c — device memory: a capacity-limited caching allocator per device.
+ * The capacity is the chip's HBM or what the host can really give, so a model
+ * too big fails with a CUDA-style out-of-memory error, not the OOM killer.
+ * Freed blocks are cached per rounded size class and reused exactly. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define KIB ((size_t)1024)
+#define MIB (KIB * 1024)
+#define SMALL_MAX MIB          /* classes up to here are 512-byte multiples, from malloc */
+#define SMALL_STEP ((size_t)512)
+#define MID_MAX (32 * MIB)     /* 1..32 MiB: 64 KiB steps, above: 2 MiB steps (waste < 7%) */
+#define MID_STEP (64 * KIB)
+#define LARGE_STEP (2 * MIB)
+#define MAX_REQUEST ((size_t)1 << 60)
+#define REDZONE ((size_t)64)
+#define REDZONE_BYTE 0xFD
+#define CLASS_BUCKETS 256
+
+typedef struct hbm_block {
+    char *ptr;              /* what the caller gets */
+    char *base;             /* what the host gave */
+    size_t size;            /* size class: what stats and capacity count */
+    size_t host_size;       /* bytes held from the host */
+    size_t requested;       /* red-zone blocks: the tail zone starts at ptr + requested */
+    uint8_t mmapped, redzone;
+    struct hbm_block *next; /* live-table chain, or free stack of its class */
+} hbm_block;
+
+typedef struct size_class {
+    size_t size;
+    hbm_block *free;
+    struct size_class *next;
+} size_class;
+
+typedef struct hbm_device {
+    pthread_mutex_t mu;
+    uint64_t capacity, default_capacity;
+    uint64_t reserved, cached; /* bytes held from the host; of which in the cache */
+    hbm_block **live;
+    size_t live_buckets, live_count;
+    size_class *classes[CLASS_BUCKETS];
+    vt_hbm_stats st;
+} hbm_device;
+
+static hbm_device devices[VT_MAX_DEVICES];
+static int hbm_ndev;
+static const vt_chip_info *hbm_chip;
+static atomic_int hbm_ready;
+
+/* ------------------------------------------------------------ capacity */
+
+static uint64_t host_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                fclose(f);
+                return (uint64_t)kb * 1024;
+            }
+        }
+        fclose(f);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) return (uint64_t)pages * (uint64_t)page;
+    return 0;
+}
+
+vt_status vt_hbm_init(const vt_runtime_config *cfg) {
+    static int mutexes_ready;
+    if (!mutexes_ready) {
+        for (int d = 0; d < VT_MAX_DEVICES; d++) pthread_mutex_init(&devices[d].mu, NULL);
+        mutexes_ready = 1;
+    }
+    uint64_t cap = cfg->chip->hbm_bytes;
+    if (cfg->hbm_override) {
+        cap = cfg->hbm_bytes;
+    } else {
+        /* Leave the host some room, and split it between the devices. */
+        uint64_t host = host_available_bytes();
+        uint64_t share = (uint64_t)((double)host * 0.85) / (uint64_t)cfg->num_devices;
+        if (host && share < cap) cap = share;
+    }
+    for (int d = 0; d < cfg->num_devices; d++) {
+        devices[d].capacity = devices[d].default_capacity = cap;
+        devices[d].st.capacity = cap;
+    }
+    hbm_chip = cfg->chip;
+    hbm_ndev = cfg->num_devices;
+    atomic_store(&hbm_ready, 1);
+    return VT_OK;
+}
+
+vt_status vt_hbm_set_capacity_for_test(int dev, uint64_t bytes) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    d->capacity = bytes ? bytes : d->default_capacity;
+    d->st.capacity = d->capacity;
+    pthread_mutex_unlock(&d->mu);
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static size_t round_size(size_t n) {
+    size_t step = n <= SMALL_MAX ? SMALL_STEP : n <= MID_MAX ? MID_STEP : LARGE_STEP;
+    return (n + step - 1) & ~(step - 1);
+}
+
+static void stat_add(vt_stat *s, int64_t delta) {
+    s->current += delta;
+    if (delta > 0) s->allocated += delta;
+    else s->freed -= delta;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static size_t ptr_hash(const void *p, size_t buckets) {
+    uint64_t x = (uint64_t)(uintptr_t)p >> 6;
+    x *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(x >> 32) & (buckets - 1);
+}
+
+static size_class **class_slot(hbm_device *d, size_t size) {
+    uint64_t h = (uint64_t)(size / SMALL_STEP) * 0x9E3779B97F4A7C15ull;
+    size_class **pp = &d->classes[(h >> 32) % CLASS_BUCKETS];
+    while (*pp && (*pp)->size != size) pp = &(*pp)->next;
+    return pp;
+}
+
+static int live_insert(hbm_device *d, hbm_block *b) {
+    if (d->live_count >= d->live_buckets) {
+        size_t nb = d->live_buckets ? d->live_buckets * 2 : 256;
+        hbm_block **t = calloc(nb, sizeof *t);
+        if (t) {
+            for (size_t i = 0; i < d->live_buckets; i++) {
+                for (hbm_block *x = d->live[i], *nx; x; x = nx) {
+                    nx = x->next;
+                    size_t h = ptr_hash(x->ptr, nb);
+                    x->next = t[h];
+                    t[h] = x;
+                }
+            }
+            free(d->live);
+            d->live = t;
+            d->live_buckets = nb;
+        } else if (!d->live_buckets) {
+            return 0; /* no table at all; a failed grow only lengthens chains */
+        }
+    }
+    size_t h = ptr_hash(b->ptr, d->live_buckets);
+    b->next = d->live[h];
+    d->live[h] = b;
+    d->live_count++;
+    return 1;
+}
+
+static hbm_block *live_find(hbm_device *d, const void *p, int unlink) {
+    if (!d->live_buckets) return NULL;
+    hbm_block **pp = &d->live[ptr_hash(p, d->live_buckets)];
+    for (; *pp; pp = &(*pp)->next) {
+        if ((*pp)->ptr == (const char *)p) {
+            hbm_block *b = *pp;
+            if (unlink) {
+                *pp = b->next;
+                b->next = NULL;
+                d->live_count--;
+            }
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ host memory */
+
+static int host_alloc(hbm_block *b, size_t size, size_t requested, int redzone) {
+    size_t pad = redzone ? REDZONE : 0;
+    size_t want = size + 2 * pad;
+    b->size = size;
+    b->requested = requested;
+    b->redzone = (uint8_t)redzone;
+    if (size <= SMALL_MAX) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, want) != 0) return 0;
+        b->base = p;
+        b->host_size = want;
+        b->mmapped = 0;
+    } else {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        want = (want + page - 1) & ~(page - 1);
+        void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return 0;
+#ifdef MADV_HUGEPAGE
+        if (want >= LARGE_STEP) madvise(p, want, MADV_HUGEPAGE);
+#endif
+        b->base = p;
+        b->host_size = want;
+        b->mmapped = 1;
+    }
+    b->ptr = b->base + pad;
+    if (redzone) {
+        memset(b->base, REDZONE_BYTE, REDZONE);
+        memset(b->ptr + requested, REDZONE_BYTE, b->host_size - REDZONE - requested);
+    }
+    return 1;
+}
+
+static void host_release(hbm_block *b) {
+    if (b->mmapped) munmap(b->base, b->host_size);
+    else free(b->base);
+}
+
+static void check_redzones(const hbm_block *b, int dev) {
+    const unsigned char *head = (const unsigned char *)b->base;
+    const unsigned char *tail = (const unsigned char *)b->ptr + b->requested;
+    size_t tail_len = b->host_size - REDZONE - b->requested;
+    int head_bad = 0, tail_bad = 0;
+    for (size_t i = 0; i < REDZONE; i++) head_bad |= head[i] != REDZONE_BYTE;
+    for (size_t i = 0; i < tail_len; i++) tail_bad |= tail[i] != REDZONE_BYTE;
+    if (head_bad || tail_bad)
+        fprintf(stderr,
+                "vtpu: HBM red zone corrupted %s block %p (%zu bytes) on TPU %d: memory was written out of "
+                "bounds\n",
+                head_bad && tail_bad ? "before and after" : head_bad ? "before" : "after", (void *)b->ptr,
+                b->requested, dev);
+}
+
+/* Cached blocks were freed stream-ordered: queued kernels may still read
+ * them. Before handing them back to the host, let the device's queue reach
+ * this point (an event wait leaves latched kernel errors for the next sync). */
+static void drain_queue(int dev) {
+    uint64_t ticket = 0;
+    if (vt_event_record(dev, &ticket) == VT_OK) vt_event_wait(dev, ticket, -1);
+}
+
+/* Give every cached block of d back to the host. Caller holds d->mu and has
+ * drained the device's queue. */
+static void release_cache(hbm_device *d) {
+    for (int i = 0; i < CLASS_BUCKETS; i++) {
+        size_class *c = d->classes[i];
+        while (c) {
+            for (hbm_block *b = c->free, *nb; b; b = nb) {
+                nb = b->next;
+                host_release(b);
+                d->reserved -= b->size;
+                stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
+                stat_add(&d->st.segment, -1);
+                free(b);
+            }
+            size_class *nc = c->next;
+            free(c);
+            c = nc;
+        }
+        d->classes[i] = NULL;
+    }
+    d->cached = 0;
+}
+
+static vt_status oom(hbm_device *d, int dev, size_t bytes) {
+    char req[32], total[32], freeb[32], alloc[32], unalloc[32];
+    uint64_t in_use = d->reserved - d->cached;
+    uint64_t avail = d->capacity > in_use ? d->capacity - in_use : 0;
+    vt_format_bytes(bytes, req, sizeof req);
+    vt_format_bytes(d->capacity, total, sizeof total);
+    vt_format_bytes(avail, freeb, sizeof freeb);
+    vt_format_bytes((uint64_t)d->st.allocated_bytes.current, alloc, sizeof alloc);
+    vt_format_bytes(d->reserved - (uint64_t)d->st.allocated_bytes.current, unalloc, sizeof unalloc);
+    d->st.num_ooms++;
+    return vt_set_error(VT_ERR_OUT_OF_MEMORY,
+                        "TPU out of memory. Tried to allocate %s. TPU %d (%s) has a total capacity of %s of which "
+                        "%s is free. Of the allocated memory %s is allocated by vtpu and %s is reserved but "
+                        "unallocated.",
+                        req, dev, hbm_chip->name, total, freeb, alloc, unalloc);
+}
+
+/* ------------------------------------------------------------ public API */
+
+vt_status vt_hbm_alloc(int dev, size_t bytes, void **out) {
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_hbm_alloc: out is NULL");
+    *out = NULL;
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if (bytes == 0) return VT_OK;
+    int redzone = vt_get_eager_mode() == VT_EAGER_DEBUG;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    if (bytes > MAX_REQUEST || round_size(bytes) > d->capacity) {
+        s = oom(d, dev, bytes);
+        goto done;
+    }
+    size_t size = round_size(bytes);
+    hbm_block *b = NULL;
+    if (!redzone) {
+        size_class *c = *class_slot(d, size);
+        if (c && c->free) {
+            b = c->free;
+            c->free = b->next;
+            b->next = NULL;
+            d->cached -= size;
+        }
+    }
+    if (!b) {
+        if (d->reserved + size > d->capacity) {
+            if (d->cached) {
+                drain_queue(dev);
+                release_cache(d);
+                d->st.num_alloc_retries++;
+            }
+            if (d->reserved + size > d->capacity) {
+                s = oom(d, dev, bytes);
+                goto done;
+            }
+        }
+        b = calloc(1, sizeof *b);
+        int ok = b && host_alloc(b, size, bytes, redzone);
+        if (!ok && b && d->cached) {
+            drain_queue(dev);
+            release_cache(d);
+            d->st.num_alloc_retries++;
+            ok = host_alloc(b, size, bytes, redzone);
+        }
+        if (!ok) {
+            free(b);
+            s = oom(d, dev, bytes);
+            goto done;
+        }
+        d->reserved += size;
+        stat_add(&d->st.reserved_bytes, (int64_t)size);
+        stat_add(&d->st.segment, 1);
+    }
+    if (!live_insert(d, b)) {
+        /* Cannot track it: hand it straight back rather than leak it. */
+        host_release(b);
+        d->reserved -= size;
+        stat_add(&d->st.reserved_bytes, -(int64_t)size);
+        stat_add(&d->st.segment, -1);
+        free(b);
+        s = oom(d, dev, bytes);
+        goto done;
+    }
+    stat_add(&d->st.allocated_bytes, (int64_t)size);
+    stat_add(&d->st.allocation, 1);
+    *out = b->ptr;
+done:
+    pthread_mutex_unlock(&d->mu);
+    return s;
+}
+
+void vt_hbm_free(int dev, void *ptr) {
+    if (!ptr) return;
+    /* In a bad-fork child the parent's mutexes may be held by threads that do
+     * not exist here: leak rather than risk a deadlock. */
+    if (vt_check_device(dev) != VT_OK) return;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    hbm_block *b = live_find(d, ptr, 1);
+    if (!b) {
+        pthread_mutex_unlock(&d->mu);
+        vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_hbm_free: %p is not a live allocation of TPU %d", ptr, dev);
+        return;
+    }
+    stat_add(&d->st.allocated_bytes, -(int64_t)b->size);
+    stat_add(&d->st.allocation, -1);
+    if (b->redzone) {
+        /* Debug blocks are checked and returned at once, never reused. */
+        check_redzones(b, dev);
+        host_release(b);
+        d->reserved -= b->size;
+        stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
+        stat_add(&d->st.segment, -1);
+        free(b);
+    } else {
+        size_class **pp = class_slot(d, b->size);
+        if (!*pp) *pp = calloc(1, sizeof **pp);
+        if (*pp) {
+            (*pp)->size = b->size;
+            b->next = (*pp)->free;
+            (*pp)->free = b;
+            d->cached += b->size;
+        } else {
+            host_release(b);
+            d->reserved -= b->size;
+            stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
+            stat_add(&d->st.segment, -1);
+            free(b);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+vt_status vt_hbm_empty_cache(int dev) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    drain_queue(dev);
+    release_cache(d);
+    pthread_mutex_unlock(&d->mu);
+    return VT_OK;
+}
+
+vt_status vt_hbm_get_stats(int dev, vt_hbm_stats *out) {
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_hbm_get_stats: out is NULL");
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    *out = d->st;
+    pthread_mutex_unlock(&d->mu);
+    return VT_OK;
+}
+
+static void reset_peak(vt_stat *s) { s->peak = s->current; }
+static void reset_accum(vt_stat *s) { s->allocated = s->freed = 0; }
+
+vt_status vt_hbm_reset_peak(int dev) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    reset_peak(&d->st.allocated_bytes);
+    reset_peak(&d->st.reserved_bytes);
+    reset_peak(&d->st.allocation);
+    reset_peak(&d->st.segment);
+    pthread_mutex_unlock(&d->mu);
+    return VT_OK;
+}
+
+vt_status vt_hbm_reset_accumulated(int dev) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    reset_accum(&d->st.allocated_bytes);
+    reset_accum(&d->st.reserved_bytes);
+    reset_accum(&d->st.allocation);
+    reset_accum(&d->st.segment);
+    d->st.num_alloc_retries = 0;
+    d->st.num_ooms = 0;
+    pthread_mutex_unlock(&d->mu);
+    return VT_OK;
+}
+
+vt_status vt_hbm_mem_info(int dev, uint64_t *free_bytes, uint64_t *total_bytes) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    uint64_t in_use = d->reserved - d->cached;
+    if (free_bytes) *free_bytes = d->capacity > in_use ? d->capacity - in_use : 0;
+    if (total_bytes) *total_bytes = d->capacity;
+    pthread_mutex_unlock(&d->mu);
+    return VT_OK;
+}
+
+int vt_hbm_owns(const void *ptr, int *dev) {
+    if (!ptr || !atomic_load(&hbm_ready) || vt_in_bad_fork()) return 0;
+    for (int i = 0; i < hbm_ndev; i++) {
+        hbm_device *d = &devices[i];
+        pthread_mutex_lock(&d->mu);
+        int found = live_find(d, ptr, 0) != NULL;
+        pthread_mutex_unlock(&d->mu);
+        if (found) {
+            if (dev) *dev = i;
+            return 1;
+        }
+    }
+    return 0;
+}

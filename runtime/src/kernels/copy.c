@@ -1,0 +1,290 @@
+/* copy.c — dtype conversion with PyTorch's casting rules, the strided
+ * iterator every elementwise driver walks, and the copy / fill kernels built
+ * on them. */
+#include "internal.h"
+
+/* ------------------------------------------------------------ conversions
+ * Every source dtype loads exactly into one of float, double or int64; each
+ * destination then has one rule per class, chosen with _Generic. That gives
+ * correctly rounded int64 -> float (no detour through double) and PyTorch's
+ * double -> float -> bf16/f16 double rounding. */
+
+/* Float -> integer: C leaves NaN and out-of-range undefined; PyTorch on
+ * x86-64 gets cvtt*2si's "integer indefinite" (INT_MIN), narrower types
+ * take the low bits of the int32 result. Check the range first, then cast. */
+static inline int64_t f64_to_i64(double x) {
+    if (x >= -9.2233720368547758e18 && x < 9.2233720368547758e18) return (int64_t)x;
+    return INT64_MIN;
+}
+static inline int32_t f64_to_i32(double x) {
+    if (x > -2147483649.0 && x < 2147483648.0) return (int32_t)x;
+    return INT32_MIN;
+}
+static inline int64_t f32_to_i64(float x) { return f64_to_i64((double)x); }
+static inline int32_t f32_to_i32(float x) { return f64_to_i32((double)x); }
+/* Two's complement narrowing, spelled through unsigned so it is defined. */
+static inline int8_t wrap_i8(uint64_t u) {
+    uint8_t v = (uint8_t)u;
+    return v < 0x80u ? (int8_t)v : (int8_t)((int)v - 256);
+}
+static inline int16_t wrap_i16(uint64_t u) {
+    uint16_t v = (uint16_t)u;
+    return v < 0x8000u ? (int16_t)v : (int16_t)((int32_t)v - 65536);
+}
+static inline int32_t wrap_i32(uint64_t u) {
+    uint32_t v = (uint32_t)u;
+    return v < 0x80000000u ? (int32_t)v : (int32_t)((int64_t)v - 4294967296LL);
+}
+
+#define TO_F32(v) _Generic((v), float: (float)(v), double: (float)(v), int64_t: (float)(v))
+#define TO_F64(v) _Generic((v), float: (double)(v), double: (double)(v), int64_t: (double)(v))
+#define TO_BF16(v) vt_f32_to_bf16(TO_F32(v))
+#define TO_F16(v) vt_f32_to_f16(TO_F32(v))
+static inline int64_t fi64_i(int64_t v) { return v; }
+static inline int64_t ff_i64(float v) { return f32_to_i64(v); }
+static inline int64_t fd_i64(double v) { return f64_to_i64(v); }
+static inline uint64_t to_i32_bits_f(float v) { return (uint64_t)(int64_t)f32_to_i32(v); }
+static inline uint64_t to_i32_bits_d(double v) { return (uint64_t)(int64_t)f64_to_i32(v); }
+static inline uint64_t to_i32_bits_i(int64_t v) { return (uint64_t)v; }
+#define TO_I64(v) _Generic((v), float: ff_i64, double: fd_i64, int64_t: fi64_i)(v)
+#define LOWBITS(v) _Generic((v), float: to_i32_bits_f, double: to_i32_bits_d, int64_t: to_i32_bits_i)(v)
+#define TO_I32(v) wrap_i32(LOWBITS(v))
+#define TO_I16(v) wrap_i16(LOWBITS(v))
+#define TO_I8(v) wrap_i8(LOWBITS(v))
+#define TO_U8(v) ((uint8_t)LOWBITS(v))
+#define TO_BOOL(v) ((uint8_t)((v) != 0))
+
+#define LD_F32(p, i) (((const float *)(p))[i])
+#define LD_BF16(p, i) vt_bf16_to_f32(((const uint16_t *)(p))[i])
+#define LD_F16(p, i) vt_f16_to_f32(((const uint16_t *)(p))[i])
+#define LD_F64(p, i) (((const double *)(p))[i])
+#define LD_I8(p, i) ((int64_t)((const int8_t *)(p))[i])
+#define LD_U8(p, i) ((int64_t)((const uint8_t *)(p))[i])
+#define LD_I16(p, i) ((int64_t)((const int16_t *)(p))[i])
+#define LD_I32(p, i) ((int64_t)((const int32_t *)(p))[i])
+#define LD_I64(p, i) (((const int64_t *)(p))[i])
+#define LD_BOOL(p, i) ((int64_t)(((const uint8_t *)(p))[i] != 0))
+
+#define ST_F32(p, i, v) (((float *)(p))[i] = TO_F32(v))
+#define ST_BF16(p, i, v) (((uint16_t *)(p))[i] = TO_BF16(v))
+#define ST_F16(p, i, v) (((uint16_t *)(p))[i] = TO_F16(v))
+#define ST_F64(p, i, v) (((double *)(p))[i] = TO_F64(v))
+#define ST_I8(p, i, v) (((int8_t *)(p))[i] = TO_I8(v))
+#define ST_U8(p, i, v) (((uint8_t *)(p))[i] = TO_U8(v))
+#define ST_I16(p, i, v) (((int16_t *)(p))[i] = TO_I16(v))
+#define ST_I32(p, i, v) (((int32_t *)(p))[i] = TO_I32(v))
+#define ST_I64(p, i, v) (((int64_t *)(p))[i] = TO_I64(v))
+#define ST_BOOL(p, i, v) (((uint8_t *)(p))[i] = TO_BOOL(v))
+
+typedef void (*cvt_fn)(const void *src, int64_t ss, void *dst, int64_t ds, int64_t n);
+
+/* The unit-stride loop is kept separate so the compiler can vectorise it. */
+#define CVT_LOOP(S, D)                                                                                         \
+    static void cvt_##S##_##D(const void *src, int64_t ss, void *dst, int64_t ds, int64_t n) {                 \
+        if (ss == 1 && ds == 1) {                                                                              \
+            for (int64_t i = 0; i < n; i++) ST_##D(dst, i, LD_##S(src, i));                                    \
+        } else {                                                                                               \
+            for (int64_t i = 0; i < n; i++) ST_##D(dst, i * ds, LD_##S(src, i * ss));                          \
+        }                                                                                                      \
+    }
+#define FOR_EACH_DST(M, S) M(S, F32) M(S, BF16) M(S, F16) M(S, F64) M(S, I8) M(S, U8) M(S, I16) M(S, I32) M(S, I64) M(S, BOOL)
+FOR_EACH_DST(CVT_LOOP, F32)
+FOR_EACH_DST(CVT_LOOP, BF16)
+FOR_EACH_DST(CVT_LOOP, F16)
+FOR_EACH_DST(CVT_LOOP, F64)
+FOR_EACH_DST(CVT_LOOP, I8)
+FOR_EACH_DST(CVT_LOOP, U8)
+FOR_EACH_DST(CVT_LOOP, I16)
+FOR_EACH_DST(CVT_LOOP, I32)
+FOR_EACH_DST(CVT_LOOP, I64)
+FOR_EACH_DST(CVT_LOOP, BOOL)
+
+#define CVT_ENTRY(S, D) cvt_##S##_##D,
+static const cvt_fn cvt_table[VT_DTYPE_COUNT][VT_DTYPE_COUNT] = {
+    {FOR_EACH_DST(CVT_ENTRY, F32)},  {FOR_EACH_DST(CVT_ENTRY, BF16)}, {FOR_EACH_DST(CVT_ENTRY, F16)},
+    {FOR_EACH_DST(CVT_ENTRY, F64)},  {FOR_EACH_DST(CVT_ENTRY, I8)},   {FOR_EACH_DST(CVT_ENTRY, U8)},
+    {FOR_EACH_DST(CVT_ENTRY, I16)},  {FOR_EACH_DST(CVT_ENTRY, I32)},  {FOR_EACH_DST(CVT_ENTRY, I64)},
+    {FOR_EACH_DST(CVT_ENTRY, BOOL)},
+};
+
+/* Same dtype: move bits, so NaN payloads and non-0/1 bools survive a copy. */
+static void copy_same(size_t es, const void *src, int64_t ss, void *dst, int64_t ds, int64_t n) {
+    if (ss == 1 && ds == 1) {
+        if (src != dst) memmove(dst, src, (size_t)n * es);
+        return;
+    }
+    const char *s = src;
+    char *d = dst;
+    switch (es) {
+    case 1: for (int64_t i = 0; i < n; i++) d[i * ds] = s[i * ss]; break;
+    case 2: for (int64_t i = 0; i < n; i++) ((uint16_t *)d)[i * ds] = ((const uint16_t *)s)[i * ss]; break;
+    case 4: for (int64_t i = 0; i < n; i++) ((uint32_t *)d)[i * ds] = ((const uint32_t *)s)[i * ss]; break;
+    default: for (int64_t i = 0; i < n; i++) ((uint64_t *)d)[i * ds] = ((const uint64_t *)s)[i * ss]; break;
+    }
+}
+
+void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,
+                int64_t n) {
+    if (n <= 0) return;
+    if (from == to)
+        copy_same(vt_dtype_size(from), src, src_stride, dst, dst_stride, n);
+    else
+        cvt_table[from][to](src, src_stride, dst, dst_stride, n);
+}
+
+/* ------------------------------------------------------------ iteration */
+
+void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops) {
+    const vt_tensor *t0 = &ops[0];
+    memset(it, 0, sizeof *it);
+    it->nops = nops;
+    it->numel = vt_tensor_numel(t0);
+    for (int k = 0; k < nops; k++) {
+        it->elsize[k] = vt_dtype_size(ops[k].dtype);
+        it->base[k] = (char *)ops[k].data + ops[k].offset * (int64_t)it->elsize[k];
+    }
+    /* Keep the non-trivial dims, outermost first, merging a dim into the
+     * one inside it when every operand steps through both as one. */
+    int32_t nd = 0;
+    for (int32_t d = 0; d < t0->ndim; d++) {
+        if (t0->sizes[d] == 1) continue;
+        it->sizes[nd] = t0->sizes[d];
+        for (int k = 0; k < nops; k++) it->strides[k][nd] = ops[k].strides[d];
+        nd++;
+    }
+    int32_t out = 0;
+    for (int32_t d = 0; d < nd; d++) {
+        if (out > 0) {
+            int merge = 1;
+            for (int k = 0; k < nops && merge; k++)
+                merge = it->strides[k][out - 1] == it->strides[k][d] * it->sizes[d];
+            if (merge) {
+                it->sizes[out - 1] *= it->sizes[d];
+                for (int k = 0; k < nops; k++) it->strides[k][out - 1] = it->strides[k][d];
+                continue;
+            }
+        }
+        it->sizes[out] = it->sizes[d];
+        for (int k = 0; k < nops; k++) it->strides[k][out] = it->strides[k][d];
+        out++;
+    }
+    if (out == 0) { /* a single element */
+        it->sizes[0] = 1;
+        for (int k = 0; k < nops; k++) it->strides[k][0] = 1;
+        out = 1;
+    }
+    it->ndim = out;
+}
+
+void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn fn, void *ctx) {
+    int32_t nd = it->ndim, inner = nd - 1;
+    int nops = it->nops;
+    int64_t idx[VT_MAX_DIMS];
+    int64_t off[VT_ITER_MAX_OPS] = {0};
+    int64_t rem = begin;
+    for (int32_t d = inner; d >= 0; d--) {
+        idx[d] = rem % it->sizes[d];
+        rem /= it->sizes[d];
+        for (int k = 0; k < nops; k++) off[k] += idx[d] * it->strides[k][d];
+    }
+    int64_t istr[VT_ITER_MAX_OPS];
+    for (int k = 0; k < nops; k++) istr[k] = it->strides[k][inner];
+    char *ptrs[VT_ITER_MAX_OPS];
+    int64_t pos = begin;
+    while (pos < end) {
+        int64_t run = it->sizes[inner] - idx[inner];
+        if (run > end - pos) run = end - pos;
+        for (int k = 0; k < nops; k++) ptrs[k] = it->base[k] + off[k] * (int64_t)it->elsize[k];
+        fn(ctx, ptrs, istr, run);
+        pos += run;
+        idx[inner] += run;
+        for (int k = 0; k < nops; k++) off[k] += run * istr[k];
+        for (int32_t d = inner; d > 0 && idx[d] == it->sizes[d]; d--) {
+            for (int k = 0; k < nops; k++) off[k] += it->strides[k][d - 1] - it->sizes[d] * it->strides[k][d];
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ copy / fill */
+
+typedef struct copy_ctx {
+    vt_iter it;
+    vt_dtype from, to;
+} copy_ctx;
+
+static void copy_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
+    copy_ctx *c = vctx;
+    vt_convert(c->from, p[1], s[1], c->to, p[0], s[0], n);
+}
+
+static void copy_range(void *vctx, int64_t b, int64_t e) {
+    copy_ctx *c = vctx;
+    vt_iter_range(&c->it, b, e, copy_run, c);
+}
+
+/* Checks shared by the elementwise entry points: valid descriptors and each
+ * input broadcastable to out's shape (bcast receives the broadcast views). */
+static vt_status prepare(const vt_tensor *out, int nin, const vt_tensor *const *in, vt_tensor *bcast,
+                         const char *what) {
+    vt_status s = vt_tensor_validate(out, what);
+    if (s) return s;
+    bcast[0] = *out;
+    for (int k = 0; k < nin; k++) {
+        if ((s = vt_tensor_validate(in[k], what))) return s;
+        if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &bcast[k + 1]))) return s;
+    }
+    return VT_OK;
+}
+
+vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src) {
+    vt_tensor ops[2];
+    const vt_tensor *in[1] = {src};
+    vt_status s = prepare(dst, 1, in, ops, "copy");
+    if (s) return s;
+    copy_ctx c;
+    vt_iter_init(&c.it, 2, ops);
+    c.from = src->dtype;
+    c.to = dst->dtype;
+    if (c.it.numel == 0) return VT_OK;
+    vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN, copy_range, &c);
+    return VT_OK;
+}
+
+typedef struct fill_ctx {
+    vt_iter it;
+    unsigned char value[8];
+} fill_ctx;
+
+static void fill_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
+    fill_ctx *c = vctx;
+    size_t es = c->it.elsize[0];
+    if (s[0] == 1 && es == 1) {
+        memset(p[0], c->value[0], (size_t)n);
+        return;
+    }
+    /* Broadcast the one converted element with the same-dtype copier. */
+    vt_dtype dt = es == 1 ? VT_U8 : es == 2 ? VT_I16 : es == 4 ? VT_I32 : VT_I64;
+    vt_convert(dt, c->value, 0, dt, p[0], s[0], n);
+}
+
+static void fill_range(void *vctx, int64_t b, int64_t e) {
+    fill_ctx *c = vctx;
+    vt_iter_range(&c->it, b, e, fill_run, c);
+}
+
+vt_status vt_fill(const vt_tensor *out, vt_scalar value) {
+    vt_status s = vt_tensor_validate(out, "fill");
+    if (s) return s;
+    fill_ctx c;
+    memset(c.value, 0, sizeof c.value);
+    if (value.is_float)
+        vt_convert(VT_F64, &value.f, 1, out->dtype, c.value, 1, 1);
+    else
+        vt_convert(VT_I64, &value.i, 1, out->dtype, c.value, 1, 1);
+    vt_iter_init(&c.it, 1, out);
+    if (c.it.numel == 0) return VT_OK;
+    vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN, fill_range, &c);
+    return VT_OK;
+}

@@ -1,0 +1,272 @@
+/* elementwise.c — drivers for vt_unary, vt_binary and vt_where: broadcast,
+ * walk the iteration space in innermost-dimension runs, stage operands in
+ * the compute class when dtypes or strides demand it, and run microkernels. */
+#include <stdatomic.h>
+
+#include "internal.h"
+
+/* Staging chunk: small enough for every buffer to stay in L1. */
+#define CHUNK 256
+
+static const char *const unary_names[VT_UNARY_OP_COUNT] = {
+    "neg", "abs", "sign", "reciprocal", "square", "exp", "expm1", "log", "log1p", "log2",
+    "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "erf",
+    "ceil", "floor", "round", "trunc", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
+};
+static const char *const binary_names[VT_BINARY_OP_COUNT] = {
+    "add", "sub", "mul", "div", "div_trunc", "div_floor", "remainder", "fmod",
+    "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le",
+    "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+};
+
+const char *vt_unary_op_name(vt_unary_op op) {
+    return (unsigned)op < VT_UNARY_OP_COUNT ? unary_names[op] : "invalid";
+}
+const char *vt_binary_op_name(vt_binary_op op) {
+    return (unsigned)op < VT_BINARY_OP_COUNT ? binary_names[op] : "invalid";
+}
+
+typedef struct ew_ctx {
+    vt_iter it;
+    int nin;
+    vt_dtype in_dt[2], out_dt;
+    vt_dtype compute; /* PyTorch's common dtype */
+    vt_dtype cls_dt;  /* F32, F64 or I64: what the microkernels compute in */
+    int is_bool;      /* the op's result is bool whatever the compute dtype */
+    vt_unary_ukernel un;
+    vt_binary_ukernel bin;
+    union {
+        float f;
+        double d;
+        int64_t i;
+    } alpha;
+    _Atomic int zero_div;
+} ew_ctx;
+
+static vt_dtype class_dtype(vt_dtype compute, vt_compute_class *cls) {
+    switch (compute) {
+    case VT_F32:
+    case VT_BF16:
+    case VT_F16: *cls = VT_CLASS_FLOAT; return VT_F32;
+    case VT_F64: *cls = VT_CLASS_DOUBLE; return VT_F64;
+    default: *cls = VT_CLASS_INT; return VT_I64;
+    }
+}
+
+/* An input the microkernel can read in place: already in the class type and
+ * not narrower than it (an F32 tensor in BF16 compute must be rounded). */
+static inline int input_direct(const ew_ctx *c, int k, int64_t s) {
+    return c->in_dt[k] == c->compute && c->compute == c->cls_dt && (s == 1 || s == 0);
+}
+
+static inline int output_direct(const ew_ctx *c, int64_t s) {
+    if (s != 1) return 0;
+    return c->is_bool ? c->out_dt == VT_BOOL : (c->out_dt == c->compute && c->compute == c->cls_dt);
+}
+
+/* Convert m elements of input k to the class type in buf: through the
+ * compute dtype, since "inputs are converted to compute" first. A stride-0
+ * input converts one element and stays a scalar (*ks = 0). */
+static const void *stage_input(const ew_ctx *c, int k, const char *p, int64_t s, int64_t m, void *buf, void *tmp,
+                               int64_t *ks) {
+    if (input_direct(c, k, s)) {
+        *ks = s;
+        return p;
+    }
+    int64_t cnt = s == 0 ? 1 : m;
+    *ks = s == 0 ? 0 : 1;
+    vt_dtype dt = c->in_dt[k];
+    if (dt == c->compute || c->compute == c->cls_dt) {
+        vt_convert(dt, p, s, c->cls_dt, buf, 1, cnt);
+    } else {
+        vt_convert(dt, p, s, c->compute, tmp, 1, cnt);
+        vt_convert(c->compute, tmp, 1, c->cls_dt, buf, 1, cnt);
+    }
+    return buf;
+}
+
+/* Results are rounded to the compute dtype, then converted to out's. */
+static void store_result(const ew_ctx *c, const void *res, int64_t rs, char *p, int64_t s, int64_t m, void *tmp) {
+    if (c->is_bool) {
+        vt_convert(VT_BOOL, res, rs, c->out_dt, p, s, m);
+    } else if (c->out_dt == c->compute || c->compute == c->cls_dt) {
+        vt_convert(c->cls_dt, res, rs, c->out_dt, p, s, m);
+    } else {
+        vt_convert(c->cls_dt, res, rs, c->compute, tmp, 1, rs ? m : 1);
+        vt_convert(c->compute, tmp, rs, c->out_dt, p, s, m);
+    }
+}
+
+static void ew_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n) {
+    ew_ctx *c = vctx;
+    int nin = c->nin;
+    int64_t so = strides[0], sa = strides[1], sb = nin > 1 ? strides[2] : 0;
+    int err = 0;
+
+    /* Everything readable and writable in place: one call for the run. */
+    if (output_direct(c, so) && input_direct(c, 0, sa) && (nin == 1 ? sa == 1 : input_direct(c, 1, sb))) {
+        if (nin == 1)
+            err = c->un(n, ptrs[0], ptrs[1]);
+        else
+            err = c->bin(n, ptrs[0], ptrs[1], sa, ptrs[2], sb, &c->alpha);
+        if (err) atomic_store_explicit(&c->zero_div, 1, memory_order_relaxed);
+        return;
+    }
+
+    _Alignas(64) unsigned char abuf[CHUNK * 8], bbuf[CHUNK * 8], rbuf[CHUNK * 8], tmp[CHUNK * 8];
+    size_t es[3] = {c->it.elsize[0], c->it.elsize[1], nin > 1 ? c->it.elsize[2] : 0};
+    for (int64_t off = 0; off < n; off += CHUNK) {
+        int64_t m = n - off < CHUNK ? n - off : CHUNK;
+        char *po = ptrs[0] + off * so * (int64_t)es[0];
+        const char *pa = ptrs[1] + off * sa * (int64_t)es[1];
+        int64_t ka, kb = 0;
+        const void *a = stage_input(c, 0, pa, sa, m, abuf, tmp, &ka);
+        const void *b = NULL;
+        if (nin > 1) {
+            const char *pb = ptrs[2] + off * sb * (int64_t)es[2];
+            b = stage_input(c, 1, pb, sb, m, bbuf, tmp, &kb);
+        }
+        int scalar = ka == 0 && kb == 0; /* compute one element, broadcast it on store */
+        int64_t cnt = scalar ? 1 : m;
+        int direct = !scalar && output_direct(c, so);
+        void *r = direct ? (void *)po : (void *)rbuf;
+        if (nin == 1) {
+            err |= c->un(cnt, r, a);
+        } else {
+            err |= c->bin(cnt, r, a, ka, b, kb, &c->alpha);
+        }
+        if (!direct) store_result(c, rbuf, scalar ? 0 : 1, po, so, m, tmp);
+    }
+    if (err) atomic_store_explicit(&c->zero_div, 1, memory_order_relaxed);
+}
+
+static void ew_range(void *vctx, int64_t b, int64_t e) {
+    ew_ctx *c = vctx;
+    vt_iter_range(&c->it, b, e, ew_run, c);
+}
+
+static vt_status ew_prepare(ew_ctx *c, const vt_tensor *out, int nin, const vt_tensor *const *in, vt_dtype compute,
+                            const char *what) {
+    vt_status s = vt_tensor_validate(out, what);
+    if (s) return s;
+    if ((unsigned)compute >= VT_DTYPE_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
+    vt_tensor ops[3];
+    ops[0] = *out;
+    for (int k = 0; k < nin; k++) {
+        if ((s = vt_tensor_validate(in[k], what))) return s;
+        if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
+        c->in_dt[k] = in[k]->dtype;
+    }
+    vt_iter_init(&c->it, nin + 1, ops);
+    c->nin = nin;
+    c->out_dt = out->dtype;
+    c->compute = compute;
+    atomic_init(&c->zero_div, 0);
+    return VT_OK;
+}
+
+static vt_status ew_execute(ew_ctx *c) {
+    if (c->it.numel == 0) return VT_OK;
+    vt_parallel_for(c->it.numel, VT_ELEMENTWISE_GRAIN, ew_range, c);
+    if (atomic_load_explicit(&c->zero_div, memory_order_relaxed))
+        return vt_set_error(VT_ERR_KERNEL, "ZeroDivisionError");
+    return VT_OK;
+}
+
+vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute) {
+    if ((unsigned)op >= VT_UNARY_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
+    ew_ctx c;
+    const vt_tensor *in[1] = {a};
+    vt_status s = ew_prepare(&c, out, 1, in, compute, unary_names[op]);
+    if (s) return s;
+    vt_compute_class cls;
+    c.cls_dt = class_dtype(compute, &cls);
+    /* On bool, bitwise_not is logical not (~1 would read back as true). */
+    if (compute == VT_BOOL && op == VT_BITWISE_NOT) op = VT_LOGICAL_NOT;
+    c.un = vt_unary_ukernels[cls][op];
+    c.bin = NULL;
+    c.is_bool = vt_unary_op_is_bool(op);
+    if (!c.un)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", unary_names[op],
+                            vt_dtype_name(compute));
+    return ew_execute(&c);
+}
+
+vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                    vt_dtype compute, vt_scalar alpha) {
+    if ((unsigned)op >= VT_BINARY_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
+    ew_ctx c;
+    const vt_tensor *in[2] = {a, b};
+    vt_status s = ew_prepare(&c, out, 2, in, compute, binary_names[op]);
+    if (s) return s;
+    vt_compute_class cls;
+    c.cls_dt = class_dtype(compute, &cls);
+    c.bin = vt_binary_ukernels[cls][op];
+    c.un = NULL;
+    c.is_bool = vt_binary_op_is_bool(op);
+    if (!c.bin)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", binary_names[op],
+                            vt_dtype_name(compute));
+    switch (cls) {
+    case VT_CLASS_FLOAT: c.alpha.f = alpha.is_float ? (float)alpha.f : (float)alpha.i; break;
+    case VT_CLASS_DOUBLE: c.alpha.d = alpha.is_float ? alpha.f : (double)alpha.i; break;
+    default:
+        if (alpha.is_float)
+            vt_convert(VT_F64, &alpha.f, 1, VT_I64, &c.alpha.i, 1, 1);
+        else
+            c.alpha.i = alpha.i;
+        break;
+    }
+    return ew_execute(&c);
+}
+
+/* ------------------------------------------------------------ where */
+
+typedef struct where_ctx {
+    vt_iter it;
+    vt_dtype out_dt, cond_dt, a_dt, b_dt;
+} where_ctx;
+
+static void where_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
+    where_ctx *c = vctx;
+    _Alignas(64) unsigned char abuf[CHUNK * 8], bbuf[CHUNK * 8], cbuf[CHUNK];
+    size_t es = c->it.elsize[0];
+    for (int64_t off = 0; off < n; off += CHUNK) {
+        int64_t m = n - off < CHUNK ? n - off : CHUNK;
+        char *po = p[0] + off * s[0] * (int64_t)es;
+        vt_convert(c->cond_dt, p[1] + off * s[1] * (int64_t)c->it.elsize[1], s[1], VT_BOOL, cbuf, 1, m);
+        vt_convert(c->a_dt, p[2] + off * s[2] * (int64_t)c->it.elsize[2], s[2], c->out_dt, abuf, 1, m);
+        vt_convert(c->b_dt, p[3] + off * s[3] * (int64_t)c->it.elsize[3], s[3], c->out_dt, bbuf, 1, m);
+        for (int64_t i = 0; i < m; i++)
+            memcpy(po + i * s[0] * (int64_t)es, (cbuf[i] ? abuf : bbuf) + i * (int64_t)es, es);
+    }
+}
+
+static void where_range(void *vctx, int64_t b, int64_t e) {
+    where_ctx *c = vctx;
+    vt_iter_range(&c->it, b, e, where_run, c);
+}
+
+vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b) {
+    const vt_tensor *in[3] = {cond, a, b};
+    vt_status s = vt_tensor_validate(out, "where");
+    if (s) return s;
+    vt_tensor ops[4];
+    ops[0] = *out;
+    for (int k = 0; k < 3; k++) {
+        if ((s = vt_tensor_validate(in[k], "where"))) return s;
+        if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
+    }
+    where_ctx c;
+    vt_iter_init(&c.it, 4, ops);
+    c.out_dt = out->dtype;
+    c.cond_dt = cond->dtype;
+    c.a_dt = a->dtype;
+    c.b_dt = b->dtype;
+    if (c.it.numel == 0) return VT_OK;
+    vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN, where_range, &c);
+    return VT_OK;
+}

@@ -1,0 +1,368 @@
+/* elementwise_ops.c — the portable elementwise microkernels, one per op and
+ * compute class, with PyTorch's CPU formulas. Leaf loops over contiguous (or
+ * scalar) operands; the driver in elementwise.c owns dtypes and strides. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <tgmath.h>
+
+#include "internal.h"
+
+/* Blocks of 16 with `ivdep` let gcc vectorise at -O2 (its "very cheap" cost
+ * model refuses loops needing an epilogue or an alias check). ivdep is true
+ * here: out may equal an input, but element i only reads element i. */
+#define VLOOP(n, ...)                                                                                          \
+    do {                                                                                                       \
+        int64_t i0_ = 0;                                                                                       \
+        for (; i0_ + 16 <= (n); i0_ += 16) {                                                                   \
+            _Pragma("GCC ivdep") for (int64_t j_ = 0; j_ < 16; j_++) {                                         \
+                int64_t i = i0_ + j_;                                                                          \
+                __VA_ARGS__;                                                                                   \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (; i0_ < (n); i0_++) {                                                                             \
+            int64_t i = i0_;                                                                                   \
+            __VA_ARGS__;                                                                                       \
+        }                                                                                                      \
+    } while (0)
+
+/* A binary kernel over T inputs writing O; EXPR sees x, y, al and may set err. */
+#define BIN_KERNEL(NAME, T, O, EXPR)                                                                           \
+    static int NAME(int64_t n, void *out_, const void *a_, int64_t as, const void *b_, int64_t bs,             \
+                    const void *al_) {                                                                         \
+        O *out = out_;                                                                                         \
+        const T *a = a_, *b = b_;                                                                              \
+        const T al = *(const T *)al_;                                                                          \
+        int err = 0;                                                                                           \
+        (void)al;                                                                                              \
+        if (as && bs) {                                                                                        \
+            VLOOP(n, { T x = a[i], y = b[i]; out[i] = (O)(EXPR); });                                           \
+        } else if (bs) {                                                                                       \
+            const T x = a[0];                                                                                  \
+            VLOOP(n, { T y = b[i]; out[i] = (O)(EXPR); });                                                     \
+        } else if (as) {                                                                                       \
+            const T y = b[0];                                                                                  \
+            VLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                     \
+        } else {                                                                                               \
+            const T x = a[0], y = b[0];                                                                        \
+            const O r = (O)(EXPR);                                                                             \
+            for (int64_t i = 0; i < n; i++) out[i] = r;                                                        \
+        }                                                                                                      \
+        return err;                                                                                            \
+    }
+
+#define UN_KERNEL(NAME, T, O, EXPR)                                                                            \
+    static int NAME(int64_t n, void *out_, const void *a_) {                                                   \
+        O *out = out_;                                                                                         \
+        const T *a = a_;                                                                                       \
+        VLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                         \
+        return 0;                                                                                              \
+    }
+
+/* ------------------------------------------------------------ float classes */
+
+/* c10::div_floor_floating: fmod-based so that the quotient is exact. */
+#define DEFINE_FLOAT_HELPERS(P, T)                                                                             \
+    static inline T P##_floordiv1(T a, T b) {                                                                  \
+        if (b == 0) return a / b;                                                                              \
+        T mod = fmod(a, b);                                                                                    \
+        T div = (a - mod) / b;                                                                                 \
+        if ((mod != 0) && ((b < 0) != (mod < 0))) div -= (T)1;                                                 \
+        T floordiv;                                                                                            \
+        if (div != 0) {                                                                                        \
+            floordiv = floor(div);                                                                             \
+            if (div - floordiv > (T)0.5) floordiv += (T)1;                                                     \
+        } else {                                                                                               \
+            floordiv = copysign((T)0, a / b);                                                                  \
+        }                                                                                                      \
+        return floordiv;                                                                                       \
+    }                                                                                                          \
+    static inline T P##_remainder1(T a, T b) {                                                                 \
+        T mod = fmod(a, b);                                                                                    \
+        if ((mod != 0) && ((b < 0) != (mod < 0))) mod += b;                                                    \
+        return mod;                                                                                            \
+    }
+
+/* alpha == 1 is the common case and plain a+b is what fma(1, b, a) gives;
+ * any other alpha is one fused multiply-add, as PyTorch's vectorised add. */
+#define DEFINE_FLOAT_CLASS(P, T)                                                                               \
+    DEFINE_FLOAT_HELPERS(P, T)                                                                                 \
+    BIN_KERNEL(P##_add1, T, T, x + y)                                                                          \
+    BIN_KERNEL(P##_add_alpha, T, T, fma(al, y, x))                                                             \
+    BIN_KERNEL(P##_sub1, T, T, x - y)                                                                          \
+    BIN_KERNEL(P##_sub_alpha, T, T, fma(-al, y, x))                                                            \
+    BIN_KERNEL(P##_mul, T, T, x * y)                                                                           \
+    BIN_KERNEL(P##_div, T, T, x / y)                                                                           \
+    BIN_KERNEL(P##_div_trunc, T, T, trunc(x / y))                                                              \
+    BIN_KERNEL(P##_div_floor, T, T, P##_floordiv1(x, y))                                                       \
+    BIN_KERNEL(P##_remainder, T, T, P##_remainder1(x, y))                                                      \
+    BIN_KERNEL(P##_fmod, T, T, fmod(x, y))                                                                     \
+    BIN_KERNEL(P##_pow, T, T, pow(x, y))                                                                       \
+    BIN_KERNEL(P##_maximum, T, T, (x != x || y != y) ? (T)NAN : (x > y ? x : y))                               \
+    BIN_KERNEL(P##_minimum, T, T, (x != x || y != y) ? (T)NAN : (x < y ? x : y))                               \
+    BIN_KERNEL(P##_atan2, T, T, atan2(x, y))                                                                   \
+    BIN_KERNEL(P##_eq, T, uint8_t, x == y)                                                                     \
+    BIN_KERNEL(P##_ne, T, uint8_t, x != y)                                                                     \
+    BIN_KERNEL(P##_lt, T, uint8_t, x < y)                                                                      \
+    BIN_KERNEL(P##_le, T, uint8_t, x <= y)                                                                     \
+    BIN_KERNEL(P##_gt, T, uint8_t, x > y)                                                                      \
+    BIN_KERNEL(P##_ge, T, uint8_t, x >= y)                                                                     \
+    BIN_KERNEL(P##_land, T, uint8_t, (x != 0) & (y != 0))                                                      \
+    BIN_KERNEL(P##_lor, T, uint8_t, (x != 0) | (y != 0))                                                       \
+    BIN_KERNEL(P##_lxor, T, uint8_t, (x != 0) ^ (y != 0))                                                      \
+    static int P##_add(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,               \
+                       const void *al) {                                                                       \
+        return (*(const T *)al == 1 ? P##_add1 : P##_add_alpha)(n, o, a, as, b, bs, al);                       \
+    }                                                                                                          \
+    static int P##_sub(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,               \
+                       const void *al) {                                                                       \
+        return (*(const T *)al == 1 ? P##_sub1 : P##_sub_alpha)(n, o, a, as, b, bs, al);                       \
+    }                                                                                                          \
+    UN_KERNEL(P##_neg, T, T, -x)                                                                               \
+    UN_KERNEL(P##_abs, T, T, fabs(x))                                                                          \
+    UN_KERNEL(P##_sign, T, T, (T)((0 < x) - (x < 0))) /* sign(NaN) = 0, as PyTorch */                          \
+    UN_KERNEL(P##_reciprocal, T, T, (T)1 / x)                                                                  \
+    UN_KERNEL(P##_square, T, T, x * x)                                                                         \
+    UN_KERNEL(P##_exp, T, T, exp(x))                                                                           \
+    UN_KERNEL(P##_expm1, T, T, expm1(x))                                                                       \
+    UN_KERNEL(P##_log, T, T, log(x))                                                                           \
+    UN_KERNEL(P##_log1p, T, T, log1p(x))                                                                       \
+    UN_KERNEL(P##_log2, T, T, log2(x))                                                                         \
+    UN_KERNEL(P##_log10, T, T, log10(x))                                                                       \
+    UN_KERNEL(P##_sqrt, T, T, sqrt(x))                                                                         \
+    UN_KERNEL(P##_rsqrt, T, T, (T)1 / sqrt(x))                                                                 \
+    UN_KERNEL(P##_sin, T, T, sin(x))                                                                           \
+    UN_KERNEL(P##_cos, T, T, cos(x))                                                                           \
+    UN_KERNEL(P##_tan, T, T, tan(x))                                                                           \
+    UN_KERNEL(P##_tanh, T, T, tanh(x))                                                                         \
+    UN_KERNEL(P##_sigmoid, T, T, (T)1 / ((T)1 + exp(-x)))                                                      \
+    UN_KERNEL(P##_relu, T, T, x < 0 ? (T)0 : x) /* NaN and -0.0 pass through, as clamp_min */                  \
+    UN_KERNEL(P##_erf, T, T, erf(x))                                                                           \
+    UN_KERNEL(P##_ceil, T, T, ceil(x))                                                                         \
+    UN_KERNEL(P##_floor, T, T, floor(x))                                                                       \
+    UN_KERNEL(P##_round, T, T, nearbyint(x)) /* half to even */                                                \
+    UN_KERNEL(P##_trunc, T, T, trunc(x))                                                                       \
+    UN_KERNEL(P##_frac, T, T, x - trunc(x))                                                                    \
+    UN_KERNEL(P##_lnot, T, uint8_t, x == 0)                                                                    \
+    UN_KERNEL(P##_isnan, T, uint8_t, x != x)                                                                   \
+    UN_KERNEL(P##_isinf, T, uint8_t, fabs(x) == (T)INFINITY)                                                   \
+    UN_KERNEL(P##_isfinite, T, uint8_t, x - x == 0)
+
+DEFINE_FLOAT_CLASS(dbl, double)
+
+/* f32 add/sub/mul/div on contiguous operands go through the ISA table. */
+DEFINE_FLOAT_CLASS(flt, float)
+
+#define F32_PORTABLE(NAME, OP)                                                                                 \
+    static void f32p_##NAME(int64_t n, float *out, const float *a, const float *b) {                           \
+        VLOOP(n, out[i] = a[i] OP b[i]);                                                                       \
+    }
+F32_PORTABLE(add, +)
+F32_PORTABLE(sub, -)
+F32_PORTABLE(mul, *)
+F32_PORTABLE(div, /)
+const vt_f32_binary_table vt_f32_binary_portable = {f32p_add, f32p_sub, f32p_mul, f32p_div};
+
+static _Atomic(const vt_f32_binary_table *) f32_active;
+static pthread_once_t f32_once = PTHREAD_ONCE_INIT;
+
+static unsigned pick_f32_table(unsigned mask, const vt_f32_binary_table **tab) {
+    mask &= vt_isa_available();
+#if defined(__x86_64__)
+    if (mask & VT_ISA_AVX512) {
+        *tab = &vt_f32_binary_avx512;
+        return VT_ISA_AVX512;
+    }
+    if (mask & VT_ISA_AVX2) {
+        *tab = &vt_f32_binary_avx2;
+        return VT_ISA_AVX2;
+    }
+#endif
+    *tab = &vt_f32_binary_portable;
+    return 0;
+}
+
+static void f32_table_init(void) {
+    const vt_f32_binary_table *tab;
+    pick_f32_table(vt_isa_active(), &tab);
+    atomic_store_explicit(&f32_active, tab, memory_order_release);
+}
+
+static inline const vt_f32_binary_table *f32_table(void) {
+    const vt_f32_binary_table *t = atomic_load_explicit(&f32_active, memory_order_acquire);
+    if (t) return t;
+    pthread_once(&f32_once, f32_table_init);
+    return atomic_load_explicit(&f32_active, memory_order_acquire);
+}
+
+unsigned vt_elementwise_force_isa(unsigned mask) {
+    const vt_f32_binary_table *tab;
+    pthread_once(&f32_once, f32_table_init);
+    unsigned chosen = pick_f32_table(mask, &tab);
+    atomic_store_explicit(&f32_active, tab, memory_order_release);
+    return chosen;
+}
+
+#define F32_DISPATCHED(NAME, FALLBACK, ALPHA_OK)                                                               \
+    static int f32_##NAME(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,            \
+                          const void *al) {                                                                    \
+        if (as && bs && (ALPHA_OK)) {                                                                          \
+            f32_table()->NAME(n, o, a, b);                                                                     \
+            return 0;                                                                                          \
+        }                                                                                                      \
+        return FALLBACK(n, o, a, as, b, bs, al);                                                               \
+    }
+F32_DISPATCHED(add, flt_add, *(const float *)al == 1)
+F32_DISPATCHED(sub, flt_sub, *(const float *)al == 1)
+F32_DISPATCHED(mul, flt_mul, 1)
+F32_DISPATCHED(div, flt_div, 1)
+
+/* ------------------------------------------------------------ int64 class
+ * Wrapping arithmetic is done in uint64_t (signed overflow is undefined);
+ * narrower integer dtypes get the same low bits, which the store keeps. */
+
+static inline int64_t wrap(uint64_t u) { return (int64_t)u; } /* gcc: modulo 2^64 */
+static inline int64_t i_neg(int64_t x) { return wrap(0u - (uint64_t)x); }
+
+static inline int64_t i_div_trunc(int64_t a, int64_t b, int *err) {
+    if (b == 0) {
+        *err = 1;
+        return 0;
+    }
+    if (b == -1) return i_neg(a); /* INT64_MIN / -1 wraps instead of trapping */
+    return a / b;
+}
+static inline int64_t i_div_floor(int64_t a, int64_t b, int *err) {
+    if (b == 0) {
+        *err = 1;
+        return 0;
+    }
+    if (b == -1) return i_neg(a);
+    int64_t q = a / b, r = a % b;
+    if (r != 0 && ((a < 0) != (b < 0))) q--; /* c10::div_floor_integer */
+    return q;
+}
+static inline int64_t i_remainder(int64_t a, int64_t b, int *err) {
+    if (b == 0) {
+        *err = 1;
+        return 0;
+    }
+    if (b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+static inline int64_t i_fmod(int64_t a, int64_t b, int *err) {
+    if (b == 0) {
+        *err = 1;
+        return 0;
+    }
+    if (b == -1) return 0;
+    return a % b;
+}
+/* PyTorch's powi: negative exponents give 0 except for bases 1 and -1. */
+static inline int64_t i_pow(int64_t a, int64_t b) {
+    if (b < 0) {
+        if (a == 1) return 1;
+        if (a == -1) return (b & 1) ? -1 : 1;
+        return 0;
+    }
+    uint64_t r = 1, base = (uint64_t)a;
+    while (b) {
+        if (b & 1) r *= base;
+        b >>= 1;
+        base *= base;
+    }
+    return wrap(r);
+}
+
+BIN_KERNEL(int_add, int64_t, int64_t, wrap((uint64_t)x + (uint64_t)al * (uint64_t)y))
+BIN_KERNEL(int_sub, int64_t, int64_t, wrap((uint64_t)x - (uint64_t)al * (uint64_t)y))
+BIN_KERNEL(int_mul, int64_t, int64_t, wrap((uint64_t)x * (uint64_t)y))
+BIN_KERNEL(int_div_trunc, int64_t, int64_t, i_div_trunc(x, y, &err))
+BIN_KERNEL(int_div_floor, int64_t, int64_t, i_div_floor(x, y, &err))
+BIN_KERNEL(int_remainder, int64_t, int64_t, i_remainder(x, y, &err))
+BIN_KERNEL(int_fmod, int64_t, int64_t, i_fmod(x, y, &err))
+BIN_KERNEL(int_pow, int64_t, int64_t, i_pow(x, y))
+BIN_KERNEL(int_maximum, int64_t, int64_t, x > y ? x : y)
+BIN_KERNEL(int_minimum, int64_t, int64_t, x < y ? x : y)
+BIN_KERNEL(int_eq, int64_t, uint8_t, x == y)
+BIN_KERNEL(int_ne, int64_t, uint8_t, x != y)
+BIN_KERNEL(int_lt, int64_t, uint8_t, x < y)
+BIN_KERNEL(int_le, int64_t, uint8_t, x <= y)
+BIN_KERNEL(int_gt, int64_t, uint8_t, x > y)
+BIN_KERNEL(int_ge, int64_t, uint8_t, x >= y)
+BIN_KERNEL(int_land, int64_t, uint8_t, (x != 0) & (y != 0))
+BIN_KERNEL(int_lor, int64_t, uint8_t, (x != 0) | (y != 0))
+BIN_KERNEL(int_lxor, int64_t, uint8_t, (x != 0) ^ (y != 0))
+BIN_KERNEL(int_band, int64_t, int64_t, x & y)
+BIN_KERNEL(int_bor, int64_t, int64_t, x | y)
+BIN_KERNEL(int_bxor, int64_t, int64_t, x ^ y)
+
+UN_KERNEL(int_neg, int64_t, int64_t, i_neg(x))
+UN_KERNEL(int_abs, int64_t, int64_t, x < 0 ? i_neg(x) : x)
+UN_KERNEL(int_sign, int64_t, int64_t, (x > 0) - (x < 0))
+UN_KERNEL(int_square, int64_t, int64_t, wrap((uint64_t)x * (uint64_t)x))
+UN_KERNEL(int_relu, int64_t, int64_t, x < 0 ? 0 : x)
+UN_KERNEL(int_identity, int64_t, int64_t, x) /* ceil/floor/round/trunc of an integer */
+UN_KERNEL(int_lnot, int64_t, uint8_t, x == 0)
+UN_KERNEL(int_bnot, int64_t, int64_t, ~x)
+UN_KERNEL(int_false, int64_t, uint8_t, ((void)x, 0))
+UN_KERNEL(int_true, int64_t, uint8_t, ((void)x, 1))
+
+/* ------------------------------------------------------------ tables */
+
+#define FLOAT_BINARY_ROW(P, ADD, SUB, MUL, DIV)                                                                \
+    {                                                                                                          \
+        [VT_ADD] = ADD, [VT_SUB] = SUB, [VT_MUL] = MUL, [VT_DIV] = DIV,                                        \
+        [VT_DIV_TRUNC] = P##_div_trunc, [VT_DIV_FLOOR] = P##_div_floor,                                        \
+        [VT_REMAINDER] = P##_remainder, [VT_FMOD] = P##_fmod, [VT_POW] = P##_pow,                              \
+        [VT_MAXIMUM] = P##_maximum, [VT_MINIMUM] = P##_minimum, [VT_ATAN2] = P##_atan2,                        \
+        [VT_EQ] = P##_eq, [VT_NE] = P##_ne, [VT_LT] = P##_lt, [VT_LE] = P##_le, [VT_GT] = P##_gt,              \
+        [VT_GE] = P##_ge, [VT_LOGICAL_AND] = P##_land, [VT_LOGICAL_OR] = P##_lor,                              \
+        [VT_LOGICAL_XOR] = P##_lxor,                                                                           \
+    }
+
+const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT] = {
+    [VT_CLASS_FLOAT] = FLOAT_BINARY_ROW(flt, f32_add, f32_sub, f32_mul, f32_div),
+    [VT_CLASS_DOUBLE] = FLOAT_BINARY_ROW(dbl, dbl_add, dbl_sub, dbl_mul, dbl_div),
+    [VT_CLASS_INT] =
+        {
+            [VT_ADD] = int_add, [VT_SUB] = int_sub, [VT_MUL] = int_mul, [VT_DIV_TRUNC] = int_div_trunc,
+            [VT_DIV_FLOOR] = int_div_floor, [VT_REMAINDER] = int_remainder, [VT_FMOD] = int_fmod,
+            [VT_POW] = int_pow, [VT_MAXIMUM] = int_maximum, [VT_MINIMUM] = int_minimum, [VT_EQ] = int_eq,
+            [VT_NE] = int_ne, [VT_LT] = int_lt, [VT_LE] = int_le, [VT_GT] = int_gt, [VT_GE] = int_ge,
+            [VT_LOGICAL_AND] = int_land, [VT_LOGICAL_OR] = int_lor, [VT_LOGICAL_XOR] = int_lxor,
+            [VT_BITWISE_AND] = int_band, [VT_BITWISE_OR] = int_bor, [VT_BITWISE_XOR] = int_bxor,
+        },
+};
+
+#define FLOAT_UNARY_ROW(P)                                                                                     \
+    {                                                                                                          \
+        [VT_NEG] = P##_neg, [VT_ABS] = P##_abs, [VT_SIGN] = P##_sign, [VT_RECIPROCAL] = P##_reciprocal,        \
+        [VT_SQUARE] = P##_square, [VT_EXP] = P##_exp, [VT_EXPM1] = P##_expm1, [VT_LOG] = P##_log,              \
+        [VT_LOG1P] = P##_log1p, [VT_LOG2] = P##_log2, [VT_LOG10] = P##_log10, [VT_SQRT] = P##_sqrt,            \
+        [VT_RSQRT] = P##_rsqrt, [VT_SIN] = P##_sin, [VT_COS] = P##_cos, [VT_TAN] = P##_tan,                    \
+        [VT_TANH] = P##_tanh, [VT_SIGMOID] = P##_sigmoid, [VT_RELU] = P##_relu, [VT_ERF] = P##_erf,            \
+        [VT_CEIL] = P##_ceil, [VT_FLOOR] = P##_floor, [VT_ROUND] = P##_round, [VT_TRUNC] = P##_trunc,          \
+        [VT_FRAC] = P##_frac, [VT_LOGICAL_NOT] = P##_lnot, [VT_ISNAN] = P##_isnan,                             \
+        [VT_ISINF] = P##_isinf, [VT_ISFINITE] = P##_isfinite,                                                  \
+    }
+
+const vt_unary_ukernel vt_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT] = {
+    [VT_CLASS_FLOAT] = FLOAT_UNARY_ROW(flt),
+    [VT_CLASS_DOUBLE] = FLOAT_UNARY_ROW(dbl),
+    [VT_CLASS_INT] =
+        {
+            [VT_NEG] = int_neg, [VT_ABS] = int_abs, [VT_SIGN] = int_sign, [VT_SQUARE] = int_square,
+            [VT_RELU] = int_relu, [VT_CEIL] = int_identity, [VT_FLOOR] = int_identity,
+            [VT_ROUND] = int_identity, [VT_TRUNC] = int_identity, [VT_LOGICAL_NOT] = int_lnot,
+            [VT_BITWISE_NOT] = int_bnot, [VT_ISNAN] = int_false, [VT_ISINF] = int_false,
+            [VT_ISFINITE] = int_true,
+        },
+};
+
+int vt_binary_op_is_bool(vt_binary_op op) { return op >= VT_EQ && op <= VT_LOGICAL_XOR; }
+
+int vt_unary_op_is_bool(vt_unary_op op) {
+    return op == VT_LOGICAL_NOT || op == VT_ISNAN || op == VT_ISINF || op == VT_ISFINITE;
+}

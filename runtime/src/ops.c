@@ -1,0 +1,311 @@
+/* ops.c — the queued-op layer: validate on the calling thread (so bad
+ * arguments fail at the op), copy the descriptors into a command and let the
+ * device queue run the synchronous kernel. Host scalars travel inside the
+ * command, so the caller's copy may die as soon as the op returns. */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* Re-set the last error with "<op>: " in front (the message is copied first:
+ * vt_set_error must not read the buffer it writes). */
+static vt_status prefixed(vt_status s, const char *name) {
+    char msg[900];
+    snprintf(msg, sizeof msg, "%s", vt_last_error());
+    return vt_set_error(s, "%s: %s", name, msg);
+}
+
+static vt_status check_tensor(const char *name, const vt_tensor *t, const char *what) {
+    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
+    vt_status s = vt_tensor_validate(t, what);
+    if (s != VT_OK) return prefixed(s, name);
+    if (!t->data && vt_tensor_numel(t) > 0)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", name, what);
+    return VT_OK;
+}
+
+/* An input must broadcast to the output's shape; checked here so the error
+ * comes from the op, not from a later synchronisation. */
+static vt_status check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
+    vt_status s = check_tensor(name, t, what);
+    if (s != VT_OK) return s;
+    vt_tensor view;
+    s = vt_broadcast_to(t, out->ndim, out->sizes, &view);
+    return s == VT_OK ? VT_OK : prefixed(s, name);
+}
+
+static vt_status check_dtype(const char *name, vt_dtype dt, const char *what) {
+    if ((int)dt < 0 || dt >= VT_DTYPE_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid %s dtype %d", name, what, (int)dt);
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ unary */
+
+typedef struct unary_cmd {
+    vt_unary_op op;
+    vt_dtype compute;
+    vt_tensor out, a;
+} unary_cmd;
+
+static vt_status unary_kernel(void *p) {
+    unary_cmd *c = p;
+    return vt_unary(c->op, &c->out, &c->a, c->compute);
+}
+
+vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
+                      vt_dtype compute) {
+    if (!name) name = "vt_op_unary";
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK && ((int)op < 0 || op >= VT_UNARY_OP_COUNT))
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid unary op %d", name, (int)op);
+    if (s == VT_OK) s = check_dtype(name, compute, "compute");
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s == VT_OK) s = check_input(name, a, "input", out);
+    if (s != VT_OK) return s;
+    unary_cmd c = {op, compute, *out, *a};
+    return vt_enqueue(dev, name, unary_kernel, &c, sizeof c);
+}
+
+/* ------------------------------------------------------------ binary */
+
+typedef struct binary_cmd {
+    vt_binary_op op;
+    vt_dtype compute;
+    vt_scalar alpha;
+    int a_scalar, b_scalar;
+    vt_tensor out, a, b;
+    alignas(16) unsigned char a_store[16], b_store[16]; /* host scalars, in compute dtype */
+} binary_cmd;
+
+static vt_status binary_kernel(void *p) {
+    binary_cmd *c = p;
+    /* The command was copied into the queue: point the 0-dim scalar tensors
+     * at this copy's storage, not the caller's. */
+    if (c->a_scalar) c->a.data = c->a_store;
+    if (c->b_scalar) c->b.data = c->b_store;
+    return vt_binary(c->op, &c->out, &c->a, &c->b, c->compute, c->alpha);
+}
+
+static vt_status scalar_operand(const char *name, const vt_scalar *v, vt_dtype compute, vt_tensor *t,
+                                unsigned char *store) {
+    memset(t, 0, sizeof *t);
+    t->data = store;
+    t->dtype = compute;
+    t->ndim = 0;
+    vt_status s = vt_fill(t, *v);
+    return s == VT_OK ? VT_OK : prefixed(s, name);
+}
+
+vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
+                       const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
+                       vt_scalar alpha) {
+    if (!name) name = "vt_op_binary";
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK && ((int)op < 0 || op >= VT_BINARY_OP_COUNT))
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid binary op %d", name, (int)op);
+    if (s == VT_OK) s = check_dtype(name, compute, "compute");
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s == VT_OK && !a_scalar) s = check_input(name, a, "input", out);
+    if (s == VT_OK && !b_scalar) s = check_input(name, b, "other", out);
+    if (s != VT_OK) return s;
+    binary_cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.compute = compute;
+    c.alpha = alpha;
+    c.out = *out;
+    c.a_scalar = a_scalar != NULL;
+    c.b_scalar = b_scalar != NULL;
+    if (a_scalar) s = scalar_operand(name, a_scalar, compute, &c.a, c.a_store);
+    else c.a = *a;
+    if (s == VT_OK && b_scalar) s = scalar_operand(name, b_scalar, compute, &c.b, c.b_store);
+    else if (s == VT_OK) c.b = *b;
+    if (s != VT_OK) return s;
+    return vt_enqueue(dev, name, binary_kernel, &c, sizeof c);
+}
+
+/* ------------------------------------------------------------ where, copy, fill */
+
+typedef struct where_cmd {
+    vt_tensor out, cond, a, b;
+} where_cmd;
+
+static vt_status where_kernel(void *p) {
+    where_cmd *c = p;
+    return vt_where(&c->out, &c->cond, &c->a, &c->b);
+}
+
+vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
+                      const vt_tensor *b) {
+    if (!name) name = "vt_op_where";
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s == VT_OK) s = check_input(name, cond, "condition", out);
+    if (s == VT_OK) s = check_input(name, a, "input", out);
+    if (s == VT_OK) s = check_input(name, b, "other", out);
+    if (s != VT_OK) return s;
+    where_cmd c = {*out, *cond, *a, *b};
+    return vt_enqueue(dev, name, where_kernel, &c, sizeof c);
+}
+
+typedef struct copy_cmd {
+    vt_tensor dst, src;
+} copy_cmd;
+
+static vt_status copy_kernel(void *p) {
+    copy_cmd *c = p;
+    return vt_copy(&c->dst, &c->src);
+}
+
+static vt_status check_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src) {
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = check_tensor(name, dst, "dst");
+    if (s == VT_OK) s = check_input(name, src, "src", dst);
+    return s;
+}
+
+vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src) {
+    if (!name) name = "vt_op_copy";
+    vt_status s = check_copy(dev, name, dst, src);
+    if (s != VT_OK) return s;
+    copy_cmd c = {*dst, *src};
+    return vt_enqueue(dev, name, copy_kernel, &c, sizeof c);
+}
+
+typedef struct fill_cmd {
+    vt_tensor out;
+    vt_scalar value;
+} fill_cmd;
+
+static vt_status fill_kernel(void *p) {
+    fill_cmd *c = p;
+    return vt_fill(&c->out, c->value);
+}
+
+vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar value) {
+    if (!name) name = "vt_op_fill";
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s != VT_OK) return s;
+    fill_cmd c = {*out, value};
+    return vt_enqueue(dev, name, fill_kernel, &c, sizeof c);
+}
+
+/* ------------------------------------------------------------ rng */
+
+typedef struct rng_cmd {
+    vt_tensor out;
+    uint64_t seed, offset;
+    double p0, p1;
+    int normal;
+} rng_cmd;
+
+static vt_status rng_kernel(void *p) {
+    rng_cmd *c = p;
+    return c->normal ? vt_rng_normal(&c->out, c->seed, c->offset, c->p0, c->p1)
+                     : vt_rng_uniform(&c->out, c->seed, c->offset, c->p0, c->p1);
+}
+
+static vt_status op_rng(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset, double p0,
+                        double p1, int normal) {
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s != VT_OK) return s;
+    rng_cmd c = {*out, seed, offset, p0, p1, normal};
+    return vt_enqueue(dev, name, rng_kernel, &c, sizeof c);
+}
+
+vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
+                            double from, double to) {
+    return op_rng(dev, name ? name : "vt_op_rng_uniform", out, seed, offset, from, to, 0);
+}
+
+vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
+                           double mean, double std) {
+    return op_rng(dev, name ? name : "vt_op_rng_normal", out, seed, offset, mean, std, 1);
+}
+
+/* ------------------------------------------------------------ transfers */
+
+vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host) {
+    const char *name = "vt_copy_to_device";
+    vt_status s = check_copy(dev, name, dst_dev, src_host);
+    if (s != VT_OK) return s;
+    /* Ordered on the queue (the destination may still be read by pending
+     * ops), then waited for: the host buffer is the caller's again. */
+    copy_cmd c = {*dst_dev, *src_host};
+    return vt_enqueue_ex(dev, name, copy_kernel, &c, sizeof c, VT_ENQ_WAIT, NULL);
+}
+
+vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev) {
+    const char *name = "vt_copy_to_host";
+    vt_status s = check_copy(dev, name, dst_host, src_dev);
+    if (s == VT_OK) s = vt_synchronize(dev);
+    if (s != VT_OK) return s;
+    s = vt_copy(dst_host, src_dev);
+    return s == VT_OK ? VT_OK : prefixed(s, name);
+}
+
+/* ------------------------------------------------------------ debug gate */
+
+/* Gate number g is released once opened >= g; an open releases every gate
+ * enqueued so far (even one that has not started), later gates need a new
+ * open. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv;
+static pthread_once_t gate_once = PTHREAD_ONCE_INIT;
+static uint64_t gates_enqueued, gates_opened;
+
+static void gate_init(void) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gate_cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+typedef struct gate_cmd {
+    uint64_t gen;
+    int64_t timeout_ms;
+} gate_cmd;
+
+static vt_status gate_kernel(void *p) {
+    const gate_cmd *g = p;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ms = g->timeout_ms < 0 || g->timeout_ms > ((int64_t)1 << 30) ? (int64_t)1 << 30 : g->timeout_ms;
+    int64_t deadline = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + ms * 1000000;
+    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    pthread_mutex_lock(&gate_mu);
+    while (gates_opened < g->gen) {
+        if (pthread_cond_timedwait(&gate_cv, &gate_mu, &ts) != 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec >= deadline) break;
+        }
+    }
+    pthread_mutex_unlock(&gate_mu);
+    return VT_OK;
+}
+
+vt_status vt_debug_gate_enqueue(int dev, int64_t timeout_ms) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    pthread_once(&gate_once, gate_init);
+    pthread_mutex_lock(&gate_mu);
+    gate_cmd g = {++gates_enqueued, timeout_ms};
+    pthread_mutex_unlock(&gate_mu);
+    /* Always asynchronous: a gate that made its producer wait would only
+     * ever end by timeout. */
+    return vt_enqueue_ex(dev, "vt_debug_gate", gate_kernel, &g, sizeof g, VT_ENQ_ASYNC, NULL);
+}
+
+void vt_debug_gate_open(void) {
+    pthread_once(&gate_once, gate_init);
+    pthread_mutex_lock(&gate_mu);
+    gates_opened = gates_enqueued;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}

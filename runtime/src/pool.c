@@ -1,0 +1,200 @@
+/* pool.c — the persistent CPU thread pool behind vt_parallel_for. Workers
+ * spin briefly and then sleep, so back-to-back kernels from a device queue
+ * dispatch in well under a microsecond while an idle runtime costs no CPU. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* How long an idle worker polls before sleeping: long enough to catch the
+ * next kernel of a busy queue, short enough not to burn a core when idle. */
+#define SPIN_NS 30000
+
+/* One job at a time. Its fields are atomics because a late worker may read
+ * them while the next job is being published; such a worker cannot claim a
+ * chunk of the new job under its old generation, so what it read is unused. */
+#define MAX_THREADS 256
+static struct {
+    _Atomic(vt_range_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n;
+    _Atomic uint32_t nchunks;
+    _Atomic uint64_t gen;  /* bumped to publish a job */
+    _Atomic uint32_t done; /* chunks finished in the current generation */
+    /* Generation that last claimed each chunk; claiming is a CAS from an
+     * older value, so a chunk runs once and only under its own job. */
+    _Atomic uint64_t chunk_gen[MAX_THREADS];
+} job;
+
+static int pool_threads = 1; /* participants, caller included; set once */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t call_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t sleep_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sleep_cond = PTHREAD_COND_INITIALIZER;
+static _Atomic int sleepers;
+static _Atomic int forked_child; /* pool threads do not survive fork() */
+static _Thread_local int in_pool;
+
+static void chunk_bounds(int64_t n, uint32_t nchunks, uint32_t k, int64_t *b, int64_t *e) {
+    int64_t q = n / nchunks, r = n % nchunks;
+    *b = (int64_t)k * q + ((int64_t)k < r ? (int64_t)k : r);
+    *e = *b + q + ((int64_t)k < r ? 1 : 0);
+}
+
+/* Claim and run chunks of generation gen until none are left, starting at
+ * chunk `self` so that back-to-back jobs over the same data keep each chunk
+ * on the same core (and in its cache). */
+static void run_chunks(uint64_t gen, int self) {
+    /* seq_cst loads: seeing any field of a newer job implies seeing the
+     * chunk_gen refresh the publisher did before writing it (see below). */
+    vt_range_fn fn = atomic_load(&job.fn);
+    void *ctx = atomic_load(&job.ctx);
+    int64_t n = atomic_load(&job.n);
+    uint32_t nchunks = atomic_load(&job.nchunks);
+    if (atomic_load_explicit(&job.gen, memory_order_acquire) != gen || nchunks == 0) return;
+    for (uint32_t t = 0; t < nchunks; t++) {
+        uint32_t k = ((uint32_t)self + t) % nchunks;
+        uint64_t v = atomic_load(&job.chunk_gen[k]);
+        if (v > gen) return; /* a newer job is running: we are stale */
+        if (v == gen) continue;
+        if (!atomic_compare_exchange_strong_explicit(&job.chunk_gen[k], &v, gen, memory_order_acq_rel,
+                                                     memory_order_acquire))
+            continue;
+        /* A claim under gen proves the fields read above belong to gen:
+         * the next job cannot be published before this chunk ends. */
+        int64_t b, e;
+        chunk_bounds(n, nchunks, k, &b, &e);
+        fn(ctx, b, e);
+        atomic_fetch_add_explicit(&job.done, 1, memory_order_release);
+    }
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *worker_main(void *arg) {
+    int self = (int)(intptr_t)arg;
+    in_pool = 1;
+    uint64_t seen = 0;
+    for (;;) {
+        uint64_t gen = atomic_load_explicit(&job.gen, memory_order_acquire);
+        if (gen == seen) {
+            int64_t deadline = now_ns() + SPIN_NS;
+            int polls = 0;
+            while ((gen = atomic_load_explicit(&job.gen, memory_order_acquire)) == seen) {
+                cpu_relax();
+                if (++polls % 64 == 0 && now_ns() > deadline) break;
+            }
+        }
+        if (gen == seen) {
+            pthread_mutex_lock(&sleep_mutex);
+            atomic_fetch_add(&sleepers, 1); /* seq_cst pairs with the publisher's store + load */
+            while ((gen = atomic_load(&job.gen)) == seen) pthread_cond_wait(&sleep_cond, &sleep_mutex);
+            atomic_fetch_sub(&sleepers, 1);
+            pthread_mutex_unlock(&sleep_mutex);
+        }
+        seen = gen;
+        run_chunks(gen, self);
+    }
+    return NULL;
+}
+
+static void atfork_child(void) { atomic_store(&forked_child, 1); }
+
+static void pool_init(void) {
+    long n = 0;
+    const char *env = getenv("VTPU_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        n = strtol(env, &end, 10);
+        if (*end || n < 1) n = 0;
+    }
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    pthread_atfork(NULL, NULL, atfork_child);
+    int started = 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (long i = 1; i < n; i++) {
+        pthread_t th;
+        if (pthread_create(&th, &attr, worker_main, (void *)(intptr_t)i) != 0) break;
+        started++;
+    }
+    pthread_attr_destroy(&attr);
+    pool_threads = started;
+}
+
+int vt_num_threads(void) {
+    pthread_once(&pool_once, pool_init);
+    return pool_threads;
+}
+
+void vt_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (n <= grain || in_pool) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int nthreads = vt_num_threads();
+    if (nthreads <= 1 || atomic_load_explicit(&forked_child, memory_order_relaxed)) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int64_t want = n / grain;
+    uint32_t nchunks = (uint32_t)(want < nthreads ? want : nthreads);
+    if (nchunks <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+
+    pthread_mutex_lock(&call_mutex);
+    in_pool = 1;
+    uint64_t gen = atomic_load_explicit(&job.gen, memory_order_relaxed) + 1;
+    /* Chunks the previous job did not use still carry older generations; a
+     * worker still holding that job's generation could claim them with
+     * fields it read from this one. Raise them first, then write the fields
+     * (all seq_cst), so such a worker either reads consistent old fields or
+     * sees no claimable chunk. */
+    for (int k = 0; k < nthreads; k++)
+        if (atomic_load(&job.chunk_gen[k]) < gen - 1) atomic_store(&job.chunk_gen[k], gen - 1);
+    atomic_store(&job.fn, fn);
+    atomic_store(&job.ctx, ctx);
+    atomic_store(&job.n, n);
+    atomic_store(&job.nchunks, nchunks);
+    atomic_store(&job.done, 0);
+    atomic_store(&job.gen, gen); /* seq_cst: publishes the fields above */
+    if (atomic_load(&sleepers) > 0) {
+        pthread_mutex_lock(&sleep_mutex);
+        pthread_cond_broadcast(&sleep_cond);
+        pthread_mutex_unlock(&sleep_mutex);
+    }
+    run_chunks(gen, 0);
+    /* Whatever is left is running on workers; chunks are even, so this wait
+     * is about one chunk's imbalance. */
+    for (unsigned spins = 0; atomic_load_explicit(&job.done, memory_order_acquire) < nchunks; spins++) {
+        cpu_relax();
+        if (spins > 4096) sched_yield(); /* a worker holding a chunk lost its core */
+    }
+    in_pool = 0;
+    pthread_mutex_unlock(&call_mutex);
+}

@@ -1,0 +1,399 @@
+/* queue.c — one in-order command queue per device, drained by its own worker
+ * thread, plus events and the eager-mode switches. Enqueue is the hot path of
+ * every eager op, so it copies into a preallocated ring slot and touches the
+ * worker only when the worker is asleep. A failing command's error is latched
+ * and handed to the next synchronisation, as CUDA does. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define RING_SLOTS 2048u    /* power of two */
+#define WORKER_SPIN_NS 50000 /* how long an idle worker polls before sleeping */
+#define WAITER_SPIN_NS 20000 /* how long a waiter polls before sleeping */
+#define SLICE_MS 1000       /* longest single condvar sleep: waits re-check */
+#define ERR_LEN 1024
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+typedef struct cmd_result {
+    vt_status status;
+    char msg[ERR_LEN];
+} cmd_result;
+
+typedef struct vt_command {
+    vt_kernel_fn fn;
+    const char *op_name;
+    cmd_result *result; /* set: report to the waiting producer instead of latching */
+    alignas(64) unsigned char args[VT_MAX_ARGS];
+} vt_command;
+
+typedef struct vt_queue {
+    pthread_mutex_t prod_mu; /* serialises producers (and the lazy start) */
+    pthread_mutex_t mu;      /* guards sleeping on the condvars */
+    pthread_cond_t work_cv;  /* the idle worker sleeps here */
+    pthread_cond_t done_cv;  /* waiters for completions (and for ring space) */
+    pthread_mutex_t err_mu;
+    vt_command *ring;
+    int started;
+    uint64_t done_seen;      /* producer's cached copy of done (under prod_mu) */
+    alignas(64) atomic_uint_fast64_t tail; /* commands published */
+    alignas(64) atomic_uint_fast64_t done; /* commands completed */
+    atomic_uint_fast64_t wake_at;          /* smallest done count a sleeper waits for */
+    alignas(64) atomic_int worker_sleeping;
+    atomic_int has_err;
+    vt_status err;
+    char err_msg[ERR_LEN];
+} vt_queue;
+
+static vt_queue queues[VT_MAX_DEVICES];
+static pthread_once_t queues_once = PTHREAD_ONCE_INIT;
+static _Thread_local vt_queue *worker_of; /* the queue this thread drains, if any */
+
+static atomic_int default_eager = VT_EAGER_STRICT;
+static _Thread_local int thread_eager = -1;
+
+/* ------------------------------------------------------------ eager modes */
+
+void vt_set_default_eager_mode(vt_eager_mode m) {
+    if ((int)m >= VT_EAGER_STRICT && (int)m <= VT_EAGER_DEFER_AND_FUSE) atomic_store(&default_eager, (int)m);
+}
+
+void vt_set_thread_eager_mode(int m) {
+    if (m < 0) thread_eager = -1;
+    else if (m <= VT_EAGER_DEFER_AND_FUSE) thread_eager = m;
+}
+
+vt_eager_mode vt_get_eager_mode(void) {
+    int m = thread_eager;
+    return (vt_eager_mode)(m >= 0 ? m : atomic_load_explicit(&default_eager, memory_order_relaxed));
+}
+
+/* ------------------------------------------------------------ time */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct timespec abs_after_ns(int64_t deadline_ns) {
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000), (long)(deadline_ns % 1000000000)};
+    return ts;
+}
+
+/* ------------------------------------------------------------ setup */
+
+static void queues_init(void) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    for (int i = 0; i < VT_MAX_DEVICES; i++) {
+        vt_queue *q = &queues[i];
+        pthread_mutex_init(&q->prod_mu, NULL);
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_mutex_init(&q->err_mu, NULL);
+        pthread_cond_init(&q->work_cv, &ca);
+        pthread_cond_init(&q->done_cv, &ca);
+        atomic_init(&q->wake_at, UINT64_MAX);
+    }
+    pthread_condattr_destroy(&ca);
+}
+
+static vt_queue *queue_of(int dev) {
+    pthread_once(&queues_once, queues_init);
+    return &queues[dev];
+}
+
+/* ------------------------------------------------------------ waiting */
+
+/* Wait until q has completed `target` commands. timeout_ms < 0: forever.
+ * Returns 1 when done, 0 on timeout. */
+static int wait_done(vt_queue *q, uint64_t target, int64_t timeout_ms) {
+    if (atomic_load(&q->done) >= target) return 1;
+    int64_t start = now_ns();
+    /* A short poll catches tiny kernels without a sleep/wake round trip. */
+    for (int i = 0;; i++) {
+        if (atomic_load(&q->done) >= target) return 1;
+        if ((i & 63) == 63 && now_ns() - start > WAITER_SPIN_NS) break;
+        cpu_relax();
+    }
+    /* Beyond ~11 days a bound is the same as none (and would overflow). */
+    int64_t deadline = timeout_ms < 0 || timeout_ms > ((int64_t)1 << 30) ? INT64_MAX : start + timeout_ms * 1000000;
+    int ok = 1;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        /* Register before re-checking: the worker stores done, then reads
+         * wake_at; we store wake_at, then read done (both seq_cst). */
+        uint64_t w = atomic_load(&q->wake_at);
+        while (target < w && !atomic_compare_exchange_weak(&q->wake_at, &w, target)) {}
+        if (atomic_load(&q->done) >= target) break;
+        int64_t now = now_ns();
+        if (now >= deadline) {
+            ok = 0;
+            break;
+        }
+        int64_t until = now + (int64_t)SLICE_MS * 1000000;
+        if (until > deadline) until = deadline;
+        struct timespec ts = abs_after_ns(until);
+        pthread_cond_timedwait(&q->done_cv, &q->mu, &ts);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+/* ------------------------------------------------------------ worker */
+
+static void run_command(vt_queue *q, vt_command *c) {
+    vt_clear_error();
+    vt_status s = c->fn(c->args);
+    if (c->result) {
+        c->result->status = s;
+        if (s != VT_OK) {
+            const char *m = vt_last_error();
+            snprintf(c->result->msg, ERR_LEN, "%s: %s", c->op_name, *m ? m : vt_status_string(s));
+        }
+        return;
+    }
+    if (s == VT_OK) return;
+    pthread_mutex_lock(&q->err_mu);
+    if (!atomic_load_explicit(&q->has_err, memory_order_relaxed)) {
+        const char *m = vt_last_error();
+        q->err = s;
+        snprintf(q->err_msg, ERR_LEN, "%s: %s", c->op_name, *m ? m : vt_status_string(s));
+        atomic_store(&q->has_err, 1);
+    }
+    pthread_mutex_unlock(&q->err_mu);
+}
+
+static void *worker_main(void *arg) {
+    vt_queue *q = arg;
+    worker_of = q;
+    uint64_t next = atomic_load(&q->done), tail = next;
+    for (;;) {
+        if (next == tail) {
+            tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+            if (next == tail) {
+                int64_t start = now_ns();
+                for (int i = 1;; i++) {
+                    cpu_relax();
+                    tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+                    if (tail != next) break;
+                    if ((i & 63) == 0 && now_ns() - start > WORKER_SPIN_NS) break;
+                }
+            }
+            if (next == tail) {
+                /* Sleep. Producers store tail, then read worker_sleeping; we
+                 * store worker_sleeping, then read tail (both seq_cst). */
+                atomic_store(&q->worker_sleeping, 1);
+                pthread_mutex_lock(&q->mu);
+                while ((tail = atomic_load(&q->tail)) == next) {
+                    struct timespec ts = abs_after_ns(now_ns() + (int64_t)SLICE_MS * 1000000);
+                    pthread_cond_timedwait(&q->work_cv, &q->mu, &ts);
+                }
+                pthread_mutex_unlock(&q->mu);
+                atomic_store(&q->worker_sleeping, 0);
+            }
+            continue;
+        }
+        run_command(q, &q->ring[next & (RING_SLOTS - 1)]);
+        next++;
+        atomic_store(&q->done, next);
+        if (next >= atomic_load(&q->wake_at)) {
+            pthread_mutex_lock(&q->mu);
+            atomic_store(&q->wake_at, UINT64_MAX); /* sleepers still short re-register */
+            pthread_cond_broadcast(&q->done_cv);
+            pthread_mutex_unlock(&q->mu);
+        }
+    }
+    return NULL;
+}
+
+/* Caller holds prod_mu. */
+static vt_status start_worker(vt_queue *q, int dev) {
+    q->ring = aligned_alloc(alignof(vt_command), (size_t)RING_SLOTS * sizeof(vt_command));
+    if (!q->ring) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "TPU %d: cannot allocate the command queue", dev);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Signals (SIGINT for Python) belong to the application's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t th;
+    int rc = pthread_create(&th, &attr, worker_main, q);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        free(q->ring);
+        q->ring = NULL;
+        return vt_set_error(VT_ERR_INTERNAL, "TPU %d: cannot start the queue worker thread (error %d)", dev, rc);
+    }
+    char name[16];
+    snprintf(name, sizeof name, "vtpu-queue-%d", dev);
+    pthread_setname_np(th, name);
+    q->started = 1;
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ enqueue */
+
+vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
+                        vt_enqueue_policy policy, uint64_t *ticket_out) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if (!op_name) op_name = "vt_enqueue";
+    if (!fn) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: kernel function is NULL", op_name);
+    if (args_size > VT_MAX_ARGS)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: argument block of %zu bytes exceeds VT_MAX_ARGS (%d)",
+                            op_name, args_size, VT_MAX_ARGS);
+    if (args_size && !args) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op_name);
+    if (policy == VT_ENQ_AUTO) policy = vt_get_eager_mode() == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC;
+    vt_queue *q = queue_of(dev);
+
+    cmd_result res;
+    if (policy == VT_ENQ_WAIT && worker_of == q) {
+        /* A kernel waiting on its own queue would deadlock: run it here, which
+         * is where it would run next anyway. */
+        if (ticket_out) *ticket_out = atomic_load(&q->done);
+        unsigned char local[VT_MAX_ARGS] __attribute__((aligned(64)));
+        if (args_size) memcpy(local, args, args_size);
+        vt_clear_error();
+        s = fn(local);
+        if (s == VT_OK) return VT_OK;
+        snprintf(res.msg, ERR_LEN, "%s: %s", op_name, *vt_last_error() ? vt_last_error() : vt_status_string(s));
+        return vt_set_error(s, "%s", res.msg);
+    }
+
+    pthread_mutex_lock(&q->prod_mu);
+    if (!q->started && (s = start_worker(q, dev)) != VT_OK) {
+        pthread_mutex_unlock(&q->prod_mu);
+        return s;
+    }
+    uint64_t seq = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    if (seq - q->done_seen >= RING_SLOTS) {
+        q->done_seen = atomic_load(&q->done);
+        /* Full: wait until half the ring is free, so we do not wake per slot. */
+        if (seq - q->done_seen >= RING_SLOTS) {
+            wait_done(q, seq - RING_SLOTS / 2 + 1, -1);
+            q->done_seen = atomic_load(&q->done);
+        }
+    }
+    vt_command *c = &q->ring[seq & (RING_SLOTS - 1)];
+    c->fn = fn;
+    c->op_name = op_name;
+    c->result = policy == VT_ENQ_WAIT ? &res : NULL;
+    if (args_size) memcpy(c->args, args, args_size);
+    atomic_store(&q->tail, seq + 1);
+    if (atomic_load(&q->worker_sleeping)) {
+        pthread_mutex_lock(&q->mu);
+        pthread_cond_signal(&q->work_cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->prod_mu);
+    if (ticket_out) *ticket_out = seq + 1;
+    if (policy != VT_ENQ_WAIT) return VT_OK;
+    wait_done(q, seq + 1, -1);
+    if (res.status == VT_OK) return VT_OK;
+    return vt_set_error(res.status, "%s", res.msg);
+}
+
+vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size) {
+    return vt_enqueue_ex(dev, op_name, fn, args, args_size, VT_ENQ_AUTO, NULL);
+}
+
+/* ------------------------------------------------------------ sync, events */
+
+vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    vt_queue *q = queue_of(dev);
+    uint64_t target = atomic_load(&q->tail);
+    if (!wait_done(q, target, timeout_ms < 0 ? -1 : timeout_ms))
+        return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: synchronize timed out after %lld ms with %llu op(s) pending",
+                            dev, (long long)timeout_ms,
+                            (unsigned long long)(atomic_load(&q->tail) - atomic_load(&q->done)));
+    if (!atomic_load(&q->has_err)) return VT_OK;
+    pthread_mutex_lock(&q->err_mu);
+    s = VT_OK;
+    if (atomic_load(&q->has_err)) {
+        s = vt_set_error(q->err, "%s", q->err_msg);
+        atomic_store(&q->has_err, 0);
+    }
+    pthread_mutex_unlock(&q->err_mu);
+    return s;
+}
+
+vt_status vt_synchronize(int dev) { return vt_synchronize_timeout(dev, -1); }
+
+vt_status vt_event_record(int dev, uint64_t *ticket_out) {
+    if (!ticket_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_event_record: ticket_out is NULL");
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    *ticket_out = atomic_load(&queue_of(dev)->tail);
+    return VT_OK;
+}
+
+int vt_event_query(int dev, uint64_t ticket) {
+    if (vt_check_device(dev) != VT_OK) return 0;
+    return atomic_load(&queue_of(dev)->done) >= ticket;
+}
+
+static vt_status check_ticket(vt_queue *q, int dev, uint64_t ticket) {
+    uint64_t tail = atomic_load(&q->tail);
+    if (ticket > tail)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "TPU %d: event ticket %llu was never recorded (last is %llu)",
+                            dev, (unsigned long long)ticket, (unsigned long long)tail);
+    return VT_OK;
+}
+
+vt_status vt_event_wait(int dev, uint64_t ticket, int64_t timeout_ms) {
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    vt_queue *q = queue_of(dev);
+    if ((s = check_ticket(q, dev, ticket)) != VT_OK) return s;
+    if (!wait_done(q, ticket, timeout_ms < 0 ? -1 : timeout_ms))
+        return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: event wait timed out after %lld ms", dev, (long long)timeout_ms);
+    return VT_OK;
+}
+
+typedef struct event_block_args {
+    int src_dev;
+    uint64_t ticket;
+} event_block_args;
+
+static vt_status event_block_kernel(void *p) {
+    const event_block_args *a = p;
+    wait_done(&queues[a->src_dev], a->ticket, -1);
+    return VT_OK;
+}
+
+vt_status vt_event_block(int dev, int src_dev, uint64_t ticket) {
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = vt_check_device(src_dev);
+    if (s != VT_OK) return s;
+    vt_queue *src = queue_of(src_dev);
+    if ((s = check_ticket(src, src_dev, ticket)) != VT_OK) return s;
+    /* Same queue: in-order already. Already reached: nothing to wait for. */
+    if (src_dev == dev || atomic_load(&src->done) >= ticket) return VT_OK;
+    event_block_args a = {src_dev, ticket};
+    return vt_enqueue_ex(dev, "vt_event_block", event_block_kernel, &a, sizeof a, VT_ENQ_ASYNC, NULL);
+}
+
+int64_t vt_queue_pending(int dev) {
+    if (vt_check_device(dev) != VT_OK) return -1;
+    vt_queue *q = queue_of(dev);
+    uint64_t done = atomic_load(&q->done);
+    return (int64_t)(atomic_load(&q->tail) - done);
+}

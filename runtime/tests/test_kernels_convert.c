@@ -1,0 +1,213 @@
+/* test_kernels_convert.c — half-precision conversions exhaustively against
+ * the definition-based reference, and vt_copy / vt_fill against the scalar
+ * reference for every dtype pair and layout. */
+#include "test_kernels_util.h"
+
+static uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+TEST(kernels_f16_to_f32_exhaustive) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = vt_f16_to_f32((uint16_t)h), b = vt_ref_f16_to_f32((uint16_t)h);
+        if (f2u(a) != f2u(b) && bad++ < 5) CHECK_MSG(0, "f16 %04x: %08x vs %08x", h, f2u(a), f2u(b));
+    }
+    CHECK(bad == 0);
+    CHECK(vt_f16_to_f32(0x3c00) == 1.0f);
+    CHECK(vt_f16_to_f32(0x0001) == 0x1p-24f);
+    CHECK(vt_f16_to_f32(0x7bff) == 65504.0f);
+    CHECK(isinf(vt_f16_to_f32(0xfc00)) && vt_f16_to_f32(0xfc00) < 0);
+}
+
+/* Every f16 value, the midpoints between neighbours (ties) and one float
+ * ulp either side of them, plus random floats. */
+TEST(kernels_f32_to_f16_exhaustive) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float v = vt_ref_f16_to_f32((uint16_t)h);
+        float probes[4] = {v, 0, 0, 0};
+        int np = 1;
+        if ((h & 0x7fff) < 0x7c00) { /* finite: midpoint to the next magnitude */
+            float next = (h & 0x7fff) == 0x7bff ? (h & 0x8000 ? -65536.0f : 65536.0f)
+                                                : vt_ref_f16_to_f32((uint16_t)(h + 1));
+            float mid = (float)(((double)v + (double)next) / 2);
+            probes[np++] = mid;
+            probes[np++] = nextafterf(mid, INFINITY);
+            probes[np++] = nextafterf(mid, -INFINITY);
+        }
+        for (int k = 0; k < np; k++) {
+            uint16_t a = vt_f32_to_f16(probes[k]), b = vt_ref_f32_to_f16(probes[k]);
+            if (a != b && bad++ < 5) CHECK_MSG(0, "f32 %08x -> f16 %04x vs %04x", f2u(probes[k]), a, b);
+        }
+        if (!isnan(v)) CHECK_MSG(vt_f32_to_f16(v) == h, "round trip %04x", h);
+    }
+    for (int i = 0; i < 200000; i++) {
+        float f = u2f((uint32_t)next_u64());
+        uint16_t a = vt_f32_to_f16(f), b = vt_ref_f32_to_f16(f);
+        if (a != b && bad++ < 5) CHECK_MSG(0, "random f32 %08x -> f16 %04x vs %04x", f2u(f), a, b);
+    }
+    CHECK(bad == 0);
+    CHECK(vt_f32_to_f16(65520.0f) == 0x7c00);   /* tie to even rounds up to inf */
+    CHECK(vt_f32_to_f16(65519.996f) == 0x7bff);
+    CHECK(vt_f32_to_f16(0x1p-25f) == 0x0000);   /* tie to even: zero */
+    CHECK(vt_f32_to_f16(0x1.8p-25f) == 0x0001);
+    CHECK(vt_f32_to_f16(-NAN) == 0xfe00);
+}
+
+TEST(kernels_f32_to_bf16_exhaustive) {
+    static const uint32_t lows[] = {0x0000, 0x8000, 0x7fff, 0x8001, 0xffff, 0x0001};
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        for (size_t k = 0; k < sizeof lows / sizeof lows[0] + 1; k++) {
+            uint32_t low = k < sizeof lows / sizeof lows[0] ? lows[k] : (uint32_t)next_u64() & 0xffff;
+            float f = u2f((h << 16) | low);
+            uint16_t a = vt_f32_to_bf16(f), b = vt_ref_f32_to_bf16(f);
+            if (a != b && bad++ < 5) CHECK_MSG(0, "f32 %08x -> bf16 %04x vs %04x", f2u(f), a, b);
+        }
+        float v = vt_bf16_to_f32((uint16_t)h);
+        if (!isnan(v)) CHECK(vt_f32_to_bf16(v) == h);
+    }
+    CHECK(bad == 0);
+}
+
+/* Float -> int follows x86-64: NaN / out of range become INT_MIN, narrow
+ * types keep the low bits of the int32 result. */
+TEST(kernels_copy_float_to_int_edges) {
+    struct { double v; vt_dtype dt; int64_t want; } cases[] = {
+        {NAN, VT_I32, INT32_MIN}, {3e9, VT_I32, INT32_MIN}, {-3e9, VT_I32, INT32_MIN},
+        {NAN, VT_I64, INT64_MIN}, {1e20, VT_I64, INT64_MIN}, {3e9, VT_I8, 0},
+        {-1.0, VT_U8, 255},       {300.0, VT_U8, 44},       {-2.7, VT_I16, -2},
+        {2.9, VT_I8, 2},          {-129.0, VT_I8, 127},     {0x1p32 + 5, VT_I8, 0},
+        {NAN, VT_BOOL, 1},        {-0.0, VT_BOOL, 0},       {0.25, VT_BOOL, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t one = 1, got = 0;
+        host_tensor src = ht_new(VT_F64, 1, &one), dst = ht_new(cases[i].dt, 1, &one);
+        memcpy(src.block, &cases[i].v, 8);
+        CHECK_OK(vt_copy(&dst.t, &src.t));
+        vt_convert(cases[i].dt, dst.block, 1, VT_I64, &got, 1, 1);
+        CHECK_MSG(got == cases[i].want, "%g -> %s: %lld, want %lld", cases[i].v, vt_dtype_name(cases[i].dt),
+                  (long long)got, (long long)cases[i].want);
+        CHECK_OK(vt_ref_copy(&dst.t, &src.t));
+        vt_convert(cases[i].dt, dst.block, 1, VT_I64, &got, 1, 1);
+        CHECK_MSG(got == cases[i].want, "ref %g -> %s: %lld", cases[i].v, vt_dtype_name(cases[i].dt),
+                  (long long)got);
+        ht_free(&src);
+        ht_free(&dst);
+    }
+    /* int64 -> float rounds once (not via double). */
+    int64_t big = (1LL << 53) + 1 + (1LL << 30), one = 1;
+    host_tensor s = ht_new(VT_I64, 1, &one), d = ht_new(VT_F32, 1, &one);
+    memcpy(s.block, &big, 8);
+    CHECK_OK(vt_copy(&d.t, &s.t));
+    CHECK(*(float *)d.block == (float)big);
+    ht_free(&s);
+    ht_free(&d);
+}
+
+static void copy_case(vt_dtype from, vt_dtype to, host_tensor *src, host_tensor *dst, const char *layout) {
+    host_tensor ref = ht_new(to, dst->t.ndim, dst->t.sizes);
+    ht_fill_random(src, 1, 0);
+    CHECK_OK(vt_copy(&dst->t, &src->t));
+    CHECK_OK(vt_ref_copy(&ref.t, &src->t));
+    char what[96];
+    snprintf(what, sizeof what, "copy %s -> %s %s n=%lld", vt_dtype_name(from), vt_dtype_name(to), layout,
+             (long long)vt_tensor_numel(&dst->t));
+    CHECK(ht_compare(what, &dst->t, &ref.t, -1) == 0);
+    ht_free(&ref);
+}
+
+TEST(kernels_copy_all_dtype_pairs) {
+    for (int f = 0; f < VT_DTYPE_COUNT; f++) {
+        for (int t = 0; t < VT_DTYPE_COUNT; t++) {
+            for (size_t k = 0; k < N_AWKWARD; k++) {
+                int64_t n = awkward_sizes[k];
+                if (n > 1000 && !(f == t || (f == VT_F32 && t == VT_BF16) || (f == VT_I64 && t == VT_F32)))
+                    continue;
+                host_tensor src = ht_1d((vt_dtype)f, n), dst = ht_1d((vt_dtype)t, n);
+                copy_case((vt_dtype)f, (vt_dtype)t, &src, &dst, "contiguous");
+                ht_free(&src);
+                ht_free(&dst);
+            }
+            /* Strided source into strided destination. */
+            host_tensor ss = ht_strided((vt_dtype)f, 257, 3), ds = ht_strided((vt_dtype)t, 257, 2);
+            copy_case((vt_dtype)f, (vt_dtype)t, &ss, &ds, "strided");
+            ht_free(&ss);
+            ht_free(&ds);
+            /* Transposed source. */
+            host_tensor ts = ht_transposed((vt_dtype)f, 33, 17);
+            int64_t shape[2] = {33, 17};
+            host_tensor td = ht_new((vt_dtype)t, 2, shape);
+            copy_case((vt_dtype)f, (vt_dtype)t, &ts, &td, "transposed");
+            ht_free(&ts);
+            ht_free(&td);
+        }
+    }
+}
+
+TEST(kernels_copy_broadcast_and_large) {
+    /* A row broadcast down 1000 rows, and a column across 31 columns. */
+    int64_t rs[2] = {1, 31}, cs[2] = {1000, 1}, os[2] = {1000, 31};
+    host_tensor row = ht_new(VT_F32, 2, rs), col = ht_new(VT_I16, 2, cs);
+    host_tensor out = ht_new(VT_F64, 2, os), ref = ht_new(VT_F64, 2, os);
+    ht_fill_random(&row, 0, 0);
+    ht_fill_random(&col, 0, 0);
+    CHECK_OK(vt_copy(&out.t, &row.t));
+    CHECK_OK(vt_ref_copy(&ref.t, &row.t));
+    CHECK(ht_compare("broadcast row", &out.t, &ref.t, -1) == 0);
+    CHECK_OK(vt_copy(&out.t, &col.t));
+    CHECK_OK(vt_ref_copy(&ref.t, &col.t));
+    CHECK(ht_compare("broadcast col", &out.t, &ref.t, -1) == 0);
+    /* A 0-dim source fills everything. */
+    host_tensor sc = ht_new(VT_F32, 0, NULL);
+    *(float *)sc.block = 2.5f;
+    CHECK_OK(vt_copy(&out.t, &sc.t));
+    CHECK(((double *)out.block)[1000 * 31 - 1] == 2.5);
+    /* Not broadcastable. */
+    int64_t bad[2] = {3, 31};
+    host_tensor b = ht_new(VT_F32, 2, bad);
+    CHECK_STATUS(vt_copy(&out.t, &b.t), VT_ERR_INVALID_ARGUMENT);
+    /* Large: parallel memcpy and parallel conversion, then in place. */
+    int64_t n = 1 << 20;
+    host_tensor big = ht_1d(VT_F32, n), big2 = ht_1d(VT_F32, n), bigh = ht_1d(VT_F16, n);
+    ht_fill_random(&big, 1, 0);
+    CHECK_OK(vt_copy(&big2.t, &big.t));
+    CHECK(memcmp(big.block, big2.block, (size_t)n * 4) == 0);
+    CHECK_OK(vt_copy(&bigh.t, &big.t));
+    for (int64_t i = 0; i < n; i += 4099)
+        CHECK(((uint16_t *)bigh.block)[i] == vt_ref_f32_to_f16(((float *)big.block)[i]));
+    CHECK_OK(vt_copy(&big.t, &big.t));
+    CHECK(memcmp(big.block, big2.block, (size_t)n * 4) == 0);
+    ht_free(&row); ht_free(&col); ht_free(&out); ht_free(&ref); ht_free(&sc); ht_free(&b);
+    ht_free(&big); ht_free(&big2); ht_free(&bigh);
+}
+
+TEST(kernels_fill) {
+    for (int t = 0; t < VT_DTYPE_COUNT; t++) {
+        host_tensor s = ht_strided((vt_dtype)t, 1000, 3);
+        CHECK_OK(vt_fill(&s.t, vt_scalar_from_double(-2.75)));
+        host_tensor one = ht_new(VT_F64, 0, NULL), want = ht_new((vt_dtype)t, 0, NULL);
+        *(double *)one.block = -2.75;
+        CHECK_OK(vt_ref_copy(&want.t, &one.t));
+        size_t es = vt_dtype_size((vt_dtype)t);
+        for (int64_t i = 0; i < 1000; i++)
+            CHECK(memcmp((char *)s.block + (3 + 3 * i) * (int64_t)es, want.block, es) == 0);
+        CHECK_OK(vt_fill(&s.t, vt_scalar_from_int(7)));
+        int64_t got;
+        vt_convert((vt_dtype)t, (char *)s.block + (3 + 3 * 999) * (int64_t)es, 1, VT_I64, &got, 1, 1);
+        CHECK(got == (t == VT_BOOL ? 1 : 7));
+        ht_free(&s); ht_free(&one); ht_free(&want);
+    }
+    host_tensor big = ht_1d(VT_U8, 100003);
+    CHECK_OK(vt_fill(&big.t, vt_scalar_from_int(0x1ff)));
+    CHECK(((uint8_t *)big.block)[100002] == 0xff && ((uint8_t *)big.block)[0] == 0xff);
+    ht_free(&big);
+}

@@ -1,0 +1,345 @@
+/* test_kernels_elementwise.c — vt_unary / vt_binary / vt_where against the
+ * scalar references: every op in every compute class, awkward sizes,
+ * strided, transposed, broadcast and in-place operands, every ISA path. */
+#include "test_kernels_util.h"
+
+/* Ops whose results are not a single correctly rounded IEEE operation are
+ * compared with a tolerance: libm differs between float and double. */
+static int unary_exact(vt_unary_op op) {
+    switch (op) {
+    case VT_EXP: case VT_EXPM1: case VT_LOG: case VT_LOG1P: case VT_LOG2: case VT_LOG10: case VT_RSQRT:
+    case VT_SIN: case VT_COS: case VT_TAN: case VT_TANH: case VT_SIGMOID: case VT_ERF:
+        return 0;
+    default: return 1;
+    }
+}
+static int binary_exact(vt_binary_op op) { return op != VT_POW && op != VT_ATAN2; }
+
+static const vt_dtype float_computes[] = {VT_F32, VT_BF16, VT_F16, VT_F64};
+static const vt_dtype int_computes[] = {VT_I64, VT_I32, VT_I8, VT_U8, VT_I16, VT_BOOL};
+
+static int int_compute(vt_dtype dt) { return !vt_dtype_is_float(dt); }
+
+static int binary_supported(vt_binary_op op, vt_dtype compute) {
+    if (int_compute(compute)) return op != VT_DIV && op != VT_ATAN2;
+    return op < VT_BITWISE_AND;
+}
+
+static int unary_supported(vt_unary_op op, vt_dtype compute) {
+    if (!int_compute(compute)) return op != VT_BITWISE_NOT;
+    switch (op) {
+    case VT_NEG: case VT_ABS: case VT_SIGN: case VT_SQUARE: case VT_RELU: case VT_CEIL: case VT_FLOOR:
+    case VT_ROUND: case VT_TRUNC: case VT_LOGICAL_NOT: case VT_BITWISE_NOT: case VT_ISNAN: case VT_ISINF:
+    case VT_ISFINITE:
+        return 1;
+    default: return 0;
+    }
+}
+
+static int binary_is_bool(vt_binary_op op) { return op >= VT_EQ && op <= VT_LOGICAL_XOR; }
+static int needs_nonzero(vt_binary_op op) {
+    return op == VT_DIV_TRUNC || op == VT_DIV_FLOOR || op == VT_REMAINDER || op == VT_FMOD;
+}
+
+/* Run op on (a, b) into out and into a fresh reference of out's layout. */
+static void check_binary(vt_binary_op op, vt_dtype compute, host_tensor *out, host_tensor *a, host_tensor *b,
+                         vt_scalar alpha, const char *layout) {
+    host_tensor ref = ht_new(out->t.dtype, out->t.ndim, out->t.sizes);
+    int nz = int_compute(compute) && needs_nonzero(op);
+    ht_fill_random(a, 1, 0);
+    if (b != a) ht_fill_random(b, 1, nz);
+    if (op == VT_POW && int_compute(compute)) { /* keep exponents sane for the reference's loop */
+        host_tensor *e = b;
+        int64_t n = ht_block_elems(e);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v;
+            vt_convert(e->t.dtype, (char *)e->block + i * (int64_t)vt_dtype_size(e->t.dtype), 1, VT_I64, &v, 1, 1);
+            v = v % 70;
+            vt_convert(VT_I64, &v, 1, e->t.dtype, (char *)e->block + i * (int64_t)vt_dtype_size(e->t.dtype), 1, 1);
+        }
+    }
+    /* The reference reads copies, so in-place (out == a) is checked too. */
+    host_tensor ca = ht_new(a->t.dtype, a->t.ndim, a->t.sizes), cb = ht_new(b->t.dtype, b->t.ndim, b->t.sizes);
+    CHECK_OK(vt_ref_copy(&ca.t, &a->t));
+    CHECK_OK(vt_ref_copy(&cb.t, &b->t));
+    CHECK_OK(vt_binary(op, &out->t, &a->t, &b->t, compute, alpha));
+    CHECK_OK(vt_ref_binary(op, &ref.t, &ca.t, &cb.t, compute, alpha));
+    char what[128];
+    snprintf(what, sizeof what, "%s compute=%s out=%s %s n=%lld", vt_binary_op_name(op), vt_dtype_name(compute),
+             vt_dtype_name(out->t.dtype), layout, (long long)vt_tensor_numel(&out->t));
+    double tol = binary_exact(op) ? -1 : ulp_tolerance(compute) * 4;
+    CHECK(ht_compare(what, &out->t, &ref.t, tol) == 0);
+    ht_free(&ref);
+    ht_free(&ca);
+    ht_free(&cb);
+}
+
+static void check_unary(vt_unary_op op, vt_dtype compute, host_tensor *out, host_tensor *a, const char *layout) {
+    host_tensor ref = ht_new(out->t.dtype, out->t.ndim, out->t.sizes);
+    ht_fill_random(a, 1, 0);
+    host_tensor ca = ht_new(a->t.dtype, a->t.ndim, a->t.sizes);
+    CHECK_OK(vt_ref_copy(&ca.t, &a->t));
+    CHECK_OK(vt_unary(op, &out->t, &a->t, compute));
+    CHECK_OK(vt_ref_unary(op, &ref.t, &ca.t, compute));
+    char what[128];
+    snprintf(what, sizeof what, "%s compute=%s out=%s %s n=%lld", vt_unary_op_name(op), vt_dtype_name(compute),
+             vt_dtype_name(out->t.dtype), layout, (long long)vt_tensor_numel(&out->t));
+    double tol = unary_exact(op) ? -1 : ulp_tolerance(compute) * 4;
+    CHECK(ht_compare(what, &out->t, &ref.t, tol) == 0);
+    ht_free(&ref);
+    ht_free(&ca);
+}
+
+static vt_dtype result_dtype(int is_bool, vt_dtype compute) { return is_bool ? VT_BOOL : compute; }
+
+static void binary_all_layouts(vt_binary_op op, vt_dtype compute, int big) {
+    vt_scalar one = int_compute(compute) ? vt_scalar_from_int(1) : vt_scalar_from_double(1.0);
+    vt_dtype rd = result_dtype(binary_is_bool(op), compute);
+    for (size_t k = 0; k < N_AWKWARD; k++) {
+        int64_t n = awkward_sizes[k];
+        if (n > 1000 && !big) continue;
+        host_tensor a = ht_1d(compute, n), b = ht_1d(compute, n), o = ht_1d(rd, n);
+        check_binary(op, compute, &o, &a, &b, one, "contiguous");
+        ht_free(&a); ht_free(&b); ht_free(&o);
+    }
+    /* Strided, transposed, scalar and row broadcasts, in place. */
+    host_tensor sa = ht_strided(compute, 257, 2), sb = ht_strided(compute, 257, 3), so = ht_strided(rd, 257, 2);
+    check_binary(op, compute, &so, &sa, &sb, one, "strided");
+    host_tensor ta = ht_transposed(compute, 33, 17);
+    int64_t shape[2] = {33, 17}, rshape[2] = {1, 17};
+    host_tensor tb = ht_new(compute, 2, rshape), to = ht_new(rd, 2, shape);
+    check_binary(op, compute, &to, &ta, &tb, one, "transposed+row broadcast");
+    host_tensor sc = ht_new(compute, 0, NULL), ca = ht_1d(compute, 1000), co = ht_1d(rd, 1000);
+    check_binary(op, compute, &co, &ca, &sc, one, "tensor-scalar");
+    check_binary(op, compute, &co, &sc, &ca, one, "scalar-tensor");
+    if (rd == compute) {
+        check_binary(op, compute, &ca, &ca, &sc, one, "in place");
+    }
+    if (rd == compute && !(int_compute(compute) && needs_nonzero(op))) { /* converted divisors may be 0 */
+        /* Mixed input dtypes and a different output dtype. */
+        host_tensor ma = ht_1d(VT_I16, 300), mb = ht_1d(VT_F32, 300), mo = ht_1d(VT_F64, 300);
+        check_binary(op, compute, &mo, &ma, &mb, one, "mixed dtypes");
+        ht_free(&ma); ht_free(&mb); ht_free(&mo);
+    }
+    ht_free(&sa); ht_free(&sb); ht_free(&so); ht_free(&ta); ht_free(&tb); ht_free(&to);
+    ht_free(&sc); ht_free(&ca); ht_free(&co);
+}
+
+TEST(kernels_binary_float_vs_ref) {
+    for (int op = 0; op < VT_BINARY_OP_COUNT; op++)
+        for (size_t c = 0; c < sizeof float_computes / sizeof float_computes[0]; c++)
+            if (binary_supported((vt_binary_op)op, float_computes[c]))
+                binary_all_layouts((vt_binary_op)op, float_computes[c],
+                                   op == VT_ADD || op == VT_MUL || op == VT_DIV || op == VT_LT);
+}
+
+TEST(kernels_binary_int_vs_ref) {
+    for (int op = 0; op < VT_BINARY_OP_COUNT; op++)
+        for (size_t c = 0; c < sizeof int_computes / sizeof int_computes[0]; c++)
+            if (binary_supported((vt_binary_op)op, int_computes[c]))
+                binary_all_layouts((vt_binary_op)op, int_computes[c],
+                                   c == 0 && (op == VT_ADD || op == VT_DIV_FLOOR));
+}
+
+TEST(kernels_binary_alpha) {
+    for (size_t c = 0; c < 4; c++) {
+        vt_dtype dt = float_computes[c];
+        host_tensor a = ht_1d(dt, 1000), b = ht_1d(dt, 1000), o = ht_1d(dt, 1000);
+        check_binary(VT_ADD, dt, &o, &a, &b, vt_scalar_from_double(0.3), "alpha 0.3");
+        check_binary(VT_SUB, dt, &o, &a, &b, vt_scalar_from_double(-2.0), "alpha -2");
+        ht_free(&a); ht_free(&b); ht_free(&o);
+    }
+    host_tensor a = ht_1d(VT_I32, 1000), b = ht_1d(VT_I32, 1000), o = ht_1d(VT_I32, 1000);
+    check_binary(VT_ADD, VT_I32, &o, &a, &b, vt_scalar_from_int(-3), "alpha -3");
+    check_binary(VT_SUB, VT_I32, &o, &a, &b, vt_scalar_from_int(5), "alpha 5");
+    ht_free(&a); ht_free(&b); ht_free(&o);
+}
+
+TEST(kernels_unary_vs_ref) {
+    for (int op = 0; op < VT_UNARY_OP_COUNT; op++) {
+        const vt_dtype all[] = {VT_F32, VT_BF16, VT_F16, VT_F64, VT_I64, VT_I8, VT_U8, VT_BOOL};
+        for (size_t c = 0; c < sizeof all / sizeof all[0]; c++) {
+            vt_dtype dt = all[c];
+            if (!unary_supported((vt_unary_op)op, dt)) {
+                host_tensor a = ht_1d(dt, 4), o = ht_1d(dt, 4);
+                CHECK_STATUS(vt_unary((vt_unary_op)op, &o.t, &a.t, dt), VT_ERR_INVALID_ARGUMENT);
+                ht_free(&a); ht_free(&o);
+                continue;
+            }
+            int is_bool = op == VT_LOGICAL_NOT || op == VT_ISNAN || op == VT_ISINF || op == VT_ISFINITE;
+            vt_dtype rd = result_dtype(is_bool, dt);
+            for (size_t k = 0; k < N_AWKWARD; k++) {
+                int64_t n = awkward_sizes[k];
+                if (n > 1000 && !(op == VT_NEG || op == VT_EXP) ) continue;
+                host_tensor a = ht_1d(dt, n), o = ht_1d(rd, n);
+                check_unary((vt_unary_op)op, dt, &o, &a, "contiguous");
+                if (rd == dt) check_unary((vt_unary_op)op, dt, &a, &a, "in place");
+                ht_free(&a); ht_free(&o);
+            }
+            host_tensor ta = ht_transposed(dt, 17, 33);
+            int64_t shape[2] = {17, 33};
+            host_tensor to = ht_new(rd, 2, shape);
+            check_unary((vt_unary_op)op, dt, &to, &ta, "transposed");
+            host_tensor sa = ht_strided(VT_I32, 257, 3), so = ht_strided(VT_F64, 257, 2);
+            check_unary((vt_unary_op)op, dt, &so, &sa, "strided, converted in and out");
+            host_tensor sc = ht_new(dt, 0, NULL);
+            check_unary((vt_unary_op)op, dt, &to, &sc, "scalar broadcast");
+            ht_free(&ta); ht_free(&to); ht_free(&sa); ht_free(&so); ht_free(&sc);
+        }
+    }
+}
+
+static int64_t binary_i64(vt_binary_op op, int64_t x, int64_t y, vt_status *st) {
+    int64_t one = 1, r = 0;
+    host_tensor a = ht_new(VT_I64, 1, &one), b = ht_new(VT_I64, 1, &one), o = ht_new(VT_I64, 1, &one);
+    *(int64_t *)a.block = x;
+    *(int64_t *)b.block = y;
+    *st = vt_binary(op, &o.t, &a.t, &b.t, VT_I64, vt_scalar_from_int(1));
+    r = *(int64_t *)o.block;
+    ht_free(&a); ht_free(&b); ht_free(&o);
+    return r;
+}
+
+TEST(kernels_int_division_semantics) {
+    vt_status st;
+    CHECK(binary_i64(VT_DIV_FLOOR, -7, 2, &st) == -4 && st == VT_OK);
+    CHECK(binary_i64(VT_DIV_TRUNC, -7, 2, &st) == -3);
+    CHECK(binary_i64(VT_REMAINDER, -7, 2, &st) == 1);
+    CHECK(binary_i64(VT_REMAINDER, 7, -2, &st) == -1);
+    CHECK(binary_i64(VT_FMOD, -7, 2, &st) == -1);
+    CHECK(binary_i64(VT_DIV_TRUNC, INT64_MIN, -1, &st) == INT64_MIN && st == VT_OK);
+    CHECK(binary_i64(VT_DIV_FLOOR, INT64_MIN, -1, &st) == INT64_MIN && st == VT_OK);
+    CHECK(binary_i64(VT_REMAINDER, INT64_MIN, -1, &st) == 0 && st == VT_OK);
+    CHECK(binary_i64(VT_POW, 2, -1, &st) == 0);
+    CHECK(binary_i64(VT_POW, -1, -3, &st) == -1);
+    CHECK(binary_i64(VT_POW, 1, -3, &st) == 1);
+    CHECK(binary_i64(VT_POW, 3, 4, &st) == 81);
+    const vt_binary_op divs[] = {VT_DIV_TRUNC, VT_DIV_FLOOR, VT_REMAINDER, VT_FMOD};
+    for (int i = 0; i < 4; i++) {
+        vt_clear_error();
+        binary_i64(divs[i], 5, 0, &st);
+        CHECK(st == VT_ERR_KERNEL);
+        CHECK(strcmp(vt_last_error(), "ZeroDivisionError") == 0);
+    }
+    /* A zero divisor deep inside a large, parallel, narrow-int op. */
+    host_tensor a = ht_1d(VT_I8, 100003), b = ht_1d(VT_I8, 100003), o = ht_1d(VT_I8, 100003);
+    ht_fill_random(&a, 0, 0);
+    ht_fill_random(&b, 0, 1);
+    ((int8_t *)b.block)[99999] = 0;
+    CHECK_STATUS(vt_binary(VT_REMAINDER, &o.t, &a.t, &b.t, VT_I8, vt_scalar_from_int(1)), VT_ERR_KERNEL);
+    CHECK(strcmp(vt_last_error(), "ZeroDivisionError") == 0);
+    CHECK_STATUS(vt_ref_binary(VT_REMAINDER, &o.t, &a.t, &b.t, VT_I8, vt_scalar_from_int(1)), VT_ERR_KERNEL);
+    CHECK_STATUS(vt_binary(VT_DIV, &o.t, &a.t, &b.t, VT_I8, vt_scalar_from_int(1)), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_binary(VT_BITWISE_AND, &o.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)),
+                 VT_ERR_INVALID_ARGUMENT);
+    ht_free(&a); ht_free(&b); ht_free(&o);
+}
+
+static float f32_binary(vt_binary_op op, float x, float y) {
+    int64_t one = 1;
+    host_tensor a = ht_new(VT_F32, 1, &one), b = ht_new(VT_F32, 1, &one), o = ht_new(VT_F32, 1, &one);
+    *(float *)a.block = x;
+    *(float *)b.block = y;
+    CHECK_OK(vt_binary(op, &o.t, &a.t, &b.t, VT_F32, vt_scalar_from_double(1.0)));
+    float r = *(float *)o.block;
+    ht_free(&a); ht_free(&b); ht_free(&o);
+    return r;
+}
+
+static float f32_unary(vt_unary_op op, float x) {
+    int64_t one = 1;
+    host_tensor a = ht_new(VT_F32, 1, &one), o = ht_new(VT_F32, 1, &one);
+    *(float *)a.block = x;
+    CHECK_OK(vt_unary(op, &o.t, &a.t, VT_F32));
+    float r = *(float *)o.block;
+    ht_free(&a); ht_free(&o);
+    return r;
+}
+
+TEST(kernels_float_semantics) {
+    CHECK(f32_binary(VT_DIV_FLOOR, -7.0f, 2.0f) == -4.0f);
+    CHECK(f32_binary(VT_REMAINDER, -7.0f, 2.0f) == 1.0f);
+    CHECK(f32_binary(VT_REMAINDER, 7.0f, -2.0f) == -1.0f);
+    CHECK(f32_binary(VT_FMOD, -7.0f, 2.0f) == -1.0f);
+    CHECK(isinf(f32_binary(VT_DIV_FLOOR, 1.0f, 0.0f)));
+    CHECK(isnan(f32_binary(VT_MAXIMUM, NAN, 1.0f)) && isnan(f32_binary(VT_MINIMUM, 1.0f, NAN)));
+    CHECK(f32_unary(VT_ROUND, 2.5f) == 2.0f && f32_unary(VT_ROUND, -3.5f) == -4.0f);
+    CHECK(f32_unary(VT_SIGN, NAN) == 0.0f && f32_unary(VT_SIGN, -3.0f) == -1.0f);
+    CHECK(isnan(f32_unary(VT_RELU, NAN)) && f32_unary(VT_RELU, -1.0f) == 0.0f);
+    CHECK(f32_unary(VT_FRAC, -2.75f) == -0.75f);
+}
+
+TEST(kernels_isa_paths_match_portable) {
+    unsigned avail = vt_isa_available(), active = vt_isa_active();
+    const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512};
+    const vt_binary_op ops[] = {VT_ADD, VT_SUB, VT_MUL, VT_DIV};
+    for (size_t m = 0; m < 3; m++) {
+        if ((masks[m] & avail) != masks[m]) continue;
+        unsigned got = vt_elementwise_force_isa(masks[m]);
+        CHECK(got == (masks[m] & VT_ISA_AVX512 ? VT_ISA_AVX512 : masks[m]));
+        for (size_t o = 0; o < 4; o++) {
+            for (size_t k = 0; k < N_AWKWARD; k++) {
+                int64_t n = awkward_sizes[k];
+                host_tensor a = ht_1d(VT_F32, n), b = ht_1d(VT_F32, n), out = ht_1d(VT_F32, n);
+                check_binary(ops[o], VT_F32, &out, &a, &b, vt_scalar_from_double(1.0), vt_isa_path());
+                /* Unaligned starts. */
+                if (n > 3) {
+                    a.t.offset = 1; a.t.sizes[0] = n - 3;
+                    b.t.offset = 2; b.t.sizes[0] = n - 3;
+                    out.t.offset = 3; out.t.sizes[0] = n - 3;
+                    check_binary(ops[o], VT_F32, &out, &a, &b, vt_scalar_from_double(1.0), "unaligned");
+                }
+                ht_free(&a); ht_free(&b); ht_free(&out);
+            }
+        }
+    }
+    vt_elementwise_force_isa(active);
+}
+
+TEST(kernels_where) {
+    int64_t shape[2] = {33, 257}, cshape[2] = {33, 1};
+    host_tensor cond = ht_new(VT_BOOL, 2, cshape), a = ht_transposed(VT_F32, 33, 257), b = ht_new(VT_I32, 0, NULL);
+    host_tensor out = ht_new(VT_F64, 2, shape);
+    ht_fill_random(&cond, 0, 0);
+    ht_fill_random(&a, 1, 0);
+    *(int32_t *)b.block = -5;
+    CHECK_OK(vt_where(&out.t, &cond.t, &a.t, &b.t));
+    int bad = 0;
+    for (int64_t i = 0; i < 33; i++) {
+        for (int64_t j = 0; j < 257; j++) {
+            double got = ((double *)out.block)[i * 257 + j];
+            double want = ((uint8_t *)cond.block)[i] ? (double)((float *)a.block)[i + j * 33] : -5.0;
+            if (!(got == want || (isnan(got) && isnan(want)))) bad++;
+        }
+    }
+    CHECK(bad == 0);
+    /* In place, large. */
+    host_tensor c2 = ht_1d(VT_BOOL, 100003), x = ht_1d(VT_I16, 100003), y = ht_1d(VT_I16, 100003);
+    ht_fill_random(&c2, 0, 0);
+    ht_fill_random(&x, 0, 0);
+    ht_fill_random(&y, 0, 0);
+    int16_t *keep = malloc(100003 * 2);
+    memcpy(keep, x.block, 100003 * 2);
+    CHECK_OK(vt_where(&x.t, &c2.t, &x.t, &y.t));
+    bad = 0;
+    for (int64_t i = 0; i < 100003; i++)
+        if (((int16_t *)x.block)[i] != (((uint8_t *)c2.block)[i] ? keep[i] : ((int16_t *)y.block)[i])) bad++;
+    CHECK(bad == 0);
+    free(keep);
+    ht_free(&cond); ht_free(&a); ht_free(&b); ht_free(&out); ht_free(&c2); ht_free(&x); ht_free(&y);
+}
+
+TEST(kernels_elementwise_bad_args) {
+    int64_t s3 = 3, s4 = 4;
+    host_tensor a = ht_1d(VT_F32, 3), o = ht_1d(VT_F32, 4);
+    CHECK_STATUS(vt_unary(VT_NEG, &o.t, &a.t, VT_F32), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_unary((vt_unary_op)99, &a.t, &a.t, VT_F32), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_unary(VT_NEG, &a.t, &a.t, (vt_dtype)42), VT_ERR_INVALID_ARGUMENT);
+    vt_tensor neg = a.t;
+    neg.sizes[0] = -1;
+    CHECK_STATUS(vt_unary(VT_NEG, &neg, &a.t, VT_F32), VT_ERR_INVALID_ARGUMENT);
+    (void)s3; (void)s4;
+    CHECK(strcmp(vt_binary_op_name(VT_DIV_FLOOR), "div_floor") == 0);
+    CHECK(strcmp(vt_unary_op_name(VT_ISFINITE), "isfinite") == 0);
+    ht_free(&a); ht_free(&o);
+}

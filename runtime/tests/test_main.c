@@ -1,0 +1,47 @@
+/* test_main.c — runs every registered C test (optionally those whose name
+ * contains argv[1]) and prints the "N passed, N failed" summary. */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "test.h"
+
+#define MAX_TESTS 1024
+static struct { const char *name; vt_test_fn fn; } tests[MAX_TESTS];
+static int n_tests, current_failed;
+
+void vt_test_register(const char *name, vt_test_fn fn) {
+    if (n_tests < MAX_TESTS) {
+        tests[n_tests].name = name;
+        tests[n_tests].fn = fn;
+        n_tests++;
+    }
+}
+
+void vt_test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    if (current_failed < 10) {
+        fprintf(stderr, "  %s:%d: ", file, line);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    current_failed++;
+}
+
+int main(int argc, char **argv) {
+    int passed = 0, failed = 0;
+    for (int i = 0; i < n_tests; i++) {
+        if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
+        current_failed = 0;
+        tests[i].fn();
+        if (current_failed) {
+            fprintf(stderr, "FAIL %s (%d checks)\n", tests[i].name, current_failed);
+            failed++;
+        } else {
+            passed++;
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
