@@ -12,16 +12,14 @@
 #include "internal.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
-#define MIB (1024ull * 1024ull)
 
-/* Google's "16 GB" / "32 GB" chips report 15.625 / 31.25 GiB (16000 / 32000
- * MiB) to XLA; v5p and TPU7x are given in GiB. MXU counts are per TensorCore;
- * TPU7x's is not published and assumed like v6e (2 x 256x256). Source:
+/* HBM per chip in GiB (the stacks are binary-sized); MXU counts are per
+ * TensorCore; TPU7x's is not published and assumed like v6e (2 x 256x256). Source:
  * reference/numerics_amx.md section 2. */
 static const vt_chip_info chip_table[] = {
-    {"v5e", "TPU v5e", 16000 * MIB, 819.0, 1, 4, 128, 128, 197.0, 8, {2, 4, 1}, "2D torus"},
+    {"v5e", "TPU v5e", 16 * GIB, 819.0, 1, 4, 128, 128, 197.0, 8, {2, 4, 1}, "2D torus"},
     {"v5p", "TPU v5p", 95 * GIB, 2765.0, 2, 4, 128, 128, 459.0, 4, {2, 2, 1}, "3D torus"},
-    {"v6e", "TPU v6e (Trillium)", 32000 * MIB, 1638.0, 1, 2, 256, 256, 918.0, 8, {2, 4, 1}, "2D torus"},
+    {"v6e", "TPU v6e (Trillium)", 32 * GIB, 1638.0, 1, 2, 256, 256, 918.0, 8, {2, 4, 1}, "2D torus"},
     {"v7x", "TPU7x (Ironwood)", 192 * GIB, 7380.0, 2, 2, 256, 256, 2307.0, 4, {2, 2, 1}, "3D torus"},
 };
 #define N_CHIPS ((int)(sizeof chip_table / sizeof chip_table[0]))

@@ -204,7 +204,8 @@ vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, c
     if (s) return s;
     vt_compute_class cls;
     c.cls_dt = class_dtype(compute, &cls);
-    c.bin = vt_binary_ukernels[cls][op];
+    c.bin = vt_narrow_div_ukernel(op, compute);
+    if (!c.bin) c.bin = vt_binary_ukernels[cls][op];
     c.un = NULL;
     c.is_bool = vt_binary_op_is_bool(op);
     if (!c.bin)

@@ -309,6 +309,36 @@ UN_KERNEL(int_bnot, int64_t, int64_t, ~x)
 UN_KERNEL(int_false, int64_t, uint8_t, ((void)x, 0))
 UN_KERNEL(int_true, int64_t, uint8_t, ((void)x, 1))
 
+/* ------------------------------------------------------------ bf16 / f16 rounding division */
+
+/* PyTorch evaluates trunc and floor division of bf16/f16 in the narrow type's
+ * own arithmetic (c10::BFloat16 / c10::Half operators), so every intermediate
+ * is rounded; one rounding at the end would differ in the last place. */
+static inline float round_bf16(float x) { return vt_bf16_to_f32(vt_f32_to_bf16(x)); }
+static inline float round_f16(float x) { return vt_f16_to_f32(vt_f32_to_f16(x)); }
+
+#define DEFINE_NARROW_DIV(P, R)                                                                                \
+    static inline float P##_floordiv1(float a, float b) {                                                      \
+        if (b == 0) return a / b;                                                                              \
+        float mod = fmodf(a, b);                                                                               \
+        float div = R(R(a - mod) / b);                                                                         \
+        if ((mod != 0) && ((b < 0) != (mod < 0))) div = R(div - 1.0f);                                        \
+        if (div == 0) return copysignf(0.0f, R(a / b));                                                        \
+        float fl = floorf(div);                                                                                \
+        return R(div - fl) > 0.5f ? R(fl + 1.0f) : fl;                                                         \
+    }                                                                                                          \
+    BIN_KERNEL(P##_div_trunc, float, float, truncf(R(x / y)))                                                  \
+    BIN_KERNEL(P##_div_floor, float, float, P##_floordiv1(x, y))
+
+DEFINE_NARROW_DIV(bf16n, round_bf16)
+DEFINE_NARROW_DIV(f16n, round_f16)
+
+vt_binary_ukernel vt_narrow_div_ukernel(vt_binary_op op, vt_dtype compute) {
+    if (compute == VT_BF16) return op == VT_DIV_TRUNC ? bf16n_div_trunc : op == VT_DIV_FLOOR ? bf16n_div_floor : NULL;
+    if (compute == VT_F16) return op == VT_DIV_TRUNC ? f16n_div_trunc : op == VT_DIV_FLOOR ? f16n_div_floor : NULL;
+    return NULL;
+}
+
 /* ------------------------------------------------------------ tables */
 
 #define FLOAT_BINARY_ROW(P, ADD, SUB, MUL, DIV)                                                                \

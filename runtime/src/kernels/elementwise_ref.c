@@ -242,6 +242,23 @@ static int ref_class(vt_dtype compute) {
         }                                                                                                      \
     }
 REF_FLOAT_BINARY(ref_binary_f32, float)
+
+/* Rounding division of bf16/f16 follows PyTorch, which evaluates it in the
+ * narrow type's own arithmetic: every intermediate is rounded to it. */
+static float ref_round(vt_dtype dt, double v) {
+    return dt == VT_BF16 ? vt_bf16_to_f32(vt_ref_f32_to_bf16((float)v)) : vt_ref_f16_to_f32(vt_ref_f32_to_f16((float)v));
+}
+
+static float ref_reduced_div(vt_binary_op op, vt_dtype dt, float x, float y) {
+    if (op == VT_DIV_TRUNC) return truncf(ref_round(dt, (double)x / y));
+    if (y == 0) return x / y;
+    float m = fmodf(x, y);
+    float q = ref_round(dt, ref_round(dt, x - m) / y);
+    if (m != 0 && (y < 0) != (m < 0)) q = ref_round(dt, q - 1);
+    if (q == 0) return copysignf(0.0f, ref_round(dt, (double)x / y));
+    float fl = floorf(q);
+    return ref_round(dt, q - fl) > 0.5f ? ref_round(dt, fl + 1) : fl;
+}
 REF_FLOAT_BINARY(ref_binary_f64, double)
 
 #define REF_FLOAT_UNARY(NAME, T)                                                                               \
@@ -370,7 +387,10 @@ vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *
         rval y = ref_cast(compute, ref_load(b->dtype, ref_addr(b, out->ndim, idx)));
         int is_bool, err = 0;
         rval r;
-        if (cls == CLS_F32) {
+        if ((op == VT_DIV_TRUNC || op == VT_DIV_FLOOR) && (compute == VT_BF16 || compute == VT_F16)) {
+            is_bool = 0;
+            r = rv_f(ref_reduced_div(op, compute, (float)x.d, (float)y.d));
+        } else if (cls == CLS_F32) {
             float al = alpha.is_float ? (float)alpha.f : (float)alpha.i;
             r = rv_f(ref_binary_f32(op, (float)x.d, (float)y.d, al, &is_bool));
         } else if (cls == CLS_F64) {

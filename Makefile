@@ -1,0 +1,48 @@
+# vtpu — two set-up commands on a fresh machine:
+#   make demo   create .venv, install torch 2.13.0 (CPU) and vtpu, run the demo
+#   make test   the same set-up if needed, then the C tests (plain and under
+#               ASan+UBSan) and the Python tests
+# Other targets: make bench (ratios vs PyTorch CPU), make clean.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+NATIVE_SRC := $(shell find runtime/src runtime/include python/vtpu/csrc -name '*.[ch]' -o -name '*.cpp' 2>/dev/null) setup.py pyproject.toml
+
+.PHONY: all demo test test-c test-py bench install clean
+
+all: install
+
+# torch comes from the local CPU build; never let pip reach for a CUDA build.
+$(VENV)/.deps:
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --upgrade --quiet "pip>=23" setuptools wheel ninja
+	$(VPY) -m pip install --quiet torch==2.13.0
+	$(VPY) -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and torch.version.cuda is None else f'need the CPU build of torch 2.13.0, got {v}')"
+	$(VPY) -m pip install --quiet pytest numpy
+	touch $@
+
+$(VENV)/.vtpu: $(VENV)/.deps $(NATIVE_SRC)
+	$(VPY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
+install: $(VENV)/.vtpu
+
+demo: install
+	$(VPY) -m vtpu.demo
+
+test-c:
+	$(MAKE) -C runtime test
+
+test-py: install
+	$(VPY) -m pytest -q tests
+
+test: install test-c test-py
+
+bench: install
+	$(VPY) bench/overhead.py
+	$(VPY) bench/elementwise.py
+
+clean:
+	$(MAKE) -C runtime clean
+	rm -rf build python/vtpu/*.so python/*.egg-info $(VENV)

@@ -1,0 +1,60 @@
+"""vtpu — PyTorch's "tpu" device on any Linux machine.
+
+A virtual TPU executed by a C runtime on the host CPU: ``torch.device("tpu")``
+tensors live in a capacity-limited device memory, ops run asynchronously on a
+device queue, and reading a value back waits. Loaded automatically by
+``import torch`` (the ``torch.backends`` entry point) or by ``import vtpu``.
+"""
+
+__version__ = "0.1.0"
+
+_loaded = False
+
+
+def _load():
+    """Register the tpu device with torch (idempotent)."""
+    global _loaded
+    if _loaded:
+        return
+    import torch
+
+    from . import _C  # noqa: F401  (static initialisers register allocator, guard, hooks, kernels)
+
+    if torch._C._get_privateuse1_backend_name() != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+    from . import tpu as _tpu_module
+
+    torch._register_device_module("tpu", _tpu_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    _loaded = True
+
+
+def _autoload():
+    """Entry point torch calls during ``import torch``; never breaks torch."""
+    try:
+        _load()
+    except Exception as e:  # noqa: BLE001 - a broken extension must leave torch usable
+        import warnings
+
+        warnings.warn(f"vtpu: the tpu device could not be loaded ({e}); torch works without it", stacklevel=2)
+
+
+_load()
+
+from .fallback import cpu_fallback, fallback_report, reset_fallback_report, set_cpu_fallback  # noqa: E402
+from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+from .tpu import info  # noqa: E402
+
+__all__ = [
+    "EagerMode",
+    "cpu_fallback",
+    "eager_mode",
+    "fallback_report",
+    "get_eager_mode",
+    "info",
+    "reset_fallback_report",
+    "set_cpu_fallback",
+    "set_eager_mode",
+]

@@ -1,0 +1,114 @@
+// common.cpp — status-to-exception mapping, tensor descriptors, current
+// device, and the GIL-releasing, interruptible device wait.
+#include "common.h"
+
+#include <Python.h>
+#include <torch/csrc/Exceptions.h>
+
+#include <functional>
+
+namespace vtpu {
+
+void throw_status(vt_status s, const char* context) {
+  std::string msg = vt_last_error();
+  if (context && *context) msg = std::string(context) + ": " + msg;
+  switch (s) {
+    case VT_ERR_OUT_OF_MEMORY: TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+    case VT_ERR_INDEX: TORCH_CHECK_WITH(IndexError, false, msg);
+    case VT_ERR_UNSUPPORTED: TORCH_CHECK_WITH(NotImplementedError, false, msg);
+    default: TORCH_CHECK(false, msg);
+  }
+}
+
+void ensure_init() {
+  if (!vt_is_initialized()) check(vt_init());
+  if (vt_in_bad_fork()) check(vt_check_device(0));  // raises the bad-fork message
+}
+
+bool to_vt_dtype(c10::ScalarType st, vt_dtype* out) {
+  switch (st) {
+    case at::kFloat: *out = VT_F32; return true;
+    case at::kBFloat16: *out = VT_BF16; return true;
+    case at::kHalf: *out = VT_F16; return true;
+    case at::kDouble: *out = VT_F64; return true;
+    case at::kChar: *out = VT_I8; return true;
+    case at::kByte: *out = VT_U8; return true;
+    case at::kShort: *out = VT_I16; return true;
+    case at::kInt: *out = VT_I32; return true;
+    case at::kLong: *out = VT_I64; return true;
+    case at::kBool: *out = VT_BOOL; return true;
+    default: return false;
+  }
+}
+
+bool describe(const at::Tensor& t, vt_tensor* out) {
+  if (t.dim() > VT_MAX_DIMS || !to_vt_dtype(t.scalar_type(), &out->dtype)) return false;
+  out->data = t.numel() ? t.data_ptr() : nullptr;
+  out->offset = 0;
+  out->ndim = static_cast<int32_t>(t.dim());
+  for (int64_t i = 0; i < t.dim(); i++) {
+    out->sizes[i] = t.size(i);
+    out->strides[i] = t.stride(i);
+  }
+  return true;
+}
+
+namespace {
+// Poll in slices so Ctrl-C reaches Python while the queue drains.
+constexpr int64_t kPollMs = 50;
+}  // namespace
+
+void wait_interruptibly(const std::function<vt_status(int64_t)>& step) {
+  vt_status s = step(0);
+  if (s != VT_ERR_TIMEOUT) {
+    check(s);
+    return;
+  }
+  const bool holds_gil = Py_IsInitialized() && PyGILState_Check();
+  PyThreadState* saved = holds_gil ? PyEval_SaveThread() : nullptr;
+  for (;;) {
+    s = step(kPollMs);
+    if (s != VT_ERR_TIMEOUT) break;
+    if (!Py_IsInitialized()) continue;
+    PyGILState_STATE g{};
+    if (holds_gil) PyEval_RestoreThread(saved); else g = PyGILState_Ensure();
+    if (PyErr_CheckSignals() != 0) {
+      python_error err;
+      err.persist();
+      if (!holds_gil) PyGILState_Release(g);
+      throw err;  // the caller holds the GIL again iff it did before
+    }
+    if (holds_gil) saved = PyEval_SaveThread(); else PyGILState_Release(g);
+  }
+  if (holds_gil) PyEval_RestoreThread(saved);
+  check(s);
+}
+
+void synchronize_device(int dev) {
+  ensure_init();
+  check(vt_check_device(dev));
+  wait_interruptibly([dev](int64_t ms) { return vt_synchronize_timeout(dev, ms); });
+}
+
+void synchronize_all() {
+  ensure_init();
+  for (int d = 0; d < vt_device_count(); d++) synchronize_device(d);
+}
+
+namespace {
+thread_local c10::DeviceIndex tls_current_device = 0;
+}
+
+c10::DeviceIndex current_device() { return tls_current_device; }
+
+void set_current_device(c10::DeviceIndex d) {
+  ensure_init();
+  check(vt_check_device(d));
+  tls_current_device = d;
+}
+
+int device_index(const at::Tensor& t) {
+  return t.device().has_index() ? t.device().index() : current_device();
+}
+
+}  // namespace vtpu

@@ -1,0 +1,67 @@
+// common.h — what every binding file shares: turning a vt_status into the
+// matching PyTorch exception, describing an at::Tensor to the C runtime, and
+// the device waits that release the GIL and stay interruptible.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <functional>
+#include <string>
+
+extern "C" {
+#include "vtpu/vtpu.h"
+}
+
+namespace vtpu {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+// Raise the Python exception that matches s, with the runtime's message.
+[[noreturn]] void throw_status(vt_status s, const char* context);
+
+inline void check(vt_status s, const char* context = nullptr) {
+  if (s != VT_OK) throw_status(s, context);
+}
+
+// Initialise the runtime (once) and raise if that fails.
+void ensure_init();
+
+// Dtype mapping; returns false for dtypes the C kernels do not handle
+// (complex, unsigned wider than 8 bits, float8...).
+bool to_vt_dtype(c10::ScalarType st, vt_dtype* out);
+
+// Describe t (any device: device memory is host-addressable) as a C view.
+// Returns false when the runtime cannot take it (dtype or too many dims).
+bool describe(const at::Tensor& t, vt_tensor* out);
+
+// Wait for dev's queue; raises the latched kernel error; releases the GIL
+// while waiting and raises KeyboardInterrupt on Ctrl-C (the work goes on).
+void synchronize_device(int dev);
+// The same loop around any bounded wait: step(timeout_ms) returns
+// VT_ERR_TIMEOUT until done.
+void wait_interruptibly(const std::function<vt_status(int64_t)>& step);
+void synchronize_all();
+
+// Device index of a tpu tensor (or the current device for -1).
+int device_index(const at::Tensor& t);
+c10::DeviceIndex current_device();
+void set_current_device(c10::DeviceIndex d);
+
+c10::DeviceAllocator* device_allocator();
+
+// A CPU tensor sharing a tpu tensor's memory (device memory is host memory).
+// Read it only after synchronising the tensor's device.
+at::Tensor host_alias_of(const at::Tensor& t);
+
+// Byte-wise, queue-ordered copy of device memory (storage resize and clone).
+void copy_device_bytes(int dev, void* dst, const void* src, size_t n);
+
+// The boxed CPU fallback (fallback.cpp), also called by adapters that meet
+// inputs the C kernels do not handle.
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace vtpu

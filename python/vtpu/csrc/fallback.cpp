@@ -1,0 +1,223 @@
+// fallback.cpp — the boxed CPU fallback for every op without a tpu kernel.
+// It drains the device queue, runs the CPU kernel on host aliases of device
+// memory (device memory is host memory), keeps in-place writes and views in
+// device memory, copies fresh results to the device, and counts each op.
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "fallback.h"
+#include "generator.h"
+
+namespace vtpu {
+namespace {
+
+std::mutex g_mu;
+std::map<std::string, int64_t> g_counts;
+std::set<std::string> g_warned;
+thread_local int tls_allowed = -1;  // -1: follow the process setting
+
+std::atomic<int>& process_override_ref();
+
+bool process_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("VTPU_CPU_FALLBACK");
+    return !(v && (std::string(v) == "0" || std::string(v) == "false"));
+  }();
+  const int o = process_override_ref().load();
+  return o >= 0 ? o != 0 : allowed;
+}
+
+struct Alias {
+  at::Tensor tpu, cpu;
+};
+
+at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, std::vector<Alias>& aliases, std::vector<Alias>& outs,
+                      std::optional<c10::Device>& target) {
+  if (!t.defined() || t.device().type() != kTpu) return t;
+  if (!target) target = t.device();
+  if (is_out) {
+    // out= tensors may need resizing, which host aliases cannot do: use a
+    // CPU copy and write it back afterwards.
+    at::Tensor c = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+    c.copy_(host_alias_of(t));
+    outs.push_back({t, c});
+    return c;
+  }
+  at::Tensor c = host_alias_of(t);
+  aliases.push_back({t, c});
+  return c;
+}
+
+at::Tensor to_device_result(const at::Tensor& r, const std::vector<Alias>& aliases, const std::vector<Alias>& outs,
+                            const c10::Device& target) {
+  if (!r.defined() || r.device().type() == kTpu) return r;
+  for (const auto& o : outs)
+    if (r.unsafeGetTensorImpl() == o.cpu.unsafeGetTensorImpl()) return o.tpu;
+  for (const auto& a : aliases) {
+    if (r.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.tpu;  // in-place: self
+    // A view of an input stays a view of device memory.
+    const auto* base = static_cast<const char*>(a.cpu.storage().data());
+    const auto* p = static_cast<const char*>(r.storage().data());
+    if (p == base && r.dtype() == a.cpu.dtype() && r.numel() > 0) {
+      const int64_t delta = r.storage_offset();  // alias storage starts at a.tpu's first element
+      return a.tpu.as_strided(r.sizes(), r.strides(), a.tpu.storage_offset() + delta);
+    }
+  }
+  const auto opts = r.options().device(target);
+  at::Tensor d = r.is_non_overlapping_and_dense() ? at::empty_strided(r.sizes(), r.strides(), opts)
+                                                  : at::empty(r.sizes(), opts);
+  d.copy_(r);
+  return d;
+}
+
+// A tpu generator drives the CPU kernel through a CPU generator seeded from
+// its (seed, offset), so seeded runs stay reproducible.
+at::Generator cpu_generator_for(const at::Generator& g) {
+  auto* tg = at::check_generator<TpuGeneratorImpl>(g);
+  uint64_t seed = 0, offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(tg->mutex_);
+    seed = tg->current_seed();
+    offset = tg->reserve(1u << 20);
+  }
+  const uint64_t mixed = seed * 0x9E3779B97F4A7C15ull ^ (offset + 0x632BE59BD9B4E019ull);
+  return at::detail::createCPUGenerator(mixed);
+}
+
+bool accepts_host_tensors(const std::string& name) {
+  // indexing takes index tensors from the host, as on CUDA
+  return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put", 0) == 0;
+}
+
+std::atomic<int>& process_override_ref() {
+  static std::atomic<int> o{-1};
+  return o;
+}
+
+}  // namespace
+
+std::atomic<int>& process_override() { return process_override_ref(); }
+
+bool fallback_allowed() { return tls_allowed >= 0 ? tls_allowed != 0 : process_allowed(); }
+void set_thread_fallback(int allowed) { tls_allowed = allowed; }
+int thread_fallback() { return tls_allowed; }
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_counts.clear();
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  TORCH_CHECK_NOT_IMPLEMENTED(fallback_allowed(), "operator '", schema.name(),
+                              "' is not implemented for TPU (vtpu has no native kernel and the CPU fallback is "
+                              "off: VTPU_CPU_FALLBACK=0 or vtpu.cpu_fallback(False))");
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    first = g_counts[name]++ == 0 && g_warned.insert(name).second;
+  }
+  if (first)
+    TORCH_WARN("vtpu: operator '", name,
+               "' has no native TPU kernel; it runs on the CPU (the device queue is drained first). "
+               "vtpu.fallback_report() lists every op that fell back.");
+
+  const size_t n = schema.arguments().size();
+  std::vector<c10::IValue> args(stack->end() - n, stack->end());
+  std::vector<Alias> aliases, outs;
+  std::optional<c10::Device> target;
+  std::set<int> devices;
+  bool host_tensor = false;
+  c10::Device host_dev(c10::kCPU);
+
+  auto note_host = [&](const at::Tensor& t) {
+    if (t.defined() && t.is_cpu() && t.dim() > 0) host_tensor = true;
+  };
+  auto tpu_devices = [&](const at::Tensor& t) {
+    if (t.defined() && t.device().type() == kTpu) devices.insert(device_index(t));
+  };
+  for (const auto& v : args) {
+    if (v.isTensor()) tpu_devices(v.toTensor());
+    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) tpu_devices(t);
+    else if (v.isOptionalTensorList())
+      for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) if (t.has_value()) tpu_devices(*t);
+  }
+  // Queued kernels may still write what the CPU is about to read.
+  for (int d : devices) synchronize_device(d);
+
+  for (size_t i = 0; i < n; i++) {
+    const bool is_out = schema.arguments()[i].is_out();
+    auto& v = args[i];
+    if (v.isTensor()) {
+      note_host(v.toTensor());
+      v = to_cpu_arg(v.toTensor(), is_out, aliases, outs, target);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> mapped;
+      for (const auto& t : list) {
+        note_host(t);
+        mapped.push_back(to_cpu_arg(t, is_out, aliases, outs, target));
+      }
+      v = mapped;
+    } else if (v.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> mapped;
+      for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+        if (t.has_value()) {
+          note_host(*t);
+          mapped.push_back(to_cpu_arg(*t, is_out, aliases, outs, target));
+        } else {
+          mapped.push_back(std::nullopt);
+        }
+      }
+      v = mapped;
+    } else if (v.isDevice() && v.toDevice().type() == kTpu) {
+      if (!target) target = v.toDevice();
+      v = host_dev;
+    } else if (v.isGenerator() && v.toGenerator().device().type() == kTpu) {
+      v = cpu_generator_for(v.toGenerator());
+    }
+  }
+  TORCH_CHECK(!(host_tensor && !devices.empty()) || accepts_host_tensors(schema.name()),
+              "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+              *devices.begin(), " and cpu! (in ", name, ")");
+  if (!target) target = c10::Device(kTpu, current_device());
+
+  torch::jit::drop(stack, n);
+  for (auto& a : args) torch::jit::push(stack, std::move(a));
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+
+  for (const auto& o : outs) at::_copy_from_and_resize(o.cpu, o.tpu);
+
+  const size_t nr = schema.returns().size();
+  for (size_t j = stack->size() - nr; j < stack->size(); j++) {
+    auto& r = (*stack)[j];
+    if (r.isTensor()) {
+      r = to_device_result(r.toTensor(), aliases, outs, *target);
+    } else if (r.isTensorList()) {
+      c10::List<at::Tensor> mapped;
+      for (const auto& t : r.toTensorList()) mapped.push_back(to_device_result(t, aliases, outs, *target));
+      r = mapped;
+    }
+  }
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
+
+// Autocast has no tpu policies yet: ops pass through autocast untouched.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+
+}  // namespace vtpu

@@ -1,0 +1,152 @@
+// guard.cpp — DeviceGuardImplInterface for "tpu": current device, streams and
+// events. Every stream of a device maps onto its one in-order queue, so work
+// is ordered at least as strictly as streams promise; events are queue
+// tickets stamped with the time the queue reached them.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "common.h"
+
+namespace vtpu {
+namespace {
+
+struct TpuEvent {
+  int dev = 0;
+  uint64_t ticket = 0;
+  std::atomic<int64_t> time_ns{0};
+};
+
+struct StampArgs {
+  TpuEvent* ev;
+};
+
+vt_status stamp_kernel(void* args) {
+  auto* ev = static_cast<StampArgs*>(args)->ev;
+  const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  ev->time_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  return VT_OK;
+}
+
+void wait_event(const TpuEvent* ev) {
+  wait_interruptibly([ev](int64_t ms) { return vt_event_wait(ev->dev, ev->ticket, ms); });
+}
+
+thread_local c10::StreamId tls_stream[64] = {};
+std::atomic<c10::StreamId> next_stream_id{1};
+
+struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kTpu; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.index() != old.index()) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return {kTpu, current_device()}; }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kTpu, "expected a tpu device, got ", d);
+    set_current_device(d.has_index() ? d.index() : 0);
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try {
+      set_current_device(d.has_index() ? d.index() : 0);
+    } catch (...) {
+    }
+  }
+
+  c10::Stream getStream(c10::Device d) const override {
+    const auto idx = d.has_index() ? d.index() : current_device();
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpu, idx), tls_stream[idx & 63]);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kTpu, d.has_index() ? d.index() : current_device()));
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpu, d.has_index() ? d.index() : current_device()),
+                       next_stream_id++);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high) const override {
+    return getNewStream(d, high ? -1 : 0);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    c10::Stream old = getStream(s.device());
+    tls_stream[s.device_index() & 63] = s.id();
+    return old;
+  }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag) const override {
+    ensure_init();
+    const int dev = device_index >= 0 ? device_index : stream.device_index();
+    auto* ev = static_cast<TpuEvent*>(*event);
+    if (ev) {
+      // re-recording: let the previous stamp land before reusing the event
+      vt_event_wait(ev->dev, ev->ticket, -1);
+    } else {
+      ev = new TpuEvent();
+      *event = ev;
+    }
+    ev->dev = dev;
+    StampArgs args{ev};
+    check(vt_enqueue(dev, "event record", &stamp_kernel, &args, sizeof args));
+    check(vt_event_record(dev, &ev->ticket));
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    auto* ev = static_cast<TpuEvent*>(event);
+    if (!ev || ev->dev == stream.device_index()) return;  // same in-order queue
+    check(vt_event_block(stream.device_index(), ev->dev, ev->ticket));
+  }
+
+  bool queryEvent(void* event) const override {
+    auto* ev = static_cast<TpuEvent*>(event);
+    return !ev || vt_event_query(ev->dev, ev->ticket);
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (auto* ev = static_cast<TpuEvent*>(event)) wait_event(ev);
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    auto* ev = static_cast<TpuEvent*>(event);
+    if (!ev) return;
+    vt_event_wait(ev->dev, ev->ticket, -1);  // its stamp kernel still points at it
+    delete ev;
+  }
+
+  double elapsedTime(void* e1, void* e2, const c10::DeviceIndex) const override {
+    auto* a = static_cast<TpuEvent*>(e1);
+    auto* b = static_cast<TpuEvent*>(e2);
+    TORCH_CHECK(a && b, "Both events must be recorded before calculating elapsed time.");
+    wait_event(a);
+    wait_event(b);
+    return static_cast<double>(b->time_ns.load() - a->time_ns.load()) / 1e6;
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    try {
+      ensure_init();
+      return static_cast<c10::DeviceIndex>(vt_device_count());
+    } catch (...) {
+      return 0;
+    }
+  }
+
+  bool queryStream(const c10::Stream& stream) const override {
+    ensure_init();
+    return vt_queue_pending(stream.device_index()) == 0;
+  }
+  void synchronizeStream(const c10::Stream& stream) const override { synchronize_device(stream.device_index()); }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    synchronize_device(device_index >= 0 ? device_index : current_device());
+  }
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+}  // namespace vtpu

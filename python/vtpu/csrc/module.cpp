@@ -1,0 +1,140 @@
+// module.cpp — vtpu._C: the Python-facing functions of the binding (runtime
+// info, synchronisation, memory, eager mode, fallback controls, generators).
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "fallback.h"
+#include "generator.h"
+
+namespace vtpu {
+namespace {
+
+namespace py = pybind11;
+
+void init() { ensure_init(); }
+int device_count() {
+  ensure_init();
+  return vt_device_count();
+}
+
+py::dict chip_info() {
+  ensure_init();
+  const vt_chip_info* c = vt_chip();
+  py::dict d;
+  d["name"] = c->name;
+  d["marketing_name"] = c->marketing_name;
+  d["hbm_bytes"] = c->hbm_bytes;
+  d["hbm_gbytes_per_s"] = c->hbm_gbytes_per_s;
+  d["tensorcores"] = c->tensorcores;
+  d["mxu_count"] = c->mxu_count;
+  d["mxu_shape"] = py::make_tuple(c->mxu_rows, c->mxu_cols);
+  d["peak_bf16_tflops"] = c->peak_bf16_tflops;
+  d["chips_per_host"] = c->chips_per_host;
+  d["host_topology"] = py::make_tuple(c->host_topology[0], c->host_topology[1], c->host_topology[2]);
+  d["slice_topology"] = c->slice_topology;
+  return d;
+}
+
+py::dict isa_info() {
+  py::dict d;
+  d["path"] = vt_isa_path();
+  d["available"] = vt_isa_available();
+  d["active"] = vt_isa_active();
+  d["threads"] = vt_num_threads();
+  return d;
+}
+
+void synchronize(int dev) {
+  if (dev < 0) synchronize_all(); else synchronize_device(dev);
+}
+
+py::dict hbm_stats(int dev) {
+  ensure_init();
+  vt_hbm_stats s{};
+  check(vt_hbm_get_stats(dev, &s));
+  auto stat = [](const vt_stat& v) {
+    py::dict d;
+    d["current"] = v.current;
+    d["peak"] = v.peak;
+    d["allocated"] = v.allocated;
+    d["freed"] = v.freed;
+    return d;
+  };
+  py::dict d;
+  d["allocated_bytes"] = stat(s.allocated_bytes);
+  d["reserved_bytes"] = stat(s.reserved_bytes);
+  d["allocation"] = stat(s.allocation);
+  d["segment"] = stat(s.segment);
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["capacity"] = s.capacity;
+  return d;
+}
+
+void set_eager_mode(int mode, bool thread_only) {
+  ensure_init();
+  if (thread_only) vt_set_thread_eager_mode(mode);
+  else vt_set_default_eager_mode(static_cast<vt_eager_mode>(mode));
+}
+int get_eager_mode() {
+  ensure_init();
+  return static_cast<int>(vt_get_eager_mode());
+}
+
+py::dict fallback_report() {
+  py::dict d;
+  for (const auto& [k, v] : fallback_counts()) d[py::str(k)] = v;
+  return d;
+}
+
+void set_fallback(int allowed, bool thread_only) {
+  if (thread_only) set_thread_fallback(allowed); else process_override().store(allowed);
+}
+
+py::object default_gen(int dev) {
+  return py::reinterpret_steal<py::object>(
+      THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(dev))));
+}
+
+void gate_enqueue(int dev, int64_t timeout_ms) {
+  ensure_init();
+  check(vt_debug_gate_enqueue(dev, timeout_ms));
+}
+
+int64_t queue_pending(int dev) {
+  ensure_init();
+  return vt_queue_pending(dev);
+}
+
+int current() { return current_device(); }
+void set_device(int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); }
+bool bad_fork() { return vt_in_bad_fork() != 0; }
+
+}  // namespace
+}  // namespace vtpu
+
+PYBIND11_MODULE(_C, m) {
+  using namespace vtpu;
+  m.doc() = "vtpu binding: the tpu device over the libvtpu C runtime";
+  m.def("_init", torch::wrap_pybind_function(init));
+  m.def("_device_count", torch::wrap_pybind_function(device_count));
+  m.def("_chip_info", torch::wrap_pybind_function(chip_info));
+  m.def("_isa_info", torch::wrap_pybind_function(isa_info));
+  m.def("_synchronize", torch::wrap_pybind_function(synchronize));
+  m.def("_hbm_stats", torch::wrap_pybind_function(hbm_stats));
+  m.def("_set_eager_mode", torch::wrap_pybind_function(set_eager_mode));
+  m.def("_get_eager_mode", torch::wrap_pybind_function(get_eager_mode));
+  m.def("_fallback_report", torch::wrap_pybind_function(fallback_report));
+  m.def("_fallback_reset", torch::wrap_pybind_function(reset_fallback_counts));
+  m.def("_set_fallback", torch::wrap_pybind_function(set_fallback));
+  m.def("_thread_fallback", torch::wrap_pybind_function(thread_fallback));
+  m.def("_fallback_allowed", torch::wrap_pybind_function(fallback_allowed));
+  m.def("_default_generator", torch::wrap_pybind_function(default_gen));
+  m.def("_debug_gate_enqueue", torch::wrap_pybind_function(gate_enqueue));
+  m.def("_debug_gate_open", torch::wrap_pybind_function(vt_debug_gate_open));
+  m.def("_queue_pending", torch::wrap_pybind_function(queue_pending));
+  m.def("_current_device", torch::wrap_pybind_function(current));
+  m.def("_set_device", torch::wrap_pybind_function(set_device));
+  m.def("_in_bad_fork", torch::wrap_pybind_function(bad_fork));
+}

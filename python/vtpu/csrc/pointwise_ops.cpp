@@ -1,0 +1,583 @@
+// pointwise_ops.cpp — adapters from ATen's pointwise ops to the runtime's
+// queued kernels: each works out PyTorch's result dtype, broadcast shape and
+// output, describes the tensors and enqueues one C call. Dtypes or ranks the
+// kernels do not take go to the CPU fallback.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "generator.h"
+
+namespace vtpu {
+namespace {
+
+enum class Kind { Arith, TrueDiv, Compare, Logical, Bitwise, FloatMath };
+
+bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
+
+// A CPU 0-dim tensor acts as a scalar (as on CUDA); any other CPU tensor
+// meeting a tpu tensor is a device mismatch.
+bool is_host_scalar(const at::Tensor& t) { return t.defined() && t.is_cpu() && t.dim() == 0; }
+
+int common_device(std::initializer_list<const at::Tensor*> ts) {
+  const at::Tensor* first = nullptr;
+  for (const at::Tensor* t : ts) {
+    if (!t->defined() || is_host_scalar(*t)) continue;
+    if (!first) {
+      first = t;
+      continue;
+    }
+    TORCH_CHECK(t->device() == first->device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ", first->device(),
+                " and ", t->device(), "!");
+  }
+  TORCH_CHECK(first && is_tpu(*first), "vtpu: expected a tpu tensor operand");
+  return device_index(*first);
+}
+
+vt_scalar make_scalar(const at::Scalar& s, bool as_float) {
+  vt_scalar v{};
+  if (as_float) {
+    v.f = s.toDouble();
+    v.i = 0;
+    v.is_float = 1;
+  } else {
+    v.i = s.isBoolean() ? static_cast<int64_t>(s.toBool()) : s.toLong();
+    v.f = static_cast<double>(v.i);
+    v.is_float = 0;
+  }
+  return v;
+}
+
+vt_dtype vt_of(c10::ScalarType st) {
+  vt_dtype d{};
+  TORCH_CHECK(to_vt_dtype(st, &d), "vtpu: dtype ", st, " is not supported by the tpu kernels");
+  return d;
+}
+
+bool supported(c10::ScalarType st) {
+  vt_dtype d{};
+  return to_vt_dtype(st, &d);
+}
+
+// Output laid out like the first operand of the output's shape, as
+// TensorIterator does for dense inputs; contiguous otherwise.
+at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
+                      std::initializer_list<const at::Tensor*> like) {
+  auto opts = at::TensorOptions().dtype(dtype).device(kTpu, static_cast<c10::DeviceIndex>(dev));
+  for (const at::Tensor* t : like) {
+    if (is_tpu(*t) && t->sizes() == shape && t->is_non_overlapping_and_dense())
+      return at::empty_strided(shape, t->strides(), opts);
+  }
+  return at::empty(shape, opts);
+}
+
+void check_cast(c10::ScalarType result, const at::Tensor& out) {
+  TORCH_CHECK(c10::canCast(result, out.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", out.scalar_type());
+}
+
+// Runs op boxed through the CPU fallback (used for inputs the kernels do not take).
+template <class... Args>
+c10::IValue via_fallback(const char* name, const char* overload, Args&&... args) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  torch::jit::Stack stack;
+  (stack.emplace_back(std::forward<Args>(args)), ...);
+  cpu_fallback(op, &stack);
+  return stack.empty() ? c10::IValue() : stack.back();
+}
+
+// ------------------------------------------------------------------ binary
+
+struct Binary {
+  vt_binary_op op;
+  const char* name;
+  Kind kind;
+};
+
+// mode: out undefined and !inplace → functional; inplace → out = a.
+at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
+                  at::Tensor out, bool inplace) {
+  if (inplace) out = a;
+  const int dev = common_device({&a, &o, &out});
+  if (inplace)
+    TORCH_CHECK(!is_host_scalar(a), "vtpu: in-place op on a CPU tensor");
+  c10::ScalarType common = at::result_type(a, o);
+  if (b.kind == Kind::TrueDiv && c10::isIntegralType(common, /*includeBool=*/true))
+    common = c10::typeMetaToScalarType(c10::get_default_dtype());
+  if (b.kind == Kind::Bitwise)
+    TORCH_CHECK(c10::isIntegralType(common, /*includeBool=*/true), "\"", b.name, "\" not implemented for '",
+                c10::toString(common), "'");
+  if (b.op == VT_SUB)
+    TORCH_CHECK(common != at::kBool,
+                "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                "Use the `^` or `logical_xor()` operator instead.");
+  if (b.op == VT_ADD || b.op == VT_SUB) {
+    if (c10::isIntegralType(common, /*includeBool=*/true) && common != at::kBool)
+      TORCH_CHECK(!alpha.isFloatingPoint(),
+                  "For integral input tensors, argument alpha must not be a floating point number.");
+    if (common == at::kBool)
+      TORCH_CHECK(alpha.isBoolean() || alpha.toLong() == 1 || alpha.toLong() == 0,
+                  "Boolean alpha only supported for Boolean results.");
+  }
+  const bool bool_out = b.kind == Kind::Compare || b.kind == Kind::Logical;
+  const c10::ScalarType result = bool_out ? at::kBool : common;
+  const auto shape = at::infer_size(a.sizes(), o.sizes());
+
+  if (inplace) {
+    TORCH_CHECK(a.sizes() == c10::IntArrayRef(shape), "output with shape ", a.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+    check_cast(result, a);
+  } else if (out.defined()) {
+    check_cast(result, out);
+    at::native::resize_output(out, shape);
+  } else {
+    out = new_output(shape, result, dev, {&a, &o});
+  }
+  if (out.numel() == 0) return out;
+
+  vt_tensor to{}, ta{}, tb{};
+  const bool native = supported(common) && describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
+                      (is_host_scalar(o) || describe(o, &tb));
+  TORCH_CHECK_NOT_IMPLEMENTED(native, "vtpu: ", b.name, " on dtype ", common, " with ", out.dim(),
+                              " dims is not supported by the tpu kernels");
+  const vt_dtype compute = vt_of(common);
+  const bool fl = vt_dtype_is_float(compute) != 0;
+  vt_scalar sa{}, sb{};
+  if (is_host_scalar(a)) sa = make_scalar(a.item(), fl);
+  if (is_host_scalar(o)) sb = make_scalar(o.item(), fl);
+  const vt_scalar al = make_scalar(alpha, fl);
+  check(vt_op_binary(dev, b.name, b.op, &to, is_host_scalar(a) ? nullptr : &ta, is_host_scalar(a) ? &sa : nullptr,
+                     is_host_scalar(o) ? nullptr : &tb, is_host_scalar(o) ? &sb : nullptr, compute, al),
+        b.name);
+  return out;
+}
+
+at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar& s, at::Tensor out, bool inplace) {
+  return binary(b, a, at::scalar_to_tensor(s), 1, std::move(out), inplace);
+}
+
+#define BIN(var, vop, str, kind) const Binary var{vop, "aten::" str, Kind::kind};
+BIN(kAdd, VT_ADD, "add", Arith)
+BIN(kSub, VT_SUB, "sub", Arith)
+BIN(kMul, VT_MUL, "mul", Arith)
+BIN(kDiv, VT_DIV, "div", TrueDiv)
+BIN(kDivTrunc, VT_DIV_TRUNC, "div", Arith)
+BIN(kDivFloor, VT_DIV_FLOOR, "div", Arith)
+BIN(kRemainder, VT_REMAINDER, "remainder", Arith)
+BIN(kFmod, VT_FMOD, "fmod", Arith)
+BIN(kPow, VT_POW, "pow", Arith)
+BIN(kMaximum, VT_MAXIMUM, "maximum", Arith)
+BIN(kMinimum, VT_MINIMUM, "minimum", Arith)
+BIN(kAtan2, VT_ATAN2, "atan2", TrueDiv)
+BIN(kEq, VT_EQ, "eq", Compare)
+BIN(kNe, VT_NE, "ne", Compare)
+BIN(kLt, VT_LT, "lt", Compare)
+BIN(kLe, VT_LE, "le", Compare)
+BIN(kGt, VT_GT, "gt", Compare)
+BIN(kGe, VT_GE, "ge", Compare)
+BIN(kLogicalAnd, VT_LOGICAL_AND, "logical_and", Logical)
+BIN(kLogicalOr, VT_LOGICAL_OR, "logical_or", Logical)
+BIN(kLogicalXor, VT_LOGICAL_XOR, "logical_xor", Logical)
+BIN(kBitAnd, VT_BITWISE_AND, "bitwise_and", Bitwise)
+BIN(kBitOr, VT_BITWISE_OR, "bitwise_or", Bitwise)
+BIN(kBitXor, VT_BITWISE_XOR, "bitwise_xor", Bitwise)
+#undef BIN
+
+const Binary& div_mode(std::optional<c10::string_view> mode) {
+  if (!mode) return kDiv;
+  if (*mode == "trunc") return kDivTrunc;
+  if (*mode == "floor") return kDivFloor;
+  TORCH_CHECK(false, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", *mode, "'");
+}
+
+// ------------------------------------------------------------------ unary
+
+struct Unary {
+  vt_unary_op op;
+  const char* name;
+  Kind kind;  // Arith: keeps dtype; FloatMath: ints promote to float; Logical: bool result
+};
+
+at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inplace) {
+  if (inplace) out = a;
+  const int dev = common_device({&a, &out});
+  c10::ScalarType compute = a.scalar_type();
+  if (u.kind == Kind::FloatMath && c10::isIntegralType(compute, /*includeBool=*/true))
+    compute = c10::typeMetaToScalarType(c10::get_default_dtype());
+  if (u.kind == Kind::Bitwise)
+    TORCH_CHECK(c10::isIntegralType(compute, /*includeBool=*/true), "\"", u.name, "\" not implemented for '",
+                c10::toString(compute), "'");
+  if (u.op == VT_NEG)
+    TORCH_CHECK(compute != at::kBool,
+                "Negation, the `-` operator, on a bool tensor is not supported. "
+                "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  const c10::ScalarType result = u.kind == Kind::Logical ? at::kBool : compute;
+  if (inplace) {
+    if (u.kind != Kind::Logical) check_cast(result, a);
+  } else if (out.defined()) {
+    if (u.kind != Kind::Logical) check_cast(result, out);
+    at::native::resize_output(out, a.sizes());
+  } else {
+    out = new_output(a.sizes(), result, dev, {&a});
+  }
+  if (out.numel() == 0) return out;
+  vt_tensor to{}, ta{};
+  TORCH_CHECK_NOT_IMPLEMENTED(supported(compute) && describe(out, &to) && describe(a, &ta), "vtpu: ", u.name,
+                              " on dtype ", compute, " is not supported by the tpu kernels");
+  check(vt_op_unary(dev, u.name, u.op, &to, &ta, vt_of(compute)), u.name);
+  return out;
+}
+
+#define UN(var, vop, str, kind) const Unary var{vop, "aten::" str, Kind::kind};
+UN(kNeg, VT_NEG, "neg", Arith)
+UN(kAbs, VT_ABS, "abs", Arith)
+UN(kSign, VT_SIGN, "sign", Arith)
+UN(kRelu, VT_RELU, "relu", Arith)
+UN(kCeil, VT_CEIL, "ceil", Arith)
+UN(kFloor, VT_FLOOR, "floor", Arith)
+UN(kRound, VT_ROUND, "round", Arith)
+UN(kTrunc, VT_TRUNC, "trunc", Arith)
+UN(kFrac, VT_FRAC, "frac", Arith)
+UN(kReciprocal, VT_RECIPROCAL, "reciprocal", FloatMath)
+UN(kExp, VT_EXP, "exp", FloatMath)
+UN(kExpm1, VT_EXPM1, "expm1", FloatMath)
+UN(kLog, VT_LOG, "log", FloatMath)
+UN(kLog1p, VT_LOG1P, "log1p", FloatMath)
+UN(kLog2, VT_LOG2, "log2", FloatMath)
+UN(kLog10, VT_LOG10, "log10", FloatMath)
+UN(kSqrt, VT_SQRT, "sqrt", FloatMath)
+UN(kRsqrt, VT_RSQRT, "rsqrt", FloatMath)
+UN(kSin, VT_SIN, "sin", FloatMath)
+UN(kCos, VT_COS, "cos", FloatMath)
+UN(kTan, VT_TAN, "tan", FloatMath)
+UN(kTanh, VT_TANH, "tanh", FloatMath)
+UN(kSigmoid, VT_SIGMOID, "sigmoid", FloatMath)
+UN(kErf, VT_ERF, "erf", FloatMath)
+UN(kLogicalNot, VT_LOGICAL_NOT, "logical_not", Logical)
+UN(kBitNot, VT_BITWISE_NOT, "bitwise_not", Bitwise)
+UN(kIsnan, VT_ISNAN, "isnan", Logical)
+#undef UN
+
+// ------------------------------------------------------------------ fill, where, random
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  const int dev = device_index(self);
+  vt_tensor t{};
+  if (!describe(self, &t)) {
+    via_fallback("aten::fill_", "Scalar", self, value);
+    return self;
+  }
+  const bool fl = vt_dtype_is_float(t.dtype) != 0;
+  check(vt_op_fill(dev, "aten::fill_", &t, make_scalar(value, fl && !value.isBoolean())), "aten::fill_");
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  if (value.is_cpu()) return fill_scalar(self, value.item());
+  common_device({&self, &value});
+  if (self.numel() == 0) return self;
+  vt_tensor d{}, s{};
+  if (!describe(self, &d) || !describe(value, &s)) {
+    via_fallback("aten::fill_", "Tensor", self, value);
+    return self;
+  }
+  check(vt_op_copy(device_index(self), "aten::fill_", &d, &s), "aten::fill_");
+  return self;
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tensor& b, at::Tensor out) {
+  TORCH_CHECK(cond.scalar_type() == at::kBool,
+              "where expected condition to be a boolean tensor, but got a tensor with dtype ", cond.scalar_type());
+  const int dev = common_device({&cond, &a, &b, &out});
+  const auto device = c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev));
+  // host scalars become 0-dim device tensors: the kernel broadcasts them
+  const at::Tensor ca = is_host_scalar(cond) ? cond.to(device) : cond;
+  const at::Tensor aa = is_host_scalar(a) ? a.to(device) : a;
+  const at::Tensor bb = is_host_scalar(b) ? b.to(device) : b;
+  const c10::ScalarType result = at::result_type(a, b);
+  const auto shape = at::infer_size(at::infer_size(cond.sizes(), a.sizes()), b.sizes());
+  if (out.defined()) {
+    check_cast(result, out);
+    at::native::resize_output(out, shape);
+  } else {
+    out = new_output(shape, result, dev, {&aa, &bb});
+  }
+  if (out.numel() == 0) return out;
+  // operands in the result dtype so the kernel only converts on store
+  const at::Tensor ea = aa.scalar_type() == out.scalar_type() ? aa : aa.to(out.scalar_type());
+  const at::Tensor eb = bb.scalar_type() == out.scalar_type() ? bb : bb.to(out.scalar_type());
+  vt_tensor to{}, tc{}, ta{}, tb{};
+  TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(ca, &tc) && describe(ea, &ta) && describe(eb, &tb),
+                              "vtpu: where on dtype ", result, " is not supported by the tpu kernels");
+  check(vt_op_where(dev, "aten::where", &to, &tc, &ta, &tb), "aten::where");
+  return out;
+}
+
+template <class Fn>
+at::Tensor& random_fill(at::Tensor& self, std::optional<at::Generator> gen, const char* name, Fn&& enqueue) {
+  if (self.numel() == 0) return self;
+  const int dev = device_index(self);
+  vt_tensor t{};
+  TORCH_CHECK_NOT_IMPLEMENTED(describe(self, &t) && vt_dtype_is_float(t.dtype), "vtpu: ", name, " on dtype ",
+                              self.scalar_type(), " is not supported by the tpu kernels");
+  auto* g = at::get_generator_or_default<TpuGeneratorImpl>(gen, default_generator(static_cast<c10::DeviceIndex>(dev)));
+  uint64_t seed = 0, offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(g->mutex_);
+    seed = g->current_seed();
+    offset = g->reserve(vt_rng_counters_used(t.dtype, self.numel()));
+  }
+  check(enqueue(dev, &t, seed, offset), name);
+  return self;
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  return random_fill(self, std::move(gen), "aten::uniform_", [&](int dev, vt_tensor* t, uint64_t s, uint64_t o) {
+    return vt_op_rng_uniform(dev, "aten::uniform_", t, s, o, from, to);
+  });
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  return random_fill(self, std::move(gen), "aten::normal_", [&](int dev, vt_tensor* t, uint64_t s, uint64_t o) {
+    return vt_op_rng_normal(dev, "aten::normal_", t, s, o, mean, std);
+  });
+}
+
+}  // namespace
+
+// Registration: functional, in-place and out= overloads of each op.
+#define REG_BINARY(m, str, spec)                                                                              \
+  m.impl(str ".Tensor", [](const at::Tensor& a, const at::Tensor& b) { return binary(spec, a, b, 1, {}, false); }); \
+  m.impl(str "_.Tensor", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {                             \
+    binary(spec, a, b, 1, {}, true);                                                                          \
+    return a;                                                                                                 \
+  });
+
+#define REG_UNARY(m, str, spec)                                                                       \
+  m.impl(str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                          \
+  m.impl(str "_", [](at::Tensor& a) -> at::Tensor& {                                                   \
+    unary(spec, a, {}, true);                                                                          \
+    return a;                                                                                          \
+  });                                                                                                  \
+  m.impl(str ".out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {                         \
+    unary(spec, a, out, false);                                                                        \
+    return out;                                                                                        \
+  });
+
+#define REG_COMPARE(m, str, spec)                                                                             \
+  REG_BINARY(m, str, spec)                                                                                    \
+  m.impl(str ".Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {    \
+    binary(spec, a, b, 1, out, false);                                                                        \
+    return out;                                                                                               \
+  });                                                                                                         \
+  m.impl(str ".Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(spec, a, s, {}, false); }); \
+  m.impl(str "_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {                              \
+    binary_scalar(spec, a, s, {}, true);                                                                      \
+    return a;                                                                                                 \
+  });                                                                                                         \
+  m.impl(str ".Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {    \
+    binary_scalar(spec, a, s, out, false);                                                                    \
+    return out;                                                                                               \
+  });
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // add / sub carry alpha
+  m.impl("add.Tensor", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al) {
+    return binary(kAdd, a, b, al, {}, false);
+  });
+  m.impl("add_.Tensor", [](at::Tensor& a, const at::Tensor& b, const at::Scalar& al) -> at::Tensor& {
+    binary(kAdd, a, b, al, {}, true);
+    return a;
+  });
+  m.impl("add.out", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al, at::Tensor& out) -> at::Tensor& {
+    binary(kAdd, a, b, al, out, false);
+    return out;
+  });
+  m.impl("sub.Tensor", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al) {
+    return binary(kSub, a, b, al, {}, false);
+  });
+  m.impl("sub_.Tensor", [](at::Tensor& a, const at::Tensor& b, const at::Scalar& al) -> at::Tensor& {
+    binary(kSub, a, b, al, {}, true);
+    return a;
+  });
+  m.impl("sub.out", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al, at::Tensor& out) -> at::Tensor& {
+    binary(kSub, a, b, al, out, false);
+    return out;
+  });
+
+  REG_BINARY(m, "mul", kMul)
+  m.impl("mul.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kMul, a, b, 1, out, false);
+    return out;
+  });
+  REG_BINARY(m, "div", kDiv)
+  m.impl("div.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kDiv, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("div.Tensor_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+    return binary(div_mode(mode), a, b, 1, {}, false);
+  });
+  m.impl("div_.Tensor_mode", [](at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) -> at::Tensor& {
+    binary(div_mode(mode), a, b, 1, {}, true);
+    return a;
+  });
+  m.impl("div.out_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode,
+                            at::Tensor& out) -> at::Tensor& {
+    binary(div_mode(mode), a, b, 1, out, false);
+    return out;
+  });
+  m.impl("floor_divide", [](const at::Tensor& a, const at::Tensor& b) { return binary(kDivFloor, a, b, 1, {}, false); });
+  m.impl("floor_divide_.Tensor", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {
+    binary(kDivFloor, a, b, 1, {}, true);
+    return a;
+  });
+  m.impl("floor_divide.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kDivFloor, a, b, 1, out, false);
+    return out;
+  });
+  REG_BINARY(m, "remainder", kRemainder)
+  m.impl("remainder.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kRemainder, a, b, 1, out, false);
+    return out;
+  });
+  REG_BINARY(m, "fmod", kFmod)
+  m.impl("fmod.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kFmod, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("pow.Tensor_Tensor", [](const at::Tensor& a, const at::Tensor& b) { return binary(kPow, a, b, 1, {}, false); });
+  m.impl("pow_.Tensor", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {
+    binary(kPow, a, b, 1, {}, true);
+    return a;
+  });
+  m.impl("pow.Tensor_Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kPow, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
+  m.impl("pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
+    binary_scalar(kPow, a, s, {}, true);
+    return a;
+  });
+  m.impl("pow.Tensor_Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {
+    binary_scalar(kPow, a, s, out, false);
+    return out;
+  });
+  m.impl("maximum", [](const at::Tensor& a, const at::Tensor& b) { return binary(kMaximum, a, b, 1, {}, false); });
+  m.impl("maximum.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kMaximum, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("minimum", [](const at::Tensor& a, const at::Tensor& b) { return binary(kMinimum, a, b, 1, {}, false); });
+  m.impl("minimum.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kMinimum, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("atan2", [](const at::Tensor& a, const at::Tensor& b) { return binary(kAtan2, a, b, 1, {}, false); });
+  m.impl("atan2_", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {
+    binary(kAtan2, a, b, 1, {}, true);
+    return a;
+  });
+  m.impl("atan2.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kAtan2, a, b, 1, out, false);
+    return out;
+  });
+
+  REG_COMPARE(m, "eq", kEq)
+  REG_COMPARE(m, "ne", kNe)
+  REG_COMPARE(m, "lt", kLt)
+  REG_COMPARE(m, "le", kLe)
+  REG_COMPARE(m, "gt", kGt)
+  REG_COMPARE(m, "ge", kGe)
+  m.impl("logical_and.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kLogicalAnd, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("logical_or.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kLogicalOr, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("logical_xor.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kLogicalXor, a, b, 1, out, false);
+    return out;
+  });
+  REG_BINARY(m, "bitwise_and", kBitAnd)
+  REG_BINARY(m, "bitwise_or", kBitOr)
+  REG_BINARY(m, "bitwise_xor", kBitXor)
+  m.impl("bitwise_and.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kBitAnd, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("bitwise_or.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kBitOr, a, b, 1, out, false);
+    return out;
+  });
+  m.impl("bitwise_xor.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    binary(kBitXor, a, b, 1, out, false);
+    return out;
+  });
+
+  REG_UNARY(m, "neg", kNeg)
+  REG_UNARY(m, "sign", kSign)
+  REG_UNARY(m, "ceil", kCeil)
+  REG_UNARY(m, "floor", kFloor)
+  REG_UNARY(m, "round", kRound)
+  REG_UNARY(m, "trunc", kTrunc)
+  REG_UNARY(m, "frac", kFrac)
+  REG_UNARY(m, "reciprocal", kReciprocal)
+  REG_UNARY(m, "exp", kExp)
+  REG_UNARY(m, "expm1", kExpm1)
+  REG_UNARY(m, "log", kLog)
+  REG_UNARY(m, "log1p", kLog1p)
+  REG_UNARY(m, "log2", kLog2)
+  REG_UNARY(m, "log10", kLog10)
+  REG_UNARY(m, "sqrt", kSqrt)
+  REG_UNARY(m, "rsqrt", kRsqrt)
+  REG_UNARY(m, "sin", kSin)
+  REG_UNARY(m, "cos", kCos)
+  REG_UNARY(m, "tan", kTan)
+  REG_UNARY(m, "tanh", kTanh)
+  REG_UNARY(m, "sigmoid", kSigmoid)
+  REG_UNARY(m, "erf", kErf)
+  REG_UNARY(m, "bitwise_not", kBitNot)
+  m.impl("abs.out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
+    unary(kAbs, a, out, false);
+    return out;
+  });
+  m.impl("relu", [](const at::Tensor& a) { return unary(kRelu, a, {}, false); });
+  m.impl("relu_", [](at::Tensor& a) -> at::Tensor& {
+    unary(kRelu, a, {}, true);
+    return a;
+  });
+  m.impl("logical_not.out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
+    unary(kLogicalNot, a, out, false);
+    return out;
+  });
+  m.impl("isnan", [](const at::Tensor& a) { return unary(kIsnan, a, {}, false); });
+
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+  m.impl("where.self", [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
+    return where_out(c, a, b, {});
+  });
+  m.impl("where.self_out", [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+    where_out(c, a, b, out);
+    return out;
+  });
+  m.impl("uniform_", uniform_);
+  m.impl("normal_", normal_);
+}
+
+}  // namespace vtpu

@@ -1,0 +1,65 @@
+"""Eager execution modes, with TorchTPU's names.
+
+Strict (default): ops are enqueued on the device queue and return at once;
+errors surface at the next synchronisation. Debug (``TPU_LAUNCH_BLOCKING=1``):
+every op completes before it returns and errors are raised at the op.
+"""
+
+import contextlib
+import enum
+import threading
+
+from . import _C
+
+
+class EagerMode(enum.IntEnum):
+    STRICT = 0
+    DEBUG = 1
+    DEFER_AND_FUSE = 2
+
+
+_NAMES = {
+    "strict": EagerMode.STRICT,
+    "debug": EagerMode.DEBUG,
+    "defer_and_fuse": EagerMode.DEFER_AND_FUSE,
+}
+
+
+def _parse(mode):
+    if isinstance(mode, EagerMode):
+        m = mode
+    elif isinstance(mode, str) and mode.lower() in _NAMES:
+        m = _NAMES[mode.lower()]
+    else:
+        raise ValueError(f"unknown eager mode {mode!r}; valid modes: {', '.join(_NAMES)} (or vtpu.EagerMode)")
+    if m == EagerMode.DEFER_AND_FUSE:
+        raise NotImplementedError("vtpu: the DeferAndFuse eager mode is not implemented yet; use 'strict' or 'debug'")
+    return m
+
+
+def set_eager_mode(mode):
+    """Set the process-wide eager mode ("strict" or "debug")."""
+    _C._set_eager_mode(int(_parse(mode)), False)
+
+
+def get_eager_mode() -> EagerMode:
+    """The eager mode in force on this thread."""
+    return EagerMode(_C._get_eager_mode())
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def eager_mode(mode):
+    """Use ``mode`` on this thread inside the block (thread-local, nestable)."""
+    m = _parse(mode)
+    stack = _local.__dict__.setdefault("stack", [])
+    stack.append(m)
+    _C._set_eager_mode(int(m), True)
+    try:
+        yield
+    finally:
+        stack.pop()
+        # back to the enclosing block's mode, or to the process default
+        _C._set_eager_mode(int(stack[-1]) if stack else -1, True)

@@ -1,0 +1,39 @@
+"""Shared fixtures: every test starts with the tpu device in its default
+state (Strict mode, CPU fallback allowed, queue drained)."""
+
+import pytest
+import torch
+
+import vtpu
+
+DTYPES = [
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+]
+
+
+def make(shape, dtype, seed=0, low=-100, high=100):
+    """A CPU tensor with varied values (and NaN/inf/-0 for floats when asked)."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        return (torch.rand(shape, generator=g, dtype=torch.float64) * (high - low) + low).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(low, info.min), min(high, info.max) + 1, shape, generator=g, dtype=dtype)
+
+
+@pytest.fixture(autouse=True)
+def _clean_device_state():
+    vtpu.set_eager_mode("strict")
+    vtpu.set_cpu_fallback(True)
+    yield
+    torch.tpu.synchronize()

@@ -1,0 +1,155 @@
+"""The "tpu" device as PyTorch sees it: autoload, torch.tpu, torch.accelerator,
+generated methods, serialisation, fallback visibility, bad input."""
+
+import io
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import vtpu
+
+
+def run(code, **env):
+    e = dict(os.environ, **env)
+    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=120)
+
+
+def test_autoload_with_plain_import_torch():
+    out = run("import torch; x = torch.ones(2, device='tpu'); print(x.device, torch.tpu.get_device_name())")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("tpu:0 TPU v6e")
+
+
+def test_autoload_can_be_disabled():
+    out = run("import torch; print(torch._C._get_privateuse1_backend_name())", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert out.returncode == 0 and out.stdout.strip() == "privateuseone"
+    out = run("import torch, vtpu; print(torch.ones(1, device='tpu').device)", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert out.returncode == 0 and out.stdout.strip() == "tpu:0", out.stderr
+
+
+def test_chip_selection_and_devices():
+    out = run(
+        "import torch; p = torch.tpu.get_device_properties(1); print(torch.tpu.device_count(), p.chip, p.hbm_bytes)",
+        VTPU_CHIP="v5e",
+        VTPU_NUM_DEVICES="2",
+    )
+    assert out.returncode == 0, out.stderr
+    n, chip, hbm = out.stdout.split()
+    assert (n, chip) == ("2", "v5e") and int(hbm) == 16 * 2**30
+    out = run("import torch; torch.ones(1, device='tpu')", VTPU_CHIP="v9z")
+    assert "v9z" in out.stderr and "v6e" in out.stderr  # names the valid chips
+
+
+def test_torch_tpu_module():
+    assert torch.tpu.is_available() and torch.tpu.device_count() == 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.set_device(0)
+    p = torch.tpu.get_device_properties(0)
+    assert p.chip == "v6e" and p.mxu_shape == (256, 256) and p.total_memory > 0
+    assert torch.bfloat16 in torch.tpu.get_amp_supported_dtype()
+    assert torch.accelerator.current_accelerator().type == "tpu"
+    assert torch.accelerator.device_count() == 1
+    torch.accelerator.synchronize()
+    info = vtpu.info()
+    assert info["chip"] == "v6e" and info["isa_path"] in ("amx", "avx512bf16", "avx512", "avx2", "neon", "scalar")
+
+
+def test_out_of_range_device_index():
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.ones(2, device="tpu:5")
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.tpu.set_device(5)
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.ones(2).to("tpu:3")
+    assert torch.ones(2, device="tpu:0").sum().item() == 2.0
+
+
+def test_generated_methods_and_storage():
+    x = torch.arange(6.0).tpu()
+    assert x.is_tpu and not torch.ones(1).is_tpu
+    m = torch.nn.Linear(2, 3).tpu()
+    assert next(m.parameters()).is_tpu
+    s = x.untyped_storage()
+    assert s.device.type == "tpu" and s.nbytes() == 24
+
+
+def test_save_and_load():
+    x = torch.randn(3, 4).to("tpu")
+    buf = io.BytesIO()
+    torch.save({"x": x, "y": x[1]}, buf)
+    buf.seek(0)
+    loaded = torch.load(buf)
+    assert loaded["x"].device.type == "tpu" and torch.equal(loaded["x"].cpu(), x.cpu())
+    buf2 = io.BytesIO()
+    torch.save(x.cpu(), buf2)
+    buf2.seek(0)
+    y = torch.load(buf2, map_location="tpu")
+    assert y.device.type == "tpu" and torch.equal(y.cpu(), x.cpu())
+
+
+def test_fallback_warns_once_counts_and_strict_switch():
+    vtpu.reset_fallback_report()
+    x = torch.arange(12.0, device="tpu").reshape(3, 4)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        a = torch.cumsum(x, dim=1)
+        b = torch.cumsum(x, dim=0)
+    msgs = [str(m.message) for m in w if "cumsum" in str(m.message)]
+    assert len(msgs) == 1 and "CPU" in msgs[0]
+    assert vtpu.fallback_report()["aten::cumsum.out"] == 2
+    assert a.device.type == "tpu" and torch.equal(b.cpu(), torch.cumsum(x.cpu(), 0))
+    with vtpu.cpu_fallback(False):
+        with pytest.raises(NotImplementedError, match=r"operator 'aten::cumsum' is not implemented for TPU"):
+            torch.cumsum(x, dim=1)
+    assert torch.cumsum(x, dim=1).device.type == "tpu"  # allowed again outside the block
+
+
+def test_fallback_strict_from_environment():
+    out = run(
+        "import torch\n"
+        "x = torch.ones(3, device='tpu')\n"
+        "try:\n"
+        "    torch.cumsum(x, 0)\n"
+        "except NotImplementedError as e:\n"
+        "    print(e)\n",
+        VTPU_CPU_FALLBACK="0",
+    )
+    assert "operator 'aten::cumsum' is not implemented for TPU" in out.stdout, out.stderr
+
+
+def test_fallback_keeps_views_and_inplace_in_device_memory():
+    x = torch.zeros(4, 4, device="tpu")
+    d = torch.diagonal(x)  # a view
+    d.add_(3)
+    assert torch.equal(x.cpu(), torch.eye(4) * 3)
+    y = torch.arange(10.0, device="tpu")
+    y.clamp_(2, 5)  # in-place through the fallback
+    assert torch.equal(y.cpu(), torch.arange(10.0).clamp(2, 5))
+
+
+def test_bad_fork_raises_clearly():
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    torch.ones(1, device="tpu").sum().item()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            torch.ones(1, device="tpu") + 1
+            msg = b"no error"
+        except RuntimeError as e:
+            msg = str(e).encode()[:200]
+        except BaseException as e:  # noqa: BLE001
+            msg = repr(e).encode()[:200]
+        os.write(w, msg)
+        os._exit(0)
+    os.close(w)
+    msg = os.read(r, 1000).decode()
+    os.waitpid(pid, 0)
+    assert "forked subprocess" in msg, msg
+    assert torch.ones(2, device="tpu").sum().item() == 2.0

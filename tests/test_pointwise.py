@@ -1,0 +1,185 @@
+"""Native pointwise kernels against CPU PyTorch: values, dtypes, type
+promotion, broadcasting, scalars, in-place and out= forms, and bad input."""
+
+import operator
+
+import pytest
+import torch
+
+import vtpu
+from conftest import DTYPES, make
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+INTS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
+
+
+def same(got, want, exact=True):
+    got = got.cpu()
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape
+    if exact:
+        assert torch.equal(got, want) or torch.equal(got.isnan(), want.isnan()) and torch.equal(
+            got[~got.isnan()], want[~want.isnan()]
+        ), (got, want)
+    else:
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def native_only():
+    """No CPU fallback may run inside: the op is native."""
+    return vtpu.cpu_fallback(False)
+
+
+ARITH = [operator.add, operator.sub, operator.mul, torch.maximum, torch.minimum]
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.bool], ids=str)
+@pytest.mark.parametrize("op", ARITH, ids=lambda f: getattr(f, "__name__", str(f)))
+def test_arith_matches_cpu_bit_exact(op, dtype):
+    a, b = make((37, 19), dtype, 1), make((37, 19), dtype, 2)
+    with native_only():
+        got = op(a.to("tpu"), b.to("tpu"))
+    same(got, op(a, b))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_true_division_and_pow(dtype):
+    a, b = make((64,), dtype, 1), make((64,), dtype, 2, low=1, high=9)
+    with native_only():
+        same(a.to("tpu") / b.to("tpu"), a / b)
+        same(b.to("tpu") ** 2, b**2, exact=False)
+        same(torch.pow(b.to("tpu"), b.to("tpu")), torch.pow(b, b), exact=False)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+def test_integer_division_modes(dtype, mode):
+    a, b = make((200,), dtype, 3), make((200,), dtype, 4, low=1, high=7)
+    if dtype != torch.uint8:
+        b = b * torch.where(torch.arange(200) % 2 == 0, 1, -1).to(dtype)
+    with native_only():
+        same(torch.div(a.to("tpu"), b.to("tpu"), rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+        same(torch.remainder(a.to("tpu"), b.to("tpu")), torch.remainder(a, b))
+        same(torch.fmod(a.to("tpu"), b.to("tpu")), torch.fmod(a, b))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_float_division_modes(dtype, mode):
+    a, b = make((300,), dtype, 5), make((300,), dtype, 6, low=-9, high=9)
+    with native_only():
+        same(torch.div(a.to("tpu"), b.to("tpu"), rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+        same(torch.remainder(a.to("tpu"), b.to("tpu")), torch.remainder(a, b), exact=False)
+
+
+def test_type_promotion_and_scalars():
+    i = make((5, 6), torch.int32, 1)
+    f = make((5, 6), torch.float32, 2)
+    h = make((5, 6), torch.float16, 3)
+    cases = [
+        lambda x, y, z: x + y,  # int32 + float32 -> float32
+        lambda x, y, z: x + 2.5,  # int tensor + python float -> float32
+        lambda x, y, z: x * 3,  # stays int32
+        lambda x, y, z: z + y,  # half + float -> float
+        lambda x, y, z: z * 2.0,  # stays half
+        lambda x, y, z: x / 4,  # int true division -> float
+        lambda x, y, z: y + torch.tensor(1.5, dtype=torch.float64),  # 0-dim CPU tensor acts as a scalar
+        lambda x, y, z: 1 - y,
+        lambda x, y, z: torch.add(y, x, alpha=3),
+        lambda x, y, z: torch.sub(x, x, alpha=2),
+    ]
+    with native_only():
+        for k, fn in enumerate(cases):
+            same(fn(i.to("tpu"), f.to("tpu"), h.to("tpu")), fn(i, f, h), exact=True)
+
+
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparisons(op):
+    for dtype in DTYPES:
+        a, b = make((10, 7), dtype, 1, low=-3, high=3), make((10, 7), dtype, 2, low=-3, high=3)
+        with native_only():
+            same(getattr(torch, op)(a.to("tpu"), b.to("tpu")), getattr(torch, op)(a, b))
+            same(getattr(torch, op)(a.to("tpu"), 1), getattr(torch, op)(a, 1))
+
+
+def test_broadcasting_noncontiguous_and_inplace():
+    a = make((4, 1, 6), torch.float32, 1)
+    b = make((5, 1), torch.float32, 2)
+    c = make((6, 8), torch.float32, 3).t()  # non-contiguous (8, 6)
+    with native_only():
+        same(a.to("tpu") * b.to("tpu"), a * b)
+        same(c.to("tpu").t() + 1, c.t() + 1)
+        x = c.to("tpu")
+        x.mul_(2).add_(torch.ones(1, device="tpu"))
+        same(x, c * 2 + 1)
+        out = torch.empty(0, device="tpu")
+        torch.add(a.to("tpu"), b.to("tpu"), out=out)
+        same(out, a + b)
+
+
+UNARY = ["neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
+         "reciprocal", "ceil", "floor", "round", "trunc", "frac", "expm1", "log1p", "erf"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_float(name, dtype):
+    x = make((129,), dtype, 7, low=-5, high=5)
+    if name in ("log", "sqrt", "rsqrt", "log1p"):
+        x = x.abs() + 0.5
+    fn = getattr(torch, name)
+    with native_only():
+        got = fn(x.to("tpu"))
+    exact = name in ("neg", "abs", "sign", "relu", "ceil", "floor", "round", "trunc", "frac")
+    same(got, fn(x), exact=exact)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+def test_unary_int_and_logical(dtype):
+    x = make((50,), dtype, 8)
+    with native_only():
+        if dtype != torch.uint8:
+            same(-x.to("tpu"), -x)
+        same(torch.abs(x.to("tpu")), torch.abs(x))
+        same(~x.to("tpu"), ~x)
+        same(torch.logical_not(x.to("tpu")), torch.logical_not(x))
+        same(torch.exp(x.to("tpu")), torch.exp(x), exact=False)  # ints promote to float
+        same(torch.bitwise_and(x.to("tpu"), 5), torch.bitwise_and(x, 5))
+
+
+def test_where_and_fill():
+    c = make((6, 5), torch.bool, 1)
+    a, b = make((6, 5), torch.float32, 2), make((5,), torch.float16, 3)
+    with native_only():
+        same(torch.where(c.to("tpu"), a.to("tpu"), b.to("tpu")), torch.where(c, a, b))
+        z = torch.zeros(3, 4, device="tpu", dtype=torch.int16)
+        same(z, torch.zeros(3, 4, dtype=torch.int16))
+        same(torch.full((2, 3), 2.5, device="tpu"), torch.full((2, 3), 2.5))
+
+
+def test_device_mismatch_raises_like_cuda():
+    a = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + torch.ones(3)
+    assert torch.equal((a + 1).cpu(), torch.full((3,), 2.0))  # device still usable
+
+
+def test_shape_mismatch_and_bad_inplace_cast():
+    a = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="must match the size"):
+        a + torch.ones(4, device="tpu")
+    i = torch.ones(3, dtype=torch.int64, device="tpu")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        i.add_(torch.ones(3, device="tpu") * 0.5)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        a.add_(torch.ones(2, 3, device="tpu"))
+    with pytest.raises(RuntimeError, match="bool tensors is not supported"):
+        torch.ones(2, dtype=torch.bool, device="tpu") - torch.ones(2, dtype=torch.bool, device="tpu")
+    assert torch.equal(a.cpu(), torch.ones(3))
+
+
+def test_large_elementwise_parallel_path():
+    a, b = make((1 << 20,), torch.float32, 1), make((1 << 20,), torch.float32, 2)
+    with native_only():
+        same(a.to("tpu") + b.to("tpu"), a + b)
+        same((a.to("tpu") * b.to("tpu")).to(torch.bfloat16), (a * b).to(torch.bfloat16))

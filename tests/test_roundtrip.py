@@ -1,0 +1,101 @@
+"""Tensors on "tpu" round-trip to CPU bit-exactly and print like CPU."""
+
+import pytest
+import torch
+
+from conftest import DTYPES, make
+
+
+def bits(t):
+    """Raw bytes of a CPU tensor, for bit-exact comparison (NaN payloads, -0)."""
+    t = t.contiguous().reshape(-1)
+    return t.view(torch.uint8).clone() if t.dtype != torch.bool else t.to(torch.uint8)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_roundtrip_bit_exact(dtype):
+    x = make((7, 33), dtype)
+    if dtype.is_floating_point:
+        x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0], dtype=torch.float64).to(dtype)
+    y = x.to("tpu")
+    assert y.device.type == "tpu" and y.dtype == dtype and y.shape == x.shape
+    assert torch.equal(bits(y.cpu()), bits(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda t: t.t(),
+        lambda t: t[1:5, ::3],
+        lambda t: t[:, 2],
+        lambda t: t.unsqueeze(0).expand(3, -1, -1),
+        lambda t: t[0:0],
+        lambda t: t[2, 3],
+        lambda t: t.reshape(-1)[5:40:7],
+    ],
+    ids=["transpose", "slice_step", "column", "expand", "empty", "scalar", "flat_step"],
+)
+def test_views_roundtrip(dtype, view):
+    x = make((6, 9), dtype, seed=1)
+    y = x.to("tpu")
+    v_cpu, v_tpu = view(x), view(y)
+    assert v_tpu.shape == v_cpu.shape and v_tpu.stride() == v_cpu.stride()
+    assert torch.equal(bits(v_tpu.cpu()), bits(v_cpu))
+    # non-contiguous CPU source into the device, then back
+    assert torch.equal(bits(v_cpu.to("tpu").cpu()), bits(v_cpu))
+
+
+@pytest.mark.parametrize("src", DTYPES, ids=str)
+def test_casts_on_device_match_cpu(src):
+    x = make((5, 11), src, seed=2, low=-60, high=60)
+    y = x.to("tpu")
+    for dst in DTYPES:
+        want = x.to(dst)
+        got = y.to(dst).cpu()
+        assert got.dtype == dst
+        assert torch.equal(bits(got), bits(want)), (src, dst)
+
+
+def test_zero_size_and_zero_dim():
+    for shape in [(0,), (3, 0, 2), ()]:
+        x = make(shape, torch.float32)
+        y = x.to("tpu")
+        assert y.shape == x.shape
+        assert torch.equal(y.cpu(), x)
+    z = torch.tensor(3.5, device="tpu")
+    assert z.dim() == 0 and z.item() == 3.5
+
+
+def test_copy_between_tpu_tensors_and_in_place_views():
+    x = make((4, 6), torch.float32).to("tpu")
+    y = torch.empty(6, 4, device="tpu")
+    y.copy_(x.t())
+    assert torch.equal(y.cpu(), x.cpu().t())
+    y[1:3].fill_(7.0)
+    ref = x.cpu().t().clone()
+    ref[1:3] = 7.0
+    assert torch.equal(y.cpu(), ref)
+
+
+def formatted(t):
+    """The element text torch prints (the device suffix changes line wrapping, so compare the body)."""
+    return torch._tensor_str._tensor_str(t, len("tensor("))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_printing_matches_cpu(dtype):
+    x = make((3, 4), dtype, seed=3)
+    y = x.to("tpu")
+    assert formatted(y) == formatted(x)
+    text = repr(y)
+    assert text.startswith("tensor(") and "device='tpu:0'" in text
+    assert (f"dtype={dtype}" in text) == (f"dtype={dtype}" in repr(x))
+
+
+def test_printing_special_values_and_large():
+    x = torch.tensor([1.5, float("nan"), float("inf"), -0.0, 1e-8, 12345.678])
+    assert formatted(x.to("tpu")) == formatted(x)
+    big = torch.arange(5000, dtype=torch.float32).reshape(50, 100) / 7
+    assert formatted(big.to("tpu")) == formatted(big)  # summarised with "..."
+    assert str(big.to("tpu")).endswith("device='tpu:0')")
