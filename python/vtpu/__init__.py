@@ -16,8 +16,10 @@ def _load():
     global _loaded
     if _loaded:
         return
-    import torch
+    import torch  # may autoload vtpu, which then finishes the registration itself
 
+    if _loaded:
+        return
     from . import _C  # noqa: F401  (static initialisers register allocator, guard, hooks, kernels)
 
     if torch._C._get_privateuse1_backend_name() != "tpu":

@@ -1,0 +1,34 @@
+"""Shared bench helpers: best-of-N wall time and a JSON record of each run."""
+
+import json
+import os
+import platform
+import time
+
+import torch
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def best_time(fn, repeat=5, warmup=1):
+    """Best wall time of fn() over `repeat` runs (after `warmup` runs)."""
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def save(name, record):
+    os.makedirs(RESULTS, exist_ok=True)
+    import vtpu
+
+    record = dict(record, machine=platform.machine(), torch=torch.__version__, threads=torch.get_num_threads(),
+                  vtpu=vtpu.info())
+    path = os.path.join(RESULTS, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(record, f, indent=2)
+    print(f"wrote {path}")
