@@ -372,7 +372,9 @@ void vt_hbm_free(int dev, void *ptr) {
     stat_add(&d->st.allocated_bytes, -(int64_t)b->size);
     stat_add(&d->st.allocation, -1);
     if (b->redzone) {
-        /* Debug blocks are checked and returned at once, never reused. */
+        /* Debug blocks are checked and returned at once, never reused; a
+         * kernel queued in Strict mode may still use one, so drain first. */
+        drain_queue(dev);
         check_redzones(b, dev);
         host_release(b);
         d->reserved -= b->size;
@@ -388,6 +390,7 @@ void vt_hbm_free(int dev, void *ptr) {
             (*pp)->free = b;
             d->cached += b->size;
         } else {
+            drain_queue(dev);
             host_release(b);
             d->reserved -= b->size;
             stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
