@@ -34,20 +34,25 @@ def _load():
 
 
 def _autoload():
-    """Entry point torch calls during ``import torch``; never breaks torch."""
-    try:
-        _load()
-    except Exception as e:  # noqa: BLE001 - a broken extension must leave torch usable
-        import warnings
-
-        warnings.warn(f"vtpu: the tpu device could not be loaded ({e}); torch works without it", stacklevel=2)
+    """Entry point torch calls during ``import torch``: importing this package
+    has already tried to register the device; a failure there was turned into
+    a warning, so torch stays usable."""
 
 
-_load()
+_load_error = None
+try:
+    _load()
+except Exception as e:  # noqa: BLE001 - a broken extension must never break ``import torch``
+    _load_error = e
+    import warnings
 
-from .fallback import cpu_fallback, fallback_report, reset_fallback_report, set_cpu_fallback  # noqa: E402
-from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
-from .tpu import info  # noqa: E402
+    warnings.warn(f"vtpu: the tpu device could not be loaded ({e}); torch works without it", stacklevel=2)
+
+if _load_error is None:
+    from . import numerics, precision  # noqa: F401
+    from .fallback import cpu_fallback, fallback_report, reset_fallback_report, set_cpu_fallback  # noqa: F401
+    from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: F401
+    from .tpu import info  # noqa: F401
 
 __all__ = [
     "EagerMode",
