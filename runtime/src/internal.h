@@ -149,4 +149,139 @@ float vt_ref_f16_to_f32(uint16_t h);
 /* One Philox4x32-10 block: the four words for (counter, key). */
 void vt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
+/* ---- kernels: MXU (kernels/mxu/)
+ * fp32 inputs become bf16 "parts" for the passes of numerics_amx.md §1. A
+ * part is kept as f32 bits whose low 16 bits are zero, so it is both a bf16
+ * (the high half) and an exactly representable float. Subnormal parts are
+ * flushed to signed zero, as the TPU and AMX (DAZ) do. */
+static inline uint32_t vt_mxu_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float vt_mxu_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* Round to nearest even (overflow -> inf, NaN stays NaN and quiet). */
+static inline uint32_t vt_mxu_rne_ftz(uint32_t u) {
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffff0000u;
+    if ((u & 0x7f800000u) == 0) return u & 0x80000000u;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return u & 0xffff0000u;
+}
+/* Truncation (XLA masks with 0xFFFF0000), subnormals flushed. */
+static inline uint32_t vt_mxu_trunc_ftz(uint32_t u) {
+    if ((u & 0x7f800000u) == 0) return u & 0x80000000u;
+    return u & 0xffff0000u;
+}
+/* parts[0] = hi, parts[1] = mid, parts[2] = lo (as f32 bits); unused parts
+ * are 0. DEFAULT: hi = RNE(x). HIGH: hi = trunc(x), lo = RNE(x - hi).
+ * HIGHEST: hi = trunc(x), mid = trunc(x - hi), lo = RNE(x - hi - mid).
+ * The differences are exact in f32 (inf gives hi = inf, lo = NaN). */
+static inline void vt_mxu_split(float x, vt_precision prec, uint32_t parts[3]) {
+    parts[1] = parts[2] = 0;
+    if (prec == VT_PRECISION_DEFAULT) {
+        parts[0] = vt_mxu_rne_ftz(vt_mxu_bits(x));
+        return;
+    }
+    parts[0] = vt_mxu_trunc_ftz(vt_mxu_bits(x));
+    float r = x - vt_mxu_float(parts[0]);
+    if (prec == VT_PRECISION_HIGHEST) {
+        parts[1] = vt_mxu_trunc_ftz(vt_mxu_bits(r));
+        r -= vt_mxu_float(parts[1]);
+    }
+    parts[2] = vt_mxu_rne_ftz(vt_mxu_bits(r));
+}
+/* Round a double once to bf16 / f16 (round to odd at f32 precision, then
+ * RNE: 24 bits leave the 2 guard bits that make this exact). */
+static inline float vt_mxu_f64_to_f32_odd(double d) {
+    float f = (float)d;
+    if ((double)f != d && f == f && !isinf(f)) {
+        if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+        f = vt_mxu_float(vt_mxu_bits(f) | 1u);
+    }
+    return f;
+}
+static inline uint16_t vt_mxu_f64_to_bf16(double d) { return vt_f32_to_bf16(vt_mxu_f64_to_f32_odd(d)); }
+static inline uint16_t vt_mxu_f64_to_f16(double d) { return vt_f32_to_f16(vt_mxu_f64_to_f32_odd(d)); }
+
+/* Packed operand layout, shared by every engine. K is cut into chunks of 32
+ * (zero padded). A: 16-row panels; in a panel, chunk c holds 16 rows x 32
+ * bf16 (row r at c*512 + r*32): one AMX A tile. B: 16-column panels; chunk
+ * c holds 16 k-pairs x 16 columns x 2 (B[k][n] at c*512 + (k%32/2)*32 +
+ * n*2 + k%2, the VNNI order): one AMX B tile. */
+#define VT_MXU_CHUNK 512 /* bf16 elements per 32-K chunk of a 16-wide panel */
+
+/* Block kernel: the mb x nb block of C (multiples of 32) += A B over kc
+ * chunks. a: first A panel (next panel a + as), b:
+ * first B panel (next b + bs), c: f32 with row stride ldc. acc == 0 starts
+ * the sum from -0.0 (so all -0 products give -0, like a sequential sum);
+ * otherwise C's contents are the starting value. Allocation-free. */
+typedef void (*vt_mxu_block_fn)(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
+                                const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc);
+/* Split n f32 values into bf16 parts (per vt_mxu_split), written as bf16 to
+ * hi/mid/lo (mid and lo NULL when prec does not use them); x[n..npad) count
+ * as zeros. */
+typedef void (*vt_mxu_split_fn)(const float *restrict x, int64_t n, int64_t npad, vt_precision prec,
+                                uint16_t *restrict hi, uint16_t *restrict mid, uint16_t *restrict lo);
+/* Interleave n (multiple of 16) bf16 pairs: out[2i] = even[i], out[2i+1] =
+ * odd[i], 16 at a time into out + (i/16)*stride (the B panel order). */
+typedef void (*vt_mxu_zip_fn)(const uint16_t *restrict even, const uint16_t *restrict odd, int64_t n,
+                              uint16_t *restrict out, int64_t stride);
+typedef struct vt_mxu_engine {
+    const char *name;
+    unsigned isa; /* VT_ISA_* bits it needs */
+    vt_mxu_block_fn block;
+    vt_mxu_split_fn split;
+    vt_mxu_zip_fn zip;
+} vt_mxu_engine;
+extern const vt_mxu_engine vt_mxu_engine_scalar;
+#if defined(__x86_64__)
+extern const vt_mxu_engine vt_mxu_engine_avx2, vt_mxu_engine_avx512, vt_mxu_engine_avx512bf16, vt_mxu_engine_amx;
+void vt_mxu_split_avx2(const float *restrict x, int64_t n, int64_t npad, vt_precision prec, uint16_t *restrict hi,
+                       uint16_t *restrict mid, uint16_t *restrict lo);
+void vt_mxu_zip_avx2(const uint16_t *restrict even, const uint16_t *restrict odd, int64_t n, uint16_t *restrict out,
+                     int64_t stride);
+void vt_mxu_block_avx2(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
+                       const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc);
+void vt_mxu_split_avx512(const float *restrict x, int64_t n, int64_t npad, vt_precision prec,
+                         uint16_t *restrict hi, uint16_t *restrict mid, uint16_t *restrict lo);
+void vt_mxu_zip_avx512(const uint16_t *restrict even, const uint16_t *restrict odd, int64_t n,
+                       uint16_t *restrict out, int64_t stride);
+#endif
+/* The engine vt_matmul uses (chosen once from vt_isa_active()). */
+const vt_mxu_engine *vt_mxu_engine_active(void);
+/* Test aid: use the best engine within mask (VT_ISA_* bits, limited to what
+ * the CPU has); returns the VT_ISA_* bits of the engine chosen.
+ * vt_mxu_force_isa(vt_isa_active()) restores. */
+unsigned vt_mxu_force_isa(unsigned mask);
+
+/* Packed operands of one 2-D product (kernels/mxu/mxu_pack.c). */
+typedef struct vt_mxu_packed {
+    int64_t M, N, K, Mp, Np, kt; /* Mp, Np: multiples of 32; kt: chunks per segment */
+    int nlow;                    /* low segments before the hi*hi one: 0, 2 or 5 */
+    uint16_t *a, *b;             /* panels of (nlow + 1) * kt chunks each */
+    int64_t a_panel, b_panel;    /* elements per panel */
+} vt_mxu_packed;
+/* Plan the layout (no allocation): sizes in elements of the two buffers. */
+void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_precision prec, int64_t *a_elems,
+                      int64_t *b_elems);
+/* Number of independent packing tasks (A panels + B units) and running one. */
+int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_tensor *a, const vt_tensor *b, int64_t *na);
+/* mem: vt_mxu_pack_scratch_bytes(p) bytes of scratch, 4-byte aligned. */
+size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p);
+void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
+                      const vt_tensor *b, int64_t task, int64_t na, void *mem);
+
+/* vt_matmul's argument checks alone (shapes, dtypes, broadcasts), for the
+ * queued op to fail at enqueue. */
+vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                          vt_precision prec);
+
+/* F64 product (kernels/mxu/mxu_f64.c): 2-D views, out = alpha*a@b + beta*bias. */
+void vt_mxu_gemm_f64(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
+                     double beta);
+
 #endif

@@ -228,6 +228,48 @@ vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint
     return op_rng(dev, name ? name : "vt_op_rng_normal", out, seed, offset, mean, std, 1);
 }
 
+/* ------------------------------------------------------------ matmul */
+
+typedef struct matmul_cmd {
+    vt_tensor out, a, b, bias;
+    int has_bias;
+    double alpha, beta;
+    vt_precision prec;
+} matmul_cmd;
+
+static vt_status matmul_kernel(void *p) {
+    matmul_cmd *c = p;
+    return vt_matmul(&c->out, &c->a, &c->b, c->has_bias ? &c->bias : NULL, c->alpha, c->beta, c->prec);
+}
+
+vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                       const vt_tensor *bias, double alpha, double beta, vt_precision prec) {
+    if (!name) name = "vt_op_matmul";
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK && ((unsigned)prec > VT_PRECISION_HIGHEST))
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid precision %d", name, (int)prec);
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s == VT_OK) s = check_tensor(name, a, "mat1");
+    if (s == VT_OK) s = check_tensor(name, b, "mat2");
+    if (s == VT_OK && bias) s = check_input(name, bias, "bias", out);
+    if (s != VT_OK) return s;
+    /* The kernel's own shape and dtype checks, run here so that a mismatch
+     * fails at the op, not at the next synchronisation. */
+    s = vt_matmul_check(out, a, b, bias, prec);
+    if (s != VT_OK) return prefixed(s, name);
+    matmul_cmd c;
+    memset(&c, 0, sizeof c);
+    c.out = *out;
+    c.a = *a;
+    c.b = *b;
+    c.has_bias = bias != NULL;
+    if (bias) c.bias = *bias;
+    c.alpha = alpha;
+    c.beta = beta;
+    c.prec = prec;
+    return vt_enqueue(dev, name, matmul_kernel, &c, sizeof c);
+}
+
 /* ------------------------------------------------------------ transfers */
 
 vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host) {

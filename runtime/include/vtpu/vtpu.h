@@ -280,12 +280,59 @@ vt_status vt_rng_normal(const vt_tensor *out, uint64_t seed, uint64_t offset, do
  * caller's generator advances its offset by this much per call. */
 uint64_t vt_rng_counters_used(vt_dtype dtype, int64_t n);
 
+/* ---- MXU: matrix products with TPU numerics */
+
+typedef enum vt_precision {
+    VT_PRECISION_DEFAULT = 0, /* fp32 -> bf16 RNE, 1 pass, fp32 accumulation */
+    VT_PRECISION_HIGH = 1,    /* 3 bf16 passes (truncation split hi/lo) */
+    VT_PRECISION_HIGHEST = 2, /* 6 bf16 passes (hi/mid/lo) */
+} vt_precision;
+
+/* out[..., M, N] = beta * bias + alpha * (a[..., M, K] @ b[..., K, N]).
+ * Any strides; leading (batch) dims of a and b broadcast to out's. bias is
+ * NULL or broadcasts to out (it may alias out exactly). a and b share a
+ * dtype, out has it too: F32 runs as bf16 passes per prec with fp32
+ * accumulation, BF16 and F16 run one pass (F16 rounded to bf16), F64 is
+ * computed in double. K == 0 gives beta * bias (or zeros). */
+vt_status vt_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
+                    double beta, vt_precision prec);
+/* Engine vt_matmul runs its bf16 passes on: "amx", "avx512bf16", "avx512",
+ * "avx2" or "scalar" (static string). */
+const char *vt_mxu_path(void);
+
+/* ---- convolution on the MXU (im2col + vt_matmul), 1 to 3 spatial dims.
+ * Layouts as PyTorch: input [N, C, *spatial], weight [O, C/groups, *kernel],
+ * out [N, O, *out_spatial]; any strides. Numerics as vt_matmul at prec. */
+
+typedef struct vt_conv_params {
+    int32_t spatial;     /* 1, 2 or 3 */
+    int64_t stride[3];
+    int64_t padding[3];
+    int64_t dilation[3];
+    int64_t groups;
+} vt_conv_params;
+
+/* out = conv(input, weight) + bias (bias NULL or [O]). */
+vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt_tensor *weight,
+                          const vt_tensor *bias, const vt_conv_params *p, vt_precision prec);
+/* grad_input = d(conv)/d(input) applied to grad_out (the transposed
+ * convolution); grad_input's shape gives the input size. */
+vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *grad_out, const vt_tensor *weight,
+                                 const vt_conv_params *p, vt_precision prec);
+/* grad_weight = d(conv)/d(weight) for grad_out and input. */
+vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor *grad_out, const vt_tensor *input,
+                                  const vt_conv_params *p, vt_precision prec);
+
 /* Scalar C references, one per kernel family: same contracts, no SIMD, no
  * threads, element by element. Tests compare every path against them. */
 vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute);
 vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                         vt_dtype compute, vt_scalar alpha);
 vt_status vt_ref_copy(const vt_tensor *dst, const vt_tensor *src);
+/* Algorithm-exact matmul reference: the kept bf16 pass products summed in
+ * fp64 and rounded once (F64 inputs: plain fp64 sum). */
+vt_status vt_ref_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                        double alpha, double beta, vt_precision prec);
 
 /* ------------------------------------------------------------------ queued ops
  * Validate, copy the descriptors and enqueue the kernel on dev's queue.
@@ -307,6 +354,19 @@ vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uin
                             double from, double to);
 vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
                            double mean, double std);
+
+vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                       const vt_tensor *bias, double alpha, double beta, vt_precision prec);
+
+vt_status vt_op_conv_forward(int dev, const char *name, const vt_tensor *out, const vt_tensor *input,
+                             const vt_tensor *weight, const vt_tensor *bias, const vt_conv_params *p,
+                             vt_precision prec);
+vt_status vt_op_conv_backward_input(int dev, const char *name, const vt_tensor *grad_input,
+                                    const vt_tensor *grad_out, const vt_tensor *weight, const vt_conv_params *p,
+                                    vt_precision prec);
+vt_status vt_op_conv_backward_weight(int dev, const char *name, const vt_tensor *grad_weight,
+                                     const vt_tensor *grad_out, const vt_tensor *input, const vt_conv_params *p,
+                                     vt_precision prec);
 
 /* Host <-> device transfers. Host-to-device waits until the copy has run
  * (the host buffer is the caller's); device-to-host synchronises first. Both

@@ -1,0 +1,58 @@
+/* conv.h — private to the convolution family (kernels/conv/, ops_conv.c and
+ * its tests): the checked geometry every conv entry point shares, the
+ * im2col / col2im movers and the scalar reference. Not installed. */
+#ifndef VTPU_KERNELS_CONV_H
+#define VTPU_KERNELS_CONV_H
+
+#include "internal.h"
+
+/* A convolution of 1 to 3 spatial dims, padded to 3: the missing leading
+ * spatial dims have size 1, stride 1, padding 0 and dilation 1, so every
+ * loop below is written once, for 3 dims. */
+typedef struct vt_conv_geom {
+    int spatial;
+    vt_dtype dtype;
+    int64_t N, C, O, G, Cg, Og;
+    int64_t in[3], k[3], out[3];
+    int64_t stride[3], pad[3], dil[3];
+    int64_t in_prod, k_prod, out_prod; /* elements per channel plane */
+} vt_conv_geom;
+
+/* Which entry point a check is for: it names the tensors in messages
+ * ("input" / "grad_input" ...) and says which shapes are given. */
+typedef enum vt_conv_kind { VT_CONV_FORWARD = 0, VT_CONV_BACKWARD_INPUT, VT_CONV_BACKWARD_WEIGHT } vt_conv_kind;
+
+/* Validate one call and fill g. x is the input-shaped tensor (input or
+ * grad_input), w the weight-shaped one, y the output-shaped one (out or
+ * grad_out), bias only for the forward. PyTorch's messages where it has one. */
+vt_status vt_conv_check(vt_conv_kind kind, const vt_tensor *x, const vt_tensor *w, const vt_tensor *y,
+                        const vt_tensor *bias, const vt_conv_params *p, vt_precision prec, vt_conv_geom *g);
+
+/* A tensor of shape [A, B, *spatial] seen as 5 dims [A, B, s0, s1, s2]
+ * (inserted spatial dims have size 1, stride 0). */
+vt_tensor vt_conv_view5(const vt_tensor *t, int spatial);
+
+/* ---- im2col / col2im (conv_im2col.c). The column buffer of nb images is
+ * [C * k_prod][ld] in the compute dtype ct (F32, or F64 for F64 tensors):
+ * row c * k_prod + kk holds, for image b of the chunk, out_prod values at
+ * b * out_prod. ld >= nb * out_prod. Padding reads give 0. */
+void vt_conv_im2col(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, vt_dtype ct, void *col,
+                    int64_t ld);
+/* x5[n0 .. n0+nb) = the sum of every column entry that reads it (the
+ * adjoint of im2col), rounded once to x5's dtype; positions no window
+ * reads become 0. */
+void vt_conv_col2im(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, vt_dtype ct,
+                    const void *col, int64_t ld);
+
+/* ---- scalar references (conv_ref.c): direct loops, no im2col, no
+ * threads. Each output element is the sum in fp64 of the exact products of
+ * the bf16 parts vt_matmul keeps at prec (low passes guarded, then hi*hi;
+ * F64: plain products), rounded once to the output's dtype. */
+vt_status vt_ref_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt_tensor *weight,
+                              const vt_tensor *bias, const vt_conv_params *p, vt_precision prec);
+vt_status vt_ref_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                     const vt_tensor *weight, const vt_conv_params *p, vt_precision prec);
+vt_status vt_ref_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                      const vt_tensor *input, const vt_conv_params *p, vt_precision prec);
+
+#endif

@@ -1,0 +1,359 @@
+/* mxu.c — vt_matmul, the MXU driver: validates shapes and dtypes, walks the
+ * broadcast batch, packs both operands into the engine layout, runs the bf16
+ * passes over L2-sized C tiles on both cores and writes out alpha*C+beta*bias. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* C tile of one task: MC x NC f32 (128 KiB) stays in L2 for the whole K;
+ * KC chunks of 32 keep a 32-column B strip (KC KiB x 2) in L1 while the
+ * rows of the tile stream past it. */
+#define MC 128
+#define NC 128
+#define KC 16
+/* Products below this many multiply-adds run on the calling thread: the
+ * pool costs more than it gains. */
+#define PARALLEL_MACS (1 << 18)
+
+/* ------------------------------------------------------------ workspace
+ * Packed operands live in one block reused across calls (page faults on a
+ * fresh 50 MB block cost as much as the GEMM); a concurrent call that finds
+ * it busy allocates its own. */
+
+#define WS_CACHE_MAX ((size_t)1 << 30)
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *ws_block;
+static size_t ws_size;
+
+static void *ws_acquire(size_t bytes, int *cached) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes <= WS_CACHE_MAX && pthread_mutex_trylock(&ws_mu) == 0) {
+        if (ws_size < bytes) {
+            free(ws_block);
+            ws_block = aligned_alloc(64, bytes);
+            ws_size = ws_block ? bytes : 0;
+        }
+        if (ws_block) {
+            *cached = 1;
+            return ws_block;
+        }
+        pthread_mutex_unlock(&ws_mu);
+        return NULL;
+    }
+    *cached = 0;
+    return aligned_alloc(64, bytes);
+}
+
+static void ws_release(void *p, int cached) {
+    if (cached) pthread_mutex_unlock(&ws_mu);
+    else free(p);
+}
+
+/* ------------------------------------------------------------ epilogue */
+
+static double load_double(const vt_tensor *t, int64_t off) {
+    const char *p = (const char *)t->data;
+    switch (t->dtype) {
+    case VT_F32: return ((const float *)p)[off];
+    case VT_F64: return ((const double *)p)[off];
+    case VT_BF16: return vt_bf16_to_f32(((const uint16_t *)p)[off]);
+    case VT_F16: return vt_f16_to_f32(((const uint16_t *)p)[off]);
+    default: {
+        double d;
+        vt_convert(t->dtype, p + off * (int64_t)vt_dtype_size(t->dtype), 1, VT_F64, &d, 1, 1);
+        return d;
+    }
+    }
+}
+
+typedef struct epilogue {
+    const vt_tensor *out, *bias; /* 2-D views; bias NULL when beta*bias is not added */
+    double alpha, beta;
+} epilogue;
+
+/* out[m0.., n0..] = alpha*C + beta*bias, rounded once to out's dtype; the
+ * common alpha == 1, no-bias case rounds the f32 sum directly. */
+static void write_out(const epilogue *ep, const float *c, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
+    const vt_tensor *o = ep->out;
+    int plain = ep->alpha == 1.0 && !ep->bias;
+    for (int64_t i = 0; i < mb; i++) {
+        const float *cr = c + i * ldc;
+        int64_t orow = o->offset + (m0 + i) * o->strides[0] + n0 * o->strides[1], os = o->strides[1];
+        int64_t brow = ep->bias ? ep->bias->offset + (m0 + i) * ep->bias->strides[0] + n0 * ep->bias->strides[1] : 0;
+        for (int64_t j = 0; j < nb; j++) {
+            int64_t oi = orow + j * os;
+            if (plain) {
+                switch (o->dtype) {
+                case VT_F32: ((float *)o->data)[oi] = cr[j]; break;
+                case VT_BF16: ((uint16_t *)o->data)[oi] = vt_f32_to_bf16(cr[j]); break;
+                default: ((uint16_t *)o->data)[oi] = vt_f32_to_f16(cr[j]); break;
+                }
+                continue;
+            }
+            double d = ep->alpha == 1.0 ? (double)cr[j] : ep->alpha * (double)cr[j];
+            if (ep->bias) d += ep->beta * load_double(ep->bias, brow + j * ep->bias->strides[1]);
+            switch (o->dtype) {
+            case VT_F32: ((float *)o->data)[oi] = (float)d; break;
+            case VT_BF16: ((uint16_t *)o->data)[oi] = vt_mxu_f64_to_bf16(d); break;
+            default: ((uint16_t *)o->data)[oi] = vt_mxu_f64_to_f16(d); break;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ 2-D product */
+
+typedef struct gemm_job {
+    const vt_mxu_engine *e;
+    vt_precision prec;
+    const vt_tensor *a, *b;
+    vt_mxu_packed p;
+    int64_t na;    /* packing tasks that are A panels */
+    int64_t first; /* task number of the current packing loop's index 0 */
+    int64_t ntm;   /* tiles along M */
+    epilogue ep;
+    atomic_int oom;
+} gemm_job;
+
+static void pack_range(void *ctx, int64_t begin, int64_t end) {
+    gemm_job *j = ctx;
+    void *mem = malloc(vt_mxu_pack_scratch_bytes(&j->p));
+    if (!mem) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    for (int64_t t = begin; t < end; t++) vt_mxu_pack_task(&j->p, j->e, j->prec, j->a, j->b, j->first + t, j->na, mem);
+    free(mem);
+}
+
+/* C += the chunks [c0, c1) of every panel, KC at a time. */
+static void run_chunks(const gemm_job *j, int64_t m0, int64_t n0, int64_t mb, int64_t nb, float *c, int64_t ldc,
+                       int64_t c0, int64_t c1, int acc) {
+    const vt_mxu_packed *p = &j->p;
+    for (int64_t k = c0; k < c1; k += KC) {
+        int64_t kc = c1 - k < KC ? c1 - k : KC;
+        j->e->block(kc, mb, nb, p->a + (m0 / 16) * p->a_panel + k * VT_MXU_CHUNK, p->a_panel,
+                    p->b + (n0 / 16) * p->b_panel + k * VT_MXU_CHUNK, p->b_panel, c, ldc, acc || k > c0);
+    }
+}
+
+static void tile_range(void *ctx, int64_t begin, int64_t end) {
+    gemm_job *j = ctx;
+    const vt_mxu_packed *p = &j->p;
+    const int64_t ldc = NC;
+    float *c = aligned_alloc(64, (size_t)MC * NC * sizeof(float));
+    if (!c) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        int64_t m0 = (t % j->ntm) * MC, n0 = (t / j->ntm) * NC;
+        int64_t mb = p->Mp - m0 < MC ? p->Mp - m0 : MC, nb = p->Np - n0 < NC ? p->Np - n0 : NC;
+        if (p->kt == 0) {
+            for (int64_t i = 0; i < mb; i++) memset(c + i * ldc, 0, (size_t)nb * sizeof(float));
+        } else if (p->nlow == 0) {
+            run_chunks(j, m0, n0, mb, nb, c, ldc, 0, p->kt, 0);
+        } else {
+            /* The low passes form one sum; a non-finite one (inf*0 from an
+             * inf input's NaN lo part, overflow) is replaced by 0 before
+             * hi*hi is added, as XLA's ReplaceNaNWithZeros does. */
+            int64_t low = (int64_t)p->nlow * p->kt;
+            run_chunks(j, m0, n0, mb, nb, c, ldc, 0, low, 0);
+            for (int64_t i = 0; i < mb; i++)
+                for (int64_t x = 0; x < nb; x++)
+                    if (!isfinite(c[i * ldc + x])) c[i * ldc + x] = 0.0f;
+            run_chunks(j, m0, n0, mb, nb, c, ldc, low, low + p->kt, 1);
+        }
+        int64_t mv = p->M - m0 < mb ? p->M - m0 : mb, nv = p->N - n0 < nb ? p->N - n0 : nb;
+        write_out(&j->ep, c, ldc, m0, n0, mv, nv);
+    }
+    free(c);
+}
+
+static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                           const vt_tensor *bias, double alpha, double beta, vt_precision prec) {
+    int64_t M = out->sizes[0], N = out->sizes[1], K = a->sizes[1];
+    if (M == 0 || N == 0) return VT_OK;
+    if (out->dtype == VT_F64) {
+        vt_mxu_gemm_f64(out, a, b, bias, alpha, beta);
+        return VT_OK;
+    }
+    gemm_job j;
+    memset(&j, 0, sizeof j);
+    j.e = e;
+    j.prec = a->dtype == VT_F32 ? prec : VT_PRECISION_DEFAULT;
+    j.a = a, j.b = b;
+    j.ep = (epilogue){out, beta != 0.0 ? bias : NULL, alpha, beta};
+    int64_t a_elems, b_elems;
+    vt_mxu_pack_plan(&j.p, M, N, K, j.prec, &a_elems, &b_elems);
+    int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
+    int parallel = macs >= PARALLEL_MACS;
+    int cached = 0;
+    uint16_t *ws = NULL;
+    if (K > 0) {
+        ws = ws_acquire((size_t)(a_elems + b_elems) * sizeof(uint16_t), &cached);
+        if (!ws)
+            return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: cannot allocate %lld bytes of packing workspace",
+                                (long long)((a_elems + b_elems) * 2));
+        j.p.a = ws;
+        j.p.b = ws + a_elems;
+        int64_t ntasks = vt_mxu_pack_tasks(&j.p, a, b, &j.na);
+        /* A panels and B tasks differ in cost: two loops keep both halves even. */
+        j.first = 0;
+        vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);
+        j.first = j.na;
+        vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
+    }
+    j.ntm = (j.p.Mp + MC - 1) / MC;
+    int64_t ntiles = j.ntm * ((j.p.Np + NC - 1) / NC);
+    if (!atomic_load(&j.oom)) vt_parallel_for(ntiles, parallel ? 1 : ntiles, tile_range, &j);
+    if (ws) ws_release(ws, cached);
+    if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ validation */
+
+static vt_status check_operand(const vt_tensor *t, const char *what) {
+    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: %s is NULL", what);
+    vt_status s = vt_tensor_validate(t, what);
+    if (s != VT_OK) return s;
+    if (t->ndim < 2)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: %s must have at least 2 dimensions, got %d", what,
+                            (int)t->ndim);
+    return VT_OK;
+}
+
+static void shape_text(const vt_tensor *t, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < t->ndim && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? ", " : "", (long long)t->sizes[i]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+/* Broadcast t's batch dims to out's; keeps t's last two dims. */
+static vt_status batch_view(const vt_tensor *t, const vt_tensor *out, const char *what, vt_tensor *view) {
+    int64_t sizes[VT_MAX_DIMS];
+    memcpy(sizes, out->sizes, sizeof sizes);
+    sizes[out->ndim - 2] = t->sizes[t->ndim - 2];
+    sizes[out->ndim - 1] = t->sizes[t->ndim - 1];
+    if (t->ndim > out->ndim || vt_broadcast_to(t, out->ndim, sizes, view) != VT_OK) {
+        char ts[200], os[200];
+        shape_text(t, ts, sizeof ts);
+        shape_text(out, os, sizeof os);
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: batch dimensions of %s %s do not broadcast to out %s",
+                            what, ts, os);
+    }
+    return VT_OK;
+}
+
+vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                          vt_precision prec) {
+    vt_status s = check_operand(a, "a");
+    if (s == VT_OK) s = check_operand(b, "b");
+    if (s == VT_OK) s = check_operand(out, "out");
+    if (s == VT_OK && bias) s = vt_tensor_validate(bias, "bias");
+    if (s != VT_OK) return s;
+    if ((unsigned)prec > VT_PRECISION_HIGHEST)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: invalid precision %d", (int)prec);
+    if (a->dtype != b->dtype)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "expected m1 and m2 to have the same dtype, but got: %s != %s",
+                            vt_dtype_name(a->dtype), vt_dtype_name(b->dtype));
+    if (!vt_dtype_is_float(a->dtype))
+        return vt_set_error(VT_ERR_UNSUPPORTED, "vt_matmul: %s operands are not supported (float types only)",
+                            vt_dtype_name(a->dtype));
+    if (out->dtype != a->dtype)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: expected out dtype %s, but got %s",
+                            vt_dtype_name(a->dtype), vt_dtype_name(out->dtype));
+    int64_t M = a->sizes[a->ndim - 2], K = a->sizes[a->ndim - 1];
+    int64_t K2 = b->sizes[b->ndim - 2], N = b->sizes[b->ndim - 1];
+    if (K != K2)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                            (long long)M, (long long)K, (long long)K2, (long long)N);
+    if (out->sizes[out->ndim - 2] != M || out->sizes[out->ndim - 1] != N) {
+        char os[200];
+        shape_text(out, os, sizeof os);
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: out has shape %s, but the product is %lldx%lld", os,
+                            (long long)M, (long long)N);
+    }
+    vt_tensor v;
+    s = batch_view(a, out, "a", &v);
+    if (s == VT_OK) s = batch_view(b, out, "b", &v);
+    if (s == VT_OK && bias && vt_broadcast_to(bias, out->ndim, out->sizes, &v) != VT_OK) {
+        char bs[200], os[200];
+        shape_text(bias, bs, sizeof bs);
+        shape_text(out, os, sizeof os);
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: bias %s does not broadcast to out %s", bs, os);
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------ batches */
+
+typedef struct batch_job {
+    const vt_mxu_engine *e;
+    vt_tensor out, a, b, bias; /* broadcast to out's ndim */
+    int has_bias;
+    double alpha, beta;
+    vt_precision prec;
+    atomic_int status;
+} batch_job;
+
+/* The 2-D slice `index` (row-major over the batch dims) of a broadcast view. */
+static vt_tensor slice2d(const vt_tensor *t, int64_t index, const vt_tensor *out) {
+    vt_tensor r = *t;
+    int nb = out->ndim - 2;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t i = index % out->sizes[d];
+        index /= out->sizes[d];
+        r.offset += i * t->strides[d];
+    }
+    r.ndim = 2;
+    r.sizes[0] = t->sizes[nb], r.sizes[1] = t->sizes[nb + 1];
+    r.strides[0] = t->strides[nb], r.strides[1] = t->strides[nb + 1];
+    return r;
+}
+
+static vt_status run_batch(batch_job *j, int64_t i) {
+    vt_tensor o = slice2d(&j->out, i, &j->out), a = slice2d(&j->a, i, &j->out), b = slice2d(&j->b, i, &j->out);
+    vt_tensor bias = j->has_bias ? slice2d(&j->bias, i, &j->out) : o;
+    return matmul_2d(j->e, &o, &a, &b, j->has_bias ? &bias : NULL, j->alpha, j->beta, j->prec);
+}
+
+static void batch_range(void *ctx, int64_t begin, int64_t end) {
+    batch_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        vt_status s = run_batch(j, i);
+        if (s != VT_OK) atomic_store(&j->status, (int)s);
+    }
+}
+
+vt_status vt_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
+                    double beta, vt_precision prec) {
+    vt_status s = vt_matmul_check(out, a, b, bias, prec);
+    if (s != VT_OK) return s;
+    batch_job j;
+    memset(&j, 0, sizeof j);
+    j.e = vt_mxu_engine_active();
+    j.out = *out;
+    batch_view(a, out, "a", &j.a);
+    batch_view(b, out, "b", &j.b);
+    if (bias) vt_broadcast_to(bias, out->ndim, out->sizes, &j.bias);
+    j.has_bias = bias != NULL;
+    j.alpha = alpha, j.beta = beta, j.prec = prec;
+    int64_t nbatch = 1;
+    for (int d = 0; d < out->ndim - 2; d++) nbatch *= out->sizes[d];
+    int64_t M = out->sizes[out->ndim - 2], N = out->sizes[out->ndim - 1], K = a->sizes[a->ndim - 1];
+    if (nbatch == 0 || M == 0 || N == 0) return VT_OK;
+    /* Small products in a batch: one product per task, each on one core. */
+    if (nbatch > 1 && M * N * (K ? K : 1) < PARALLEL_MACS) {
+        vt_parallel_for(nbatch, 1, batch_range, &j);
+        s = (vt_status)atomic_load(&j.status);
+        return s == VT_OK ? VT_OK : vt_set_error(s, "vt_matmul: out of host memory for scratch");
+    }
+    for (int64_t i = 0; i < nbatch && s == VT_OK; i++) s = run_batch(&j, i);
+    return s;
+}

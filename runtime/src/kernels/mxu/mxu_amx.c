@@ -1,0 +1,62 @@
+/* mxu_amx.c — AMX-BF16 MXU engine: 2x2 tile blocking (C in tmm0-3 for the
+ * whole K block, A in tmm4-5, B in tmm6-7) over the packed layout, where
+ * every 32-K chunk of a 16-wide panel is one 1 KiB tile with 64-byte rows. */
+#include <immintrin.h>
+
+#include "internal.h"
+
+typedef struct tile_config {
+    uint8_t palette_id, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* Every tile in use is 16 rows x 64 bytes: C 16x16 f32, A 16x32 bf16, B 16
+ * k-pairs x 16 columns. */
+static const tile_config config = {
+    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
+
+static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
+                      const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+    _tile_loadconfig(&config);
+    const size_t ldcb = (size_t)ldc * sizeof(float);
+    for (int64_t n = 0; n < nb; n += 32) {
+        const uint16_t *b0 = b + (n / 16) * bs, *b1 = b0 + bs;
+        for (int64_t m = 0; m < mb; m += 32) {
+            const uint16_t *a0 = a + (m / 16) * as, *a1 = a0 + as;
+            float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc;
+            if (acc) {
+                _tile_loadd(0, c0, ldcb);
+                _tile_loadd(1, c0 + 16, ldcb);
+                _tile_loadd(2, c1, ldcb);
+                _tile_loadd(3, c1 + 16, ldcb);
+            } else {
+                /* a fresh sum starts at +0, as an MXU accumulator does */
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            for (int64_t ch = 0; ch < kc; ch++) {
+                int64_t o = ch * VT_MXU_CHUNK;
+                _tile_loadd(4, a0 + o, 64);
+                _tile_loadd(6, b0 + o, 64);
+                _tile_loadd(7, b1 + o, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_loadd(5, a1 + o, 64);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c0, ldcb);
+            _tile_stored(1, c0 + 16, ldcb);
+            _tile_stored(2, c1, ldcb);
+            _tile_stored(3, c1 + 16, ldcb);
+        }
+    }
+    _tile_release();
+}
+
+const vt_mxu_engine vt_mxu_engine_amx = {"amx", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16 | VT_ISA_AMX,
+                                         block_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512};

@@ -1,0 +1,47 @@
+/* mxu_avx512bf16.c — AVX512-BF16 MXU engine: an 8x32 block kernel on
+ * VDPBF16PS, which reads the same VNNI-packed B as AMX and broadcasts one
+ * A pair per row. VDPBF16PS flushes denormals and rounds each step (RNE). */
+#include <immintrin.h>
+
+#include "internal.h"
+
+/* C[8 x 32] over kc chunks; a: first of the 8 rows, b: first of two panels. */
+static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, const uint16_t *restrict b, int64_t bs,
+                              float *restrict c, int64_t ldc) {
+    __m512 acc[8][2];
+    for (int r = 0; r < 8; r++) {
+        acc[r][0] = _mm512_loadu_ps(c + r * ldc);
+        acc[r][1] = _mm512_loadu_ps(c + r * ldc + 16);
+    }
+    for (int64_t ch = 0; ch < kc; ch++) {
+        const uint16_t *ac = a + ch * VT_MXU_CHUNK, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
+        for (int j = 0; j < 16; j++) {
+            __m512bh b0 = (__m512bh)_mm512_loadu_si512(b0c + j * 32);
+            __m512bh b1 = (__m512bh)_mm512_loadu_si512(b1c + j * 32);
+            for (int r = 0; r < 8; r++) {
+                uint32_t w;
+                memcpy(&w, ac + r * 32 + 2 * j, 4);
+                __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);
+                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+            }
+        }
+    }
+    for (int r = 0; r < 8; r++) {
+        _mm512_storeu_ps(c + r * ldc, acc[r][0]);
+        _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
+    }
+}
+
+static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
+                             const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+    if (!acc)
+        for (int64_t m = 0; m < mb; m++)
+            for (int64_t n = 0; n < nb; n += 16) _mm512_storeu_ps(c + m * ldc + n, _mm512_setzero_ps());
+    for (int64_t n = 0; n < nb; n += 32)
+        for (int64_t m = 0; m < mb; m += 8)
+            micro_8x32(kc, a + (m / 16) * as + (m % 16) * 32, b + (n / 16) * bs, bs, c + m * ldc + n, ldc);
+}
+
+const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,
+                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512};

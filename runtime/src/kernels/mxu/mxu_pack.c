@@ -1,0 +1,156 @@
+/* mxu_pack.c — turns strided f32/bf16/f16 operands into the engines' packed
+ * bf16 layout (see internal.h), splitting fp32 into the parts each precision
+ * mode needs and laying the low passes out as extra K ("concatenate along K",
+ * numerics_amx.md §5), so every mode is one or two plain bf16 GEMMs. */
+#include "internal.h"
+
+/* Which part (0 hi, 1 mid, 2 lo) each K segment of A and B holds. The last
+ * segment is hi*hi; the ones before it are the guarded low passes, in XLA's
+ * order: X3 lo.hi + hi.lo; X6 mid.mid, hi.lo, lo.hi, hi.mid, mid.hi. */
+static const int seg_a_high[] = {2, 0, 0}, seg_b_high[] = {0, 2, 0};
+static const int seg_a_highest[] = {1, 0, 2, 0, 1, 0}, seg_b_highest[] = {1, 2, 0, 1, 0, 0};
+static const int seg_hi[] = {0};
+
+static const int *segs(int nlow, int for_b) {
+    if (nlow == 2) return for_b ? seg_b_high : seg_a_high;
+    if (nlow == 5) return for_b ? seg_b_highest : seg_a_highest;
+    return seg_hi;
+}
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_precision prec, int64_t *a_elems,
+                      int64_t *b_elems) {
+    memset(p, 0, sizeof *p);
+    p->M = M, p->N = N, p->K = K;
+    p->Mp = round_up(M, 32);
+    p->Np = round_up(N, 32);
+    p->kt = round_up(K, 32) / 32;
+    p->nlow = prec == VT_PRECISION_HIGH ? 2 : prec == VT_PRECISION_HIGHEST ? 5 : 0;
+    p->a_panel = (p->nlow + 1) * p->kt * VT_MXU_CHUNK;
+    p->b_panel = p->a_panel;
+    *a_elems = p->Mp / 16 * p->a_panel;
+    *b_elems = p->Np / 16 * p->b_panel;
+}
+
+/* B is packed by pairs of rows when its rows are contiguous (or neither
+ * direction is), by columns when its columns are. */
+static int b_by_columns(const vt_tensor *b) { return b->strides[1] != 1 && b->strides[0] == 1; }
+
+int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_tensor *a, const vt_tensor *b, int64_t *na) {
+    (void)a;
+    *na = p->Mp / 16;
+    return *na + (b_by_columns(b) ? p->Np / 16 : p->kt);
+}
+
+/* n elements of t starting at element off, step stride, as f32: the data
+ * itself when it already is contiguous f32, else converted into tmp. */
+static const float *read_line(const vt_tensor *t, int64_t off, int64_t stride, int64_t n, float *tmp) {
+    size_t es = vt_dtype_size(t->dtype);
+    const char *src = (const char *)t->data + off * (int64_t)es;
+    if (t->dtype == VT_F32 && stride == 1) return (const float *)src;
+    vt_convert(t->dtype, src, stride, VT_F32, tmp, 1, n);
+    return tmp;
+}
+
+/* Scratch of one task: a converted line and its three parts. */
+typedef struct scratch {
+    float *line;
+    uint16_t *part[3];
+} scratch;
+
+static int64_t longest_line(const vt_mxu_packed *p) { return p->kt * 32 > p->Np ? p->kt * 32 : p->Np; }
+
+size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p) { return (size_t)longest_line(p) * 20; }
+
+static void scratch_at(scratch *s, void *mem, int64_t n) {
+    s->line = mem;
+    uint16_t *u = (uint16_t *)(s->line + n);
+    for (int i = 0; i < 3; i++) s->part[i] = u + i * n;
+}
+
+/* K padding is +0: padded products add +0 to sums that start at +0 (as an
+ * MXU accumulator does, so an all -0 sum comes out +0 on every path). */
+#define B_PAD 0x0000u
+
+static void fill_u16(uint16_t *p, uint16_t v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) p[i] = v;
+}
+
+/* Parts of line `index` of t (n valid elements of npad); `pad` values when
+ * the line is padding (index >= count). */
+static void split_line(const vt_mxu_engine *e, vt_precision prec, const vt_tensor *t, int64_t index, int64_t count,
+                       int64_t line_stride, int64_t elem_stride, int64_t n, int64_t npad, scratch *s, uint16_t pad) {
+    if (index >= count) {
+        for (int i = 0; i < 3; i++) fill_u16(s->part[i], pad, npad);
+        return;
+    }
+    const float *x = read_line(t, t->offset + index * line_stride, elem_stride, n, s->line);
+    e->split(x, n, npad, prec, s->part[0], prec == VT_PRECISION_HIGHEST ? s->part[1] : NULL,
+             prec == VT_PRECISION_DEFAULT ? NULL : s->part[2]);
+}
+
+/* One 16-row panel of A: row r of chunk c of segment g goes to
+ * panel + (g*kt + c)*512 + r*32. */
+static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
+                         int64_t panel, scratch *s) {
+    const int *seg = segs(p->nlow, 0);
+    int64_t kp = p->kt * 32;
+    uint16_t *dst = p->a + panel * p->a_panel;
+    for (int64_t r = 0; r < 16; r++) {
+        split_line(e, prec, a, panel * 16 + r, p->M, a->strides[0], a->strides[1], p->K, kp, s, 0);
+        for (int g = 0; g <= p->nlow; g++) {
+            const uint16_t *src = s->part[seg[g]];
+            for (int64_t c = 0; c < p->kt; c++)
+                memcpy(dst + (g * p->kt + c) * VT_MXU_CHUNK + r * 32, src + c * 32, 64);
+        }
+    }
+}
+
+/* One 32-row chunk of B over all columns, by pairs of rows: the engine's zip
+ * interleaves rows k and k+1 straight into the VNNI order. */
+static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
+                         int64_t c, scratch *s0, scratch *s1) {
+    const int *seg = segs(p->nlow, 1);
+    for (int64_t j = 0; j < 16; j++) {
+        int64_t k = c * 32 + 2 * j;
+        split_line(e, prec, b, k, p->K, b->strides[0], b->strides[1], p->N, p->Np, s0, B_PAD);
+        split_line(e, prec, b, k + 1, p->K, b->strides[0], b->strides[1], p->N, p->Np, s1, B_PAD);
+        for (int g = 0; g <= p->nlow; g++)
+            e->zip(s0->part[seg[g]], s1->part[seg[g]], p->Np, p->b + (g * p->kt + c) * VT_MXU_CHUNK + j * 32,
+                   p->b_panel);
+    }
+}
+
+/* One 16-column panel of B whose columns are contiguous (a transposed
+ * weight): consecutive-K pairs of a column already are the VNNI words. */
+static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
+                         int64_t panel, scratch *s) {
+    const int *seg = segs(p->nlow, 1);
+    int64_t kp = p->kt * 32;
+    uint16_t *dst = p->b + panel * p->b_panel;
+    for (int64_t q = 0; q < 16; q++) {
+        split_line(e, prec, b, panel * 16 + q, p->N, b->strides[1], b->strides[0], p->K, kp, s, 0);
+        if (panel * 16 + q < p->N)
+            for (int i = 0; i < 3; i++) fill_u16(s->part[i] + p->K, B_PAD, kp - p->K);
+        for (int g = 0; g <= p->nlow; g++) {
+            const uint16_t *src = s->part[seg[g]];
+            for (int64_t c = 0; c < p->kt; c++) {
+                uint16_t *d = dst + (g * p->kt + c) * VT_MXU_CHUNK + q * 2;
+                const uint16_t *w = src + c * 32;
+                for (int64_t j = 0; j < 16; j++) memcpy(d + j * 32, w + 2 * j, 4);
+            }
+        }
+    }
+}
+
+void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
+                      const vt_tensor *b, int64_t task, int64_t na, void *mem) {
+    int64_t n = longest_line(p);
+    scratch s0, s1;
+    scratch_at(&s0, mem, n);
+    scratch_at(&s1, (char *)mem + n * 10, n);
+    if (task < na) pack_a_panel(p, e, prec, a, task, &s0);
+    else if (b_by_columns(b)) pack_b_panel(p, e, prec, b, task - na, &s0);
+    else pack_b_chunk(p, e, prec, b, task - na, &s0, &s1);
+}

@@ -1,0 +1,304 @@
+/* test_kernels_mxu.c — vt_matmul against vt_ref_matmul on every MXU engine
+ * the CPU has: bit-exact where every partial sum is exact (K = 1, small
+ * integers), within the fp32 accumulation bound otherwise, plus the
+ * torch_xla precision recipe, specials, layouts, batches, bias and errors. */
+#include "test_kernels_util.h"
+
+static const unsigned engine_masks[] = {
+    VT_ISA_AMX | VT_ISA_AVX512BF16 | VT_ISA_AVX512 | VT_ISA_AVX2, VT_ISA_AVX512BF16 | VT_ISA_AVX512 | VT_ISA_AVX2,
+    VT_ISA_AVX512 | VT_ISA_AVX2, VT_ISA_AVX2, 0};
+#define N_ENGINES (sizeof engine_masks / sizeof engine_masks[0])
+
+/* Forces each engine the CPU has in turn; returns 0 when mask is not available. */
+static int use_engine(size_t i) {
+    unsigned avail = vt_isa_available();
+    if ((engine_masks[i] & avail) != engine_masks[i]) return 0;
+    vt_mxu_force_isa(engine_masks[i]);
+    return 1;
+}
+static void restore_engine(void) { vt_mxu_force_isa(vt_isa_active()); }
+
+static host_tensor mat(vt_dtype dt, int64_t r, int64_t c) {
+    int64_t s[2] = {r, c};
+    return ht_new(dt, 2, s);
+}
+
+static void set_f(host_tensor *h, int64_t i, double v) {
+    vt_convert(VT_F64, &v, 1, h->t.dtype, (char *)h->block + i * (int64_t)vt_dtype_size(h->t.dtype), 1, 1);
+}
+static double get_at(const vt_tensor *t, int64_t i, int64_t j) {
+    double d;
+    int64_t off = t->offset + i * t->strides[0] + j * t->strides[1];
+    vt_convert(t->dtype, (const char *)t->data + off * (int64_t)vt_dtype_size(t->dtype), 1, VT_F64, &d, 1, 1);
+    return d;
+}
+
+/* Fill the whole block: small integers (exact in bf16) or U(-1, 1). */
+static void fill(host_tensor *h, int ints) {
+    int64_t n = ht_block_elems(h);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = next_u64();
+        set_f(h, i, ints ? (double)((int64_t)(r % 17) - 8) : (double)(r >> 11) * 0x1p-52 - 1.0);
+    }
+}
+
+/* The fp32 accumulation bound of a 2-D product against the reference: the
+ * engine adds nterms = passes*K (+1 for the guarded sum) exact products in
+ * f32, in any order, so |got - ref| <= nterms * 2^-24 * sum|products| (the
+ * classic recursive-summation bound with u = 2^-24), plus one rounding of
+ * out's dtype (2^-p relative, p = 24 / 8 / 11). */
+static int64_t check_bound(const char *what, const vt_tensor *out, const vt_tensor *ref, const vt_tensor *a,
+                           const vt_tensor *b, vt_precision prec) {
+    int64_t M = out->sizes[0], N = out->sizes[1], K = a->sizes[1], bad = 0;
+    int passes = a->dtype != VT_F32 ? 1 : prec == VT_PRECISION_HIGH ? 3 : prec == VT_PRECISION_HIGHEST ? 6 : 1;
+    double out_u = out->dtype == VT_F32 ? 0x1p-24 : out->dtype == VT_BF16 ? 0x1p-8 : 0x1p-11;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += fabs(get_at(a, i, k) * get_at(b, k, j));
+            double g = get_at(out, i, j), r = get_at(ref, i, j);
+            double tol = (double)(passes * K + 1) * 0x1p-24 * s * 1.01 + 2 * out_u * fabs(r);
+            if (!(fabs(g - r) <= tol) && !(isnan(g) && isnan(r))) {
+                if (bad < 3)
+                    vt_test_fail(__FILE__, __LINE__, "%s: (%lld,%lld) %.9g vs ref %.9g (tol %.3g)", what, (long long)i,
+                                 (long long)j, g, r, tol);
+                bad++;
+            }
+        }
+    return bad;
+}
+
+/* out = a @ b on the current engine and in the reference; compare. */
+static void run_case(const char *tag, host_tensor *a, host_tensor *b, vt_precision prec, int exact) {
+    int64_t M = a->t.sizes[0], N = b->t.sizes[1];
+    host_tensor out = mat(a->t.dtype, M, N), ref = mat(a->t.dtype, M, N);
+    CHECK_OK(vt_matmul(&out.t, &a->t, &b->t, NULL, 1.0, 0.0, prec));
+    CHECK_OK(vt_ref_matmul(&ref.t, &a->t, &b->t, NULL, 1.0, 0.0, prec));
+    char what[160];
+    snprintf(what, sizeof what, "%s %s %s prec=%d %lldx%lldx%lld", tag, vt_mxu_path(), vt_dtype_name(a->t.dtype),
+             (int)prec, (long long)M, (long long)a->t.sizes[1], (long long)N);
+    if (exact) CHECK(ht_compare(what, &out.t, &ref.t, -1) == 0);
+    else CHECK(check_bound(what, &out.t, &ref.t, &a->t, &b->t, prec) == 0);
+    ht_free(&out);
+    ht_free(&ref);
+}
+
+static const int64_t odd[] = {1, 15, 17, 33};
+
+TEST(kernels_mxu_exact_small_integers) {
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (int p = 0; p < 3; p++)
+            for (size_t i = 0; i < 4; i++)
+                for (size_t k = 0; k < 4; k++) {
+                    int64_t M = odd[i], K = odd[k] * 2 + 1, N = odd[(i + k) % 4];
+                    vt_dtype dts[] = {VT_F32, VT_BF16, VT_F16, VT_F64};
+                    vt_dtype dt = dts[(i + k + (size_t)p) % 4];
+                    host_tensor a = mat(dt, M, K), b = mat(dt, K, N);
+                    fill(&a, 1), fill(&b, 1);
+                    run_case("ints", &a, &b, (vt_precision)p, 1);
+                    ht_free(&a), ht_free(&b);
+                }
+    }
+    restore_engine();
+}
+
+TEST(kernels_mxu_exact_k1) {
+    /* One product per output: DEFAULT and bf16/f16 inputs are exact; HIGH and
+     * HIGHEST add 3 or 6 products in f32, so they get the bound. */
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        vt_dtype dts[] = {VT_F32, VT_BF16, VT_F16};
+        for (size_t d = 0; d < 3; d++)
+            for (int p = 0; p < 3; p++) {
+                host_tensor a = mat(dts[d], 17, 1), b = mat(dts[d], 1, 33);
+                fill(&a, 0), fill(&b, 0);
+                run_case("k1", &a, &b, (vt_precision)p, p == 0 || dts[d] != VT_F32);
+                ht_free(&a), ht_free(&b);
+            }
+    }
+    restore_engine();
+}
+
+TEST(kernels_mxu_random_within_bound) {
+    static const int64_t shapes[][3] = {{1, 1, 1}, {15, 17, 31}, {33, 257, 17}, {31, 64, 33}, {2, 300, 3}};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t s = 0; s < 5; s++)
+            for (int p = 0; p < 3; p++) {
+                vt_dtype dt = p == 0 && s % 2 ? VT_BF16 : VT_F32;
+                host_tensor a = mat(dt, shapes[s][0], shapes[s][1]), b = mat(dt, shapes[s][1], shapes[s][2]);
+                fill(&a, 0), fill(&b, 0);
+                run_case("random", &a, &b, (vt_precision)p, 0);
+                ht_free(&a), ht_free(&b);
+            }
+    }
+    restore_engine();
+}
+
+/* torch_xla test_mat_mul_precision: diagonal matrices with entries in
+ * [0.99, 1.01]; the max error against fp64 lies in [w/4, w], w =
+ * (1+2^-b)^2 - 1, b = 8 / 14 / 22 bits. Diagonal: every sum is exact. */
+TEST(kernels_mxu_torch_xla_precision_recipe) {
+    const int bits[3] = {8, 14, 22};
+    const int64_t n = 64;
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (int p = 0; p < 3; p++) {
+            host_tensor a = mat(VT_F32, n, n), b = mat(VT_F32, n, n), out = mat(VT_F32, n, n);
+            for (int64_t i = 0; i < n; i++) {
+                set_f(&a, i * n + i, (double)(float)(0.99 + 0.02 * (double)(next_u64() >> 11) * 0x1p-53));
+                set_f(&b, i * n + i, (double)(float)(0.99 + 0.02 * (double)(next_u64() >> 11) * 0x1p-53));
+            }
+            CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+            double maxerr = 0, w = pow(1.0 + ldexp(1.0, -bits[p]), 2) - 1.0;
+            for (int64_t i = 0; i < n; i++) {
+                double want = get_at(&a.t, i, i) * get_at(&b.t, i, i);
+                maxerr = fmax(maxerr, fabs(get_at(&out.t, i, i) - want));
+            }
+            CHECK_MSG(maxerr >= w / 4 && maxerr <= w, "%s prec %d: max error %.3g outside [%.3g, %.3g]",
+                      vt_mxu_path(), p, maxerr, w / 4, w);
+            ht_free(&a), ht_free(&b), ht_free(&out);
+        }
+    }
+    restore_engine();
+}
+
+TEST(kernels_mxu_specials) {
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (int p = 0; p < 3; p++) {
+            /* a = [inf, -0, nan, 1; ...] x b = I-ish rows, K = 2 */
+            host_tensor a = mat(VT_F32, 4, 2), b = mat(VT_F32, 2, 2), out = mat(VT_F32, 4, 2);
+            double av[8] = {INFINITY, 1.0, -0.0, -0.0, NAN, 1.0, 3.0, 1e38};
+            double bv[4] = {1.0, -0.0, 2.0, 0.0};
+            for (int i = 0; i < 8; i++) set_f(&a, i, av[i]);
+            for (int i = 0; i < 4; i++) set_f(&b, i, bv[i]);
+            CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+            /* inf*1 + 1*2 = inf (the guard keeps HIGH/HIGHEST from NaN) */
+            CHECK_MSG(isinf(get_at(&out.t, 0, 0)) && get_at(&out.t, 0, 0) > 0, "%s p%d inf: %g", vt_mxu_path(), p,
+                      get_at(&out.t, 0, 0));
+            CHECK(isnan(get_at(&out.t, 0, 1))); /* inf * -0 */
+            { /* -0*1 + -0*2: sums start at +0, as an MXU accumulator (and AMX) does: +0 on every path */
+                double z = get_at(&out.t, 1, 0);
+                CHECK_MSG(z == 0 && !signbit(z), "%s: all -0 sum gave %g", vt_mxu_path(), z);
+            }
+            CHECK(isnan(get_at(&out.t, 2, 0)));
+            /* 3*1 + 1e38*2 overflows bf16? no: 2e38 < max; product exact, sum finite */
+            CHECK(isfinite(get_at(&out.t, 3, 0)));
+            host_tensor ref = mat(VT_F32, 4, 2);
+            CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+            CHECK(ht_compare("specials", &out.t, &ref.t, -1) == 0);
+            ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref);
+        }
+    }
+    restore_engine();
+}
+
+TEST(kernels_mxu_layouts_batch_bias) {
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        /* Transposed a and b, a strided (every other column) view. */
+        host_tensor at = ht_transposed(VT_F32, 17, 33), bt = ht_transposed(VT_F32, 33, 15);
+        fill(&at, 1), fill(&bt, 1);
+        run_case("transposed", &at, &bt, VT_PRECISION_HIGH, 1);
+        host_tensor big = mat(VT_F32, 17, 66);
+        fill(&big, 1);
+        host_tensor sl = big;
+        sl.t.sizes[1] = 33, sl.t.strides[1] = 2, sl.t.offset = 1;
+        run_case("strided", &sl, &bt, VT_PRECISION_DEFAULT, 1);
+        ht_free(&at), ht_free(&bt), ht_free(&big);
+
+        /* Batch broadcast: a [3, 1, 5, 7] x b [2, 7, 4] -> out [3, 2, 5, 4],
+         * bias [4] broadcast, alpha/beta. */
+        int64_t as[4] = {3, 1, 5, 7}, bs[3] = {2, 7, 4}, os[4] = {3, 2, 5, 4}, biass[1] = {4};
+        host_tensor a = ht_new(VT_F32, 4, as), b = ht_new(VT_F32, 3, bs), out = ht_new(VT_F32, 4, os),
+                    ref = ht_new(VT_F32, 4, os), bias = ht_new(VT_F32, 1, biass);
+        fill(&a, 1), fill(&b, 1), fill(&bias, 1);
+        CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, &bias.t, 2.0, -0.5, VT_PRECISION_HIGHEST));
+        CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, &bias.t, 2.0, -0.5, VT_PRECISION_HIGHEST));
+        CHECK(ht_compare("batch+bias", &out.t, &ref.t, -1) == 0);
+        /* Bias aliasing out exactly (in-place addmm). */
+        CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, &out.t, 1.0, 1.0, VT_PRECISION_DEFAULT));
+        CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, &out.t, 1.0, 1.0, VT_PRECISION_DEFAULT));
+        CHECK(ht_compare("bias aliases out", &out.t, &ref.t, -1) == 0);
+        ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref), ht_free(&bias);
+
+        /* bf16 out with bias: rounded once from alpha*C + beta*bias. */
+        host_tensor a2 = mat(VT_BF16, 5, 9), b2 = mat(VT_BF16, 9, 6), o2 = mat(VT_BF16, 5, 6), r2 = mat(VT_BF16, 5, 6);
+        host_tensor bias2 = mat(VT_F32, 5, 1);
+        fill(&a2, 1), fill(&b2, 1), fill(&bias2, 0);
+        CHECK_OK(vt_matmul(&o2.t, &a2.t, &b2.t, &bias2.t, 0.5, 3.0, VT_PRECISION_DEFAULT));
+        CHECK_OK(vt_ref_matmul(&r2.t, &a2.t, &b2.t, &bias2.t, 0.5, 3.0, VT_PRECISION_DEFAULT));
+        CHECK(ht_compare("bf16 bias", &o2.t, &r2.t, -1) == 0);
+        ht_free(&a2), ht_free(&b2), ht_free(&o2), ht_free(&r2), ht_free(&bias2);
+    }
+    restore_engine();
+}
+
+TEST(kernels_mxu_large_parallel) {
+    /* Big enough to use both cores, several tiles and K blocks. */
+    host_tensor a = mat(VT_F32, 257, 600), b = mat(VT_F32, 600, 300);
+    fill(&a, 1), fill(&b, 1);
+    for (int p = 0; p < 3; p++) run_case("large", &a, &b, (vt_precision)p, 1);
+    ht_free(&a), ht_free(&b);
+}
+
+TEST(kernels_mxu_zero_sizes_and_k0) {
+    host_tensor a = mat(VT_F32, 3, 0), b = mat(VT_F32, 0, 4), out = mat(VT_F32, 3, 4), bias = mat(VT_F32, 3, 4);
+    fill(&bias, 1);
+    for (int64_t i = 0; i < 12; i++) set_f(&out, i, 99.0);
+    CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_HIGH));
+    for (int64_t i = 0; i < 12; i++) CHECK(((float *)out.block)[i] == 0.0f && !signbit(((float *)out.block)[i]));
+    CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, &bias.t, 1.0, 2.0, VT_PRECISION_DEFAULT));
+    for (int64_t i = 0; i < 12; i++) CHECK(((float *)out.block)[i] == 2.0f * ((float *)bias.block)[i]);
+    host_tensor a0 = mat(VT_F32, 0, 5), b0 = mat(VT_F32, 5, 4), o0 = mat(VT_F32, 0, 4);
+    CHECK_OK(vt_matmul(&o0.t, &a0.t, &b0.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+    int64_t s3[3] = {0, 3, 4}, sa[3] = {0, 3, 5};
+    host_tensor ob = ht_new(VT_F32, 3, s3), ab = ht_new(VT_F32, 3, sa);
+    CHECK_OK(vt_matmul(&ob.t, &ab.t, &b0.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+    ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&bias), ht_free(&a0), ht_free(&b0), ht_free(&o0);
+    ht_free(&ob), ht_free(&ab);
+}
+
+TEST(kernels_mxu_errors) {
+    host_tensor a = mat(VT_F32, 2, 3), b = mat(VT_F32, 4, 5), out = mat(VT_F32, 2, 5);
+    CHECK_STATUS(vt_matmul(&out.t, &a.t, &b.t, NULL, 1, 0, VT_PRECISION_DEFAULT), VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)") != NULL);
+    host_tensor bb = mat(VT_BF16, 3, 5);
+    CHECK_STATUS(vt_matmul(&out.t, &a.t, &bb.t, NULL, 1, 0, VT_PRECISION_DEFAULT), VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "same dtype") != NULL);
+    host_tensor ai = mat(VT_I32, 2, 3), bi = mat(VT_I32, 3, 5), oi = mat(VT_I32, 2, 5);
+    CHECK_STATUS(vt_matmul(&oi.t, &ai.t, &bi.t, NULL, 1, 0, VT_PRECISION_DEFAULT), VT_ERR_UNSUPPORTED);
+    host_tensor b3 = mat(VT_F32, 3, 5), o3 = mat(VT_F32, 2, 4);
+    CHECK_STATUS(vt_matmul(&o3.t, &a.t, &b3.t, NULL, 1, 0, VT_PRECISION_DEFAULT), VT_ERR_INVALID_ARGUMENT);
+    host_tensor v = ht_1d(VT_F32, 3);
+    CHECK_STATUS(vt_matmul(&out.t, &v.t, &b3.t, NULL, 1, 0, VT_PRECISION_DEFAULT), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_matmul(&out.t, &a.t, &b3.t, NULL, 1, 0, (vt_precision)7), VT_ERR_INVALID_ARGUMENT);
+    ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&bb), ht_free(&ai), ht_free(&bi), ht_free(&oi);
+    ht_free(&b3), ht_free(&o3), ht_free(&v);
+}
+
+TEST(kernels_mxu_path_names) {
+    const char *p = vt_mxu_path();
+    CHECK(!strcmp(p, "amx") || !strcmp(p, "avx512bf16") || !strcmp(p, "avx512") || !strcmp(p, "avx2") ||
+          !strcmp(p, "scalar"));
+    CHECK(vt_mxu_force_isa(0) == 0 && !strcmp(vt_mxu_path(), "scalar"));
+    restore_engine();
+}
+
+TEST(kernels_mxu_queued_op) {
+    CHECK_OK(vt_init());
+    host_tensor a = mat(VT_F32, 9, 40), b = mat(VT_F32, 40, 7), out = mat(VT_F32, 9, 7), ref = mat(VT_F32, 9, 7);
+    fill(&a, 1), fill(&b, 1);
+    CHECK_OK(vt_op_matmul(0, "aten::mm", &out.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_HIGH));
+    CHECK_OK(vt_synchronize(0));
+    CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_HIGH));
+    CHECK(ht_compare("queued", &out.t, &ref.t, -1) == 0);
+    /* Bad shapes fail at the op, named. */
+    host_tensor bad = mat(VT_F32, 41, 7);
+    CHECK_STATUS(vt_op_matmul(0, "aten::mm", &out.t, &a.t, &bad.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "aten::mm: mat1 and mat2 shapes cannot be multiplied (9x40 and 41x7)") != NULL);
+    ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref), ht_free(&bad);
+}
