@@ -19,7 +19,7 @@ $(VENV)/.deps:
 	$(VPY) -m pip install --upgrade --quiet "pip>=23" setuptools wheel ninja
 	$(VPY) -m pip install --quiet torch==2.13.0
 	$(VPY) -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') and torch.version.cuda is None else f'need the CPU build of torch 2.13.0, got {v}')"
-	$(VPY) -m pip install --quiet pytest numpy
+	$(VPY) -m pip install --quiet pytest numpy expecttest
 	touch $@
 
 $(VENV)/.vtpu: $(VENV)/.deps $(NATIVE_SRC)
@@ -42,6 +42,7 @@ test: install test-c test-py
 bench: install
 	$(VPY) bench/overhead.py
 	$(VPY) bench/elementwise.py
+	$(VPY) bench/matmul.py
 
 clean:
 	$(MAKE) -C runtime clean

@@ -7,6 +7,12 @@ from typing import Optional, Union
 import torch
 
 from . import _C
+from .precision import (  # noqa: F401  (torch.tpu's public names)
+    Precision,
+    get_float32_matmul_precision,
+    precision,
+    set_float32_matmul_precision,
+)
 
 _device_t = Union[torch.device, str, int, None]
 

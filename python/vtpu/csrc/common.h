@@ -64,4 +64,23 @@ void copy_device_bytes(int dev, void* dst, const void* src, size_t n);
 // inputs the C kernels do not handle.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Run op `name`.`overload` with these arguments through the CPU fallback
+// (for inputs the C kernels do not take); returns its first result.
+template <class... Args>
+c10::IValue via_fallback(const char* name, const char* overload, Args&&... args) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  torch::jit::Stack stack;
+  (stack.emplace_back(std::forward<Args>(args)), ...);
+  cpu_fallback(op, &stack);
+  return stack.empty() ? c10::IValue() : stack.front();
+}
+
+// Matmul precision for fp32 operands: the innermost `torch.tpu.precision`
+// block of this thread (or of the thread whose backward() this is), else
+// the process setting (DEFAULT unless changed).
+vt_precision matmul_precision();
+void push_thread_precision(int p);
+void pop_thread_precision();
+void set_process_precision(int p);
+
 }  // namespace vtpu

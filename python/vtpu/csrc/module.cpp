@@ -107,6 +107,9 @@ int64_t queue_pending(int dev) {
   return vt_queue_pending(dev);
 }
 
+void set_precision(int p) { set_process_precision(p); }
+int get_precision() { return static_cast<int>(matmul_precision()); }
+
 int current() { return current_device(); }
 void set_device(int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); }
 bool bad_fork() { return vt_in_bad_fork() != 0; }
@@ -137,4 +140,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", torch::wrap_pybind_function(current));
   m.def("_set_device", torch::wrap_pybind_function(set_device));
   m.def("_in_bad_fork", torch::wrap_pybind_function(bad_fork));
+  m.def("_set_precision", torch::wrap_pybind_function(set_precision));
+  m.def("_push_precision", torch::wrap_pybind_function(push_thread_precision));
+  m.def("_pop_precision", torch::wrap_pybind_function(pop_thread_precision));
+  m.def("_get_precision", torch::wrap_pybind_function(get_precision));
+  m.def("_mxu_path", torch::wrap_pybind_function(vt_mxu_path));
 }

@@ -79,16 +79,6 @@ void check_cast(c10::ScalarType result, const at::Tensor& out) {
               " can't be cast to the desired output type ", out.scalar_type());
 }
 
-// Runs op boxed through the CPU fallback (used for inputs the kernels do not take).
-template <class... Args>
-c10::IValue via_fallback(const char* name, const char* overload, Args&&... args) {
-  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-  torch::jit::Stack stack;
-  (stack.emplace_back(std::forward<Args>(args)), ...);
-  cpu_fallback(op, &stack);
-  return stack.empty() ? c10::IValue() : stack.back();
-}
-
 // ------------------------------------------------------------------ binary
 
 struct Binary {

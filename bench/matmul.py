@@ -1,0 +1,84 @@
+"""Matmul on the tpu device's matrix engine against CPU PyTorch, in one run:
+2048^3 fp32 at DEFAULT / HIGH / HIGHEST and bf16, with achieved TFLOP/s
+against the engine's peak on this machine.
+Targets (issue 3): fp32 DEFAULT >= 2x CPU fp32; bf16 >= 0.9x CPU bf16 (oneDNN);
+HIGH <= 3.3x DEFAULT; HIGHEST <= 6.6x DEFAULT."""
+
+import warnings
+
+import torch
+
+import vtpu
+from common import best_time, save
+
+N = 2048
+FLOP = 2 * N**3
+# AMX-BF16: 1024 bf16 FLOP/cycle/core; the nominal clock is read from /proc/cpuinfo.
+
+
+def peak_tflops():
+    path = vtpu.info()["isa_path"]
+    try:
+        mhz = max(float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz"))
+    except (OSError, ValueError):
+        return None, path
+    per_cycle = {"amx": 1024, "avx512bf16": 128, "avx512": 64, "avx2": 32}.get(path)
+    if per_cycle is None:
+        return None, path
+    return per_cycle * mhz * 1e6 * torch.get_num_threads() / 1e12, path
+
+
+def main():
+    warnings.simplefilter("ignore")
+    g = torch.Generator().manual_seed(0)
+    a32, b32 = torch.randn(N, N, generator=g), torch.randn(N, N, generator=g)
+    a16, b16 = a32.bfloat16(), b32.bfloat16()
+    cpu32 = best_time(lambda: a32 @ b32, repeat=5)
+    cpu16 = best_time(lambda: a16 @ b16, repeat=5)
+    mm = torch.compile(lambda x, y: x @ y)
+    ind32 = best_time(lambda: mm(a32, b32), repeat=5, warmup=2)
+
+    ta32, tb32, ta16, tb16 = (t.to("tpu") for t in (a32, b32, a16, b16))
+
+    def on_tpu(x, y):
+        def run():
+            c = x @ y
+            torch.tpu.synchronize()
+            return c
+        return run
+
+    tpu = {}
+    for p in ("default", "high", "highest"):
+        with torch.tpu.precision(p):
+            tpu[p] = best_time(on_tpu(ta32, tb32), repeat=5, warmup=1)
+    tpu16 = best_time(on_tpu(ta16, tb16), repeat=5, warmup=1)
+    peak, path = peak_tflops()
+
+    def tf(s):
+        return FLOP / s / 1e12
+
+    print(f"{N}^3 matmul, MXU path {vtpu._C._mxu_path()} (ISA {path}), {torch.get_num_threads()} threads")
+    print(f"  cpu fp32 {cpu32 * 1e3:7.1f} ms {tf(cpu32):5.2f} TFLOP/s   inductor fp32 {ind32 * 1e3:7.1f} ms")
+    print(f"  cpu bf16 {cpu16 * 1e3:7.1f} ms {tf(cpu16):5.2f} TFLOP/s")
+    for p, s in tpu.items():
+        print(f"  tpu fp32 {p:8s} {s * 1e3:7.1f} ms {tf(s):5.2f} TFLOP/s  ({s / tpu['default']:.2f}x DEFAULT)")
+    print(f"  tpu bf16          {tpu16 * 1e3:7.1f} ms {tf(tpu16):5.2f} TFLOP/s")
+    if peak:
+        print(f"  engine peak ~{peak:.1f} TFLOP/s: tpu bf16 at {tf(tpu16) / peak:.0%}, "
+              f"fp32 DEFAULT at {tf(tpu['default']) / peak:.0%}")
+    r = {
+        "fp32_default_speedup_vs_cpu": cpu32 / tpu["default"],
+        "bf16_speed_vs_cpu": cpu16 / tpu16,
+        "high_over_default": tpu["high"] / tpu["default"],
+        "highest_over_default": tpu["highest"] / tpu["default"],
+    }
+    print(f"fp32 DEFAULT vs cpu fp32: {r['fp32_default_speedup_vs_cpu']:.2f}x faster (target >= 2x)")
+    print(f"bf16 vs cpu bf16:         {r['bf16_speed_vs_cpu']:.2f}x (target >= 0.9x)")
+    print(f"HIGH / DEFAULT:           {r['high_over_default']:.2f}x (target <= 3.3x)")
+    print(f"HIGHEST / DEFAULT:        {r['highest_over_default']:.2f}x (target <= 6.6x)")
+    save("matmul", dict(r, n=N, cpu_fp32_s=cpu32, cpu_bf16_s=cpu16, inductor_fp32_s=ind32,
+                        tpu_fp32_s=tpu, tpu_bf16_s=tpu16, peak_tflops=peak, isa=path))
+
+
+if __name__ == "__main__":
+    main()
