@@ -346,12 +346,21 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 }  // namespace
 
 // Registration: functional, in-place and out= overloads of each op.
-#define REG_BINARY(m, str, spec)                                                                              \
-  m.impl(str ".Tensor", [](const at::Tensor& a, const at::Tensor& b) { return binary(spec, a, b, 1, {}, false); }); \
-  m.impl(str "_.Tensor", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {                             \
-    binary(spec, a, b, 1, {}, true);                                                                          \
-    return a;                                                                                                 \
+#define REG_BINARY_FN(m, schema, spec) \
+  m.impl(schema, [](const at::Tensor& a, const at::Tensor& b) { return binary(spec, a, b, 1, {}, false); });
+#define REG_BINARY_INPLACE(m, schema, spec)                            \
+  m.impl(schema, [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& { \
+    binary(spec, a, b, 1, {}, true);                                    \
+    return a;                                                           \
   });
+#define REG_BINARY_OUT(m, schema, spec)                                                    \
+  m.impl(schema, [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& { \
+    binary(spec, a, b, 1, out, false);                                                     \
+    return out;                                                                            \
+  });
+#define REG_BINARY(m, str, spec)           \
+  REG_BINARY_FN(m, str ".Tensor", spec)    \
+  REG_BINARY_INPLACE(m, str "_.Tensor", spec)
 
 #define REG_UNARY(m, str, spec)                                                                       \
   m.impl(str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                          \
@@ -366,10 +375,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 
 #define REG_COMPARE(m, str, spec)                                                                             \
   REG_BINARY(m, str, spec)                                                                                    \
-  m.impl(str ".Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {    \
-    binary(spec, a, b, 1, out, false);                                                                        \
-    return out;                                                                                               \
-  });                                                                                                         \
+  REG_BINARY_OUT(m, str ".Tensor_out", spec)                                                                  \
   m.impl(str ".Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(spec, a, s, {}, false); }); \
   m.impl(str "_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {                              \
     binary_scalar(spec, a, s, {}, true);                                                                      \
@@ -406,15 +412,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   });
 
   REG_BINARY(m, "mul", kMul)
-  m.impl("mul.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kMul, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_OUT(m, "mul.out", kMul)
   REG_BINARY(m, "div", kDiv)
-  m.impl("div.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kDiv, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_OUT(m, "div.out", kDiv)
   m.impl("div.Tensor_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
     return binary(div_mode(mode), a, b, 1, {}, false);
   });
@@ -427,34 +427,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     binary(div_mode(mode), a, b, 1, out, false);
     return out;
   });
-  m.impl("floor_divide", [](const at::Tensor& a, const at::Tensor& b) { return binary(kDivFloor, a, b, 1, {}, false); });
-  m.impl("floor_divide_.Tensor", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {
-    binary(kDivFloor, a, b, 1, {}, true);
-    return a;
-  });
-  m.impl("floor_divide.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kDivFloor, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_FN(m, "floor_divide", kDivFloor)
+  REG_BINARY_INPLACE(m, "floor_divide_.Tensor", kDivFloor)
+  REG_BINARY_OUT(m, "floor_divide.out", kDivFloor)
   REG_BINARY(m, "remainder", kRemainder)
-  m.impl("remainder.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kRemainder, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_OUT(m, "remainder.Tensor_out", kRemainder)
   REG_BINARY(m, "fmod", kFmod)
-  m.impl("fmod.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kFmod, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("pow.Tensor_Tensor", [](const at::Tensor& a, const at::Tensor& b) { return binary(kPow, a, b, 1, {}, false); });
-  m.impl("pow_.Tensor", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {
-    binary(kPow, a, b, 1, {}, true);
-    return a;
-  });
-  m.impl("pow.Tensor_Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kPow, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_OUT(m, "fmod.Tensor_out", kFmod)
+  REG_BINARY_FN(m, "pow.Tensor_Tensor", kPow)
+  REG_BINARY_INPLACE(m, "pow_.Tensor", kPow)
+  REG_BINARY_OUT(m, "pow.Tensor_Tensor_out", kPow)
   m.impl("pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
   m.impl("pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
     binary_scalar(kPow, a, s, {}, true);
@@ -464,25 +446,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     binary_scalar(kPow, a, s, out, false);
     return out;
   });
-  m.impl("maximum", [](const at::Tensor& a, const at::Tensor& b) { return binary(kMaximum, a, b, 1, {}, false); });
-  m.impl("maximum.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kMaximum, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("minimum", [](const at::Tensor& a, const at::Tensor& b) { return binary(kMinimum, a, b, 1, {}, false); });
-  m.impl("minimum.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kMinimum, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("atan2", [](const at::Tensor& a, const at::Tensor& b) { return binary(kAtan2, a, b, 1, {}, false); });
-  m.impl("atan2_", [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& {
-    binary(kAtan2, a, b, 1, {}, true);
-    return a;
-  });
-  m.impl("atan2.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kAtan2, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_FN(m, "maximum", kMaximum)
+  REG_BINARY_OUT(m, "maximum.out", kMaximum)
+  REG_BINARY_FN(m, "minimum", kMinimum)
+  REG_BINARY_OUT(m, "minimum.out", kMinimum)
+  REG_BINARY_FN(m, "atan2", kAtan2)
+  REG_BINARY_INPLACE(m, "atan2_", kAtan2)
+  REG_BINARY_OUT(m, "atan2.out", kAtan2)
 
   REG_COMPARE(m, "eq", kEq)
   REG_COMPARE(m, "ne", kNe)
@@ -490,33 +460,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_COMPARE(m, "le", kLe)
   REG_COMPARE(m, "gt", kGt)
   REG_COMPARE(m, "ge", kGe)
-  m.impl("logical_and.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kLogicalAnd, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("logical_or.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kLogicalOr, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("logical_xor.out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kLogicalXor, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_OUT(m, "logical_and.out", kLogicalAnd)
+  REG_BINARY_OUT(m, "logical_or.out", kLogicalOr)
+  REG_BINARY_OUT(m, "logical_xor.out", kLogicalXor)
   REG_BINARY(m, "bitwise_and", kBitAnd)
   REG_BINARY(m, "bitwise_or", kBitOr)
   REG_BINARY(m, "bitwise_xor", kBitXor)
-  m.impl("bitwise_and.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kBitAnd, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("bitwise_or.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kBitOr, a, b, 1, out, false);
-    return out;
-  });
-  m.impl("bitwise_xor.Tensor_out", [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
-    binary(kBitXor, a, b, 1, out, false);
-    return out;
-  });
+  REG_BINARY_OUT(m, "bitwise_and.Tensor_out", kBitAnd)
+  REG_BINARY_OUT(m, "bitwise_or.Tensor_out", kBitOr)
+  REG_BINARY_OUT(m, "bitwise_xor.Tensor_out", kBitXor)
 
   REG_UNARY(m, "neg", kNeg)
   REG_UNARY(m, "sign", kSign)
