@@ -105,6 +105,34 @@ def test_random_within_accumulation_bound(mode):
     assert rel <= 2.0 ** -(BITS[mode] - 1), (mode, rel)
 
 
+@pytest.mark.parametrize("isa", ["avx512bf16", "avx2", "scalar"])
+def test_every_engine_is_exact_on_integers(isa):
+    """Each matrix-engine path (forced with VTPU_ISA) gives the exact result on
+    small integers in every mode, and the same bits as the active path."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, vtpu, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "g = torch.Generator().manual_seed(3)\n"
+        "a = torch.randint(-8, 9, (37, 70), generator=g).float()\n"
+        "b = torch.randint(-8, 9, (70, 19), generator=g).float()\n"
+        "for p in ('default', 'high', 'highest'):\n"
+        "    with torch.tpu.precision(p):\n"
+        "        assert torch.equal((a.to('tpu') @ b.to('tpu')).cpu(), a @ b), p\n"
+        "print(vtpu.info()['mxu_path'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, VTPU_ISA=isa), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    available = vtpu.info()["isa_path"]
+    order = ["scalar", "avx2", "avx512", "avx512bf16", "amx"]
+    if available in order and order.index(isa) <= order.index(available):
+        assert out.stdout.strip() == isa  # the forced engine really ran
+
+
 def test_modes_order_by_accuracy_and_default_is_bf16():
     g = torch.Generator().manual_seed(3)
     a, b = torch.randn(128, 256, generator=g), torch.randn(256, 64, generator=g)

@@ -32,7 +32,8 @@ def main():
     print(f"device      : {torch.device('tpu')} ({info['devices']} device(s)), {info['name']}")
     hbm = info["hbm_capacity_bytes"] / 2**30
     print(f"chip        : {info['chip']}, HBM {info['chip_hbm_bytes'] / 2**30:.0f} GiB (usable here: {hbm:.1f} GiB)")
-    print(f"ISA path    : {info['isa_path']} ({info['threads']} threads), eager mode: {info['eager_mode']}")
+    print(f"ISA path    : {info['isa_path']} (matrix engine: {info['mxu_path']}, {info['threads']} threads), "
+          f"eager mode: {info['eager_mode']}")
 
     vtpu.reset_fallback_report()
     cpu = train("cpu")

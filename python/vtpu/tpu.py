@@ -154,6 +154,7 @@ def info() -> dict:
         "hbm_capacity_bytes": _C._hbm_stats(0)["capacity"],
         "chip_hbm_bytes": c["hbm_bytes"],
         "isa_path": isa["path"],
+        "mxu_path": _C._mxu_path(),
         "threads": isa["threads"],
         "eager_mode": __import__("vtpu").get_eager_mode().name.lower(),
     }
