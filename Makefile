@@ -40,6 +40,7 @@ test-py: install
 test: install test-c test-py
 
 bench: install
+	$(VPY) -m pip install --quiet matplotlib
 	$(VPY) bench/overhead.py
 	$(VPY) bench/elementwise.py
 	$(VPY) bench/matmul.py

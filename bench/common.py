@@ -22,7 +22,9 @@ def best_time(fn, repeat=5, warmup=1):
     return best
 
 
-def save(name, record):
+def save(name, record, bars=None):
+    """Write the run's JSON and, when matplotlib is there (``make bench``
+    installs it), a PNG bar chart of ``bars`` (label -> milliseconds)."""
     os.makedirs(RESULTS, exist_ok=True)
     import vtpu
 
@@ -32,3 +34,22 @@ def save(name, record):
     with open(path, "w") as f:
         json.dump(record, f, indent=2)
     print(f"wrote {path}")
+    if bars:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return
+        fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * len(bars)))
+        labels = list(bars)
+        ax.barh(labels, [bars[k] for k in labels], color=["#4c72b0" if "tpu" in k else "#999999" for k in labels])
+        ax.invert_yaxis()
+        ax.set_xlabel("milliseconds (lower is better)")
+        ax.set_title(f"vtpu bench: {name}")
+        fig.tight_layout()
+        png = os.path.join(RESULTS, f"{name}.png")
+        fig.savefig(png, dpi=100)
+        plt.close(fig)
+        print(f"wrote {png}")

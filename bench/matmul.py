@@ -77,7 +77,10 @@ def main():
     print(f"HIGH / DEFAULT:           {r['high_over_default']:.2f}x (target <= 3.3x)")
     print(f"HIGHEST / DEFAULT:        {r['highest_over_default']:.2f}x (target <= 6.6x)")
     save("matmul", dict(r, n=N, cpu_fp32_s=cpu32, cpu_bf16_s=cpu16, inductor_fp32_s=ind32,
-                        tpu_fp32_s=tpu, tpu_bf16_s=tpu16, peak_tflops=peak, isa=path))
+                        tpu_fp32_s=tpu, tpu_bf16_s=tpu16, peak_tflops=peak, isa=path),
+         bars={"cpu fp32": cpu32 * 1e3, "inductor fp32": ind32 * 1e3, "cpu bf16": cpu16 * 1e3,
+               "tpu fp32 DEFAULT": tpu["default"] * 1e3, "tpu fp32 HIGH": tpu["high"] * 1e3,
+               "tpu fp32 HIGHEST": tpu["highest"] * 1e3, "tpu bf16": tpu16 * 1e3})
 
 
 if __name__ == "__main__":

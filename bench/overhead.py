@@ -34,7 +34,8 @@ def main():
     print(f"{N_OPS} adds of {NUMEL} float32: cpu {cpu * 1e3:.1f} ms ({cpu / N_OPS * 1e6:.2f} us/op), "
           f"tpu {tpu * 1e3:.1f} ms ({tpu / N_OPS * 1e6:.2f} us/op)")
     print(f"tpu/cpu time ratio: {ratio:.2f}x (target <= 1.5x)")
-    save("overhead", {"n_ops": N_OPS, "numel": NUMEL, "cpu_s": cpu, "tpu_s": tpu, "ratio": ratio, "target": 1.5})
+    save("overhead", {"n_ops": N_OPS, "numel": NUMEL, "cpu_s": cpu, "tpu_s": tpu, "ratio": ratio, "target": 1.5},
+         bars={"cpu eager": cpu * 1e3, "tpu strict": tpu * 1e3})
 
 
 if __name__ == "__main__":
