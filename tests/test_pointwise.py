@@ -183,3 +183,27 @@ def test_large_elementwise_parallel_path():
     with native_only():
         same(a.to("tpu") + b.to("tpu"), a + b)
         same((a.to("tpu") * b.to("tpu")).to(torch.bfloat16), (a * b).to(torch.bfloat16))
+
+
+def test_dtypes_without_kernels_run_through_the_fallback():
+    """complex (no C kernel) works as on CPU, via the counted CPU fallback."""
+    import warnings
+
+    a = torch.randn(5, dtype=torch.complex64)
+    b = torch.randn(5, dtype=torch.complex64)
+    vtpu.reset_fallback_report()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ta, tb = a.to("tpu"), b.to("tpu")
+        same(ta + tb, a + b)
+        same(ta * tb, a * b)
+        same(torch.abs(ta), torch.abs(a))  # complex -> float result dtype
+        same(torch.exp(ta), torch.exp(a), exact=False)
+        same(ta == tb, a == b)
+        c = ta.clone()
+        c.mul_(2)
+        same(c, a * 2)
+    report = vtpu.fallback_report()
+    assert report.get("aten::add.out") and report.get("aten::abs")
+    with vtpu.cpu_fallback(False), pytest.raises(NotImplementedError, match="not implemented for TPU"):
+        ta + tb

@@ -85,6 +85,8 @@ struct Binary {
   vt_binary_op op;
   const char* name;
   Kind kind;
+  const char* out_overload;  // the op's out= overload, for dtypes the kernels do not take
+  const char* rounding_mode;  // div's trunc / floor
 };
 
 // mode: out undefined and !inplace → functional; inplace → out = a.
@@ -131,8 +133,13 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   vt_tensor to{}, ta{}, tb{};
   const bool native = supported(common) && describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
                       (is_host_scalar(o) || describe(o, &tb));
-  TORCH_CHECK_NOT_IMPLEMENTED(native, "vtpu: ", b.name, " on dtype ", common, " with ", out.dim(),
-                              " dims is not supported by the tpu kernels");
+  if (!native) {
+    // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel, through the fallback, into out
+    if (b.rounding_mode) via_fallback(b.name, "out_mode", a, o, std::string(b.rounding_mode), out);
+    else if (b.op == VT_ADD || b.op == VT_SUB) via_fallback(b.name, b.out_overload, a, o, alpha, out);
+    else via_fallback(b.name, b.out_overload, a, o, out);
+    return out;
+  }
   const vt_dtype compute = vt_of(common);
   const bool fl = vt_dtype_is_float(compute) != 0;
   vt_scalar sa{}, sb{};
@@ -149,31 +156,31 @@ at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar&
   return binary(b, a, at::scalar_to_tensor(s), 1, std::move(out), inplace);
 }
 
-#define BIN(var, vop, str, kind) const Binary var{vop, "aten::" str, Kind::kind};
-BIN(kAdd, VT_ADD, "add", Arith)
-BIN(kSub, VT_SUB, "sub", Arith)
-BIN(kMul, VT_MUL, "mul", Arith)
-BIN(kDiv, VT_DIV, "div", TrueDiv)
-BIN(kDivTrunc, VT_DIV_TRUNC, "div", Arith)
-BIN(kDivFloor, VT_DIV_FLOOR, "div", Arith)
-BIN(kRemainder, VT_REMAINDER, "remainder", Arith)
-BIN(kFmod, VT_FMOD, "fmod", Arith)
-BIN(kPow, VT_POW, "pow", Arith)
-BIN(kMaximum, VT_MAXIMUM, "maximum", Arith)
-BIN(kMinimum, VT_MINIMUM, "minimum", Arith)
-BIN(kAtan2, VT_ATAN2, "atan2", TrueDiv)
-BIN(kEq, VT_EQ, "eq", Compare)
-BIN(kNe, VT_NE, "ne", Compare)
-BIN(kLt, VT_LT, "lt", Compare)
-BIN(kLe, VT_LE, "le", Compare)
-BIN(kGt, VT_GT, "gt", Compare)
-BIN(kGe, VT_GE, "ge", Compare)
-BIN(kLogicalAnd, VT_LOGICAL_AND, "logical_and", Logical)
-BIN(kLogicalOr, VT_LOGICAL_OR, "logical_or", Logical)
-BIN(kLogicalXor, VT_LOGICAL_XOR, "logical_xor", Logical)
-BIN(kBitAnd, VT_BITWISE_AND, "bitwise_and", Bitwise)
-BIN(kBitOr, VT_BITWISE_OR, "bitwise_or", Bitwise)
-BIN(kBitXor, VT_BITWISE_XOR, "bitwise_xor", Bitwise)
+#define BIN(var, vop, str, kind, out) const Binary var{vop, "aten::" str, Kind::kind, out, nullptr};
+BIN(kAdd, VT_ADD, "add", Arith, "out")
+BIN(kSub, VT_SUB, "sub", Arith, "out")
+BIN(kMul, VT_MUL, "mul", Arith, "out")
+BIN(kDiv, VT_DIV, "div", TrueDiv, "out")
+BIN(kRemainder, VT_REMAINDER, "remainder", Arith, "Tensor_out")
+BIN(kFmod, VT_FMOD, "fmod", Arith, "Tensor_out")
+BIN(kPow, VT_POW, "pow", Arith, "Tensor_Tensor_out")
+BIN(kMaximum, VT_MAXIMUM, "maximum", Arith, "out")
+BIN(kMinimum, VT_MINIMUM, "minimum", Arith, "out")
+BIN(kAtan2, VT_ATAN2, "atan2", TrueDiv, "out")
+BIN(kEq, VT_EQ, "eq", Compare, "Tensor_out")
+BIN(kNe, VT_NE, "ne", Compare, "Tensor_out")
+BIN(kLt, VT_LT, "lt", Compare, "Tensor_out")
+BIN(kLe, VT_LE, "le", Compare, "Tensor_out")
+BIN(kGt, VT_GT, "gt", Compare, "Tensor_out")
+BIN(kGe, VT_GE, "ge", Compare, "Tensor_out")
+BIN(kLogicalAnd, VT_LOGICAL_AND, "logical_and", Logical, "out")
+BIN(kLogicalOr, VT_LOGICAL_OR, "logical_or", Logical, "out")
+BIN(kLogicalXor, VT_LOGICAL_XOR, "logical_xor", Logical, "out")
+BIN(kBitAnd, VT_BITWISE_AND, "bitwise_and", Bitwise, "Tensor_out")
+BIN(kBitOr, VT_BITWISE_OR, "bitwise_or", Bitwise, "Tensor_out")
+BIN(kBitXor, VT_BITWISE_XOR, "bitwise_xor", Bitwise, "Tensor_out")
+const Binary kDivTrunc{VT_DIV_TRUNC, "aten::div", Kind::Arith, "out_mode", "trunc"};
+const Binary kDivFloor{VT_DIV_FLOOR, "aten::div", Kind::Arith, "out_mode", "floor"};
 #undef BIN
 
 const Binary& div_mode(std::optional<c10::string_view> mode) {
@@ -194,6 +201,13 @@ struct Unary {
 at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inplace) {
   if (inplace) out = a;
   const int dev = common_device({&a, &out});
+  if (!supported(a.scalar_type()) || a.dim() > VT_MAX_DIMS) {
+    // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel through the fallback
+    at::Tensor r = via_fallback(u.name, "", a).toTensor();
+    if (!out.defined()) return r;
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
   c10::ScalarType compute = a.scalar_type();
   if (u.kind == Kind::FloatMath && c10::isIntegralType(compute, /*includeBool=*/true))
     compute = c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -215,8 +229,8 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
   }
   if (out.numel() == 0) return out;
   vt_tensor to{}, ta{};
-  TORCH_CHECK_NOT_IMPLEMENTED(supported(compute) && describe(out, &to) && describe(a, &ta), "vtpu: ", u.name,
-                              " on dtype ", compute, " is not supported by the tpu kernels");
+  TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(a, &ta), "vtpu: ", u.name, " on dtype ",
+                              out.scalar_type(), " is not supported by the tpu kernels");
   check(vt_op_unary(dev, u.name, u.op, &to, &ta, vt_of(compute)), u.name);
   return out;
 }
