@@ -2,7 +2,7 @@
  * bf16 layout (see internal.h), splitting fp32 into the parts each precision
  * mode needs and laying the low passes out as extra K ("concatenate along K",
  * numerics_amx.md §5), so every mode is one or two plain bf16 GEMMs. */
-#include "internal.h"
+#include "mxu_local.h"
 
 /* Which part (0 hi, 1 mid, 2 lo) each K segment of A and B holds. The last
  * segment is hi*hi; the ones before it are the guarded low passes, in XLA's
@@ -90,6 +90,25 @@ static void split_line(const vt_mxu_engine *e, vt_precision prec, const vt_tenso
              prec == VT_PRECISION_DEFAULT ? NULL : s->part[2]);
 }
 
+/* Whether line `index` of t (elements elem_stride apart) can go through the
+ * engine's direct packers: AVX-512 engines, f32 or bf16 at unit stride.
+ * Other lines are converted to f32 and split through scratch. */
+static int direct_line(const vt_mxu_engine *e, const vt_tensor *t, int64_t elem_stride) {
+#if defined(__x86_64__)
+    return e->split == vt_mxu_split_avx512 && elem_stride == 1 && (t->dtype == VT_F32 || t->dtype == VT_BF16);
+#else
+    (void)e, (void)t, (void)elem_stride;
+    return 0;
+#endif
+}
+
+/* Line `index` of t for the direct packers; past `count` it is all +0. */
+static vt_mxu_line line_at(const vt_tensor *t, int64_t index, int64_t count, int64_t line_stride, int64_t n) {
+    vt_mxu_line x = {t->data, t->dtype == VT_BF16, index < count ? n : 0};
+    if (index < count) x.p = (const char *)t->data + (t->offset + index * line_stride) * (int64_t)vt_dtype_size(t->dtype);
+    return x;
+}
+
 /* One 16-row panel of A: row r of chunk c of segment g goes to
  * panel + (g*kt + c)*512 + r*32. */
 static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
@@ -97,6 +116,14 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     const int *seg = segs(p->nlow, 0);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->a + panel * p->a_panel;
+#if defined(__x86_64__)
+    if (direct_line(e, a, a->strides[1])) {
+        for (int r = 0; r < 16; r++)
+            vt_mxu_pack_a_row_avx512(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, p->nlow, seg,
+                                     dst, r);
+        return;
+    }
+#endif
     for (int64_t r = 0; r < 16; r++) {
         split_line(e, prec, a, panel * 16 + r, p->M, a->strides[0], a->strides[1], p->K, kp, s, 0);
         for (int g = 0; g <= p->nlow; g++) {
@@ -112,6 +139,17 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
 static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
                          int64_t c, scratch *s0, scratch *s1) {
     const int *seg = segs(p->nlow, 1);
+#if defined(__x86_64__)
+    if (direct_line(e, b, b->strides[1])) {
+        for (int j = 0; j < 16; j++) {
+            int64_t k = c * 32 + 2 * j;
+            vt_mxu_pack_b_rows_avx512(line_at(b, k, p->K, b->strides[0], p->N),
+                                      line_at(b, k + 1, p->K, b->strides[0], p->N), prec, p->Np, p->kt, p->nlow, seg,
+                                      p->b, p->b_panel, c, j);
+        }
+        return;
+    }
+#endif
     for (int64_t j = 0; j < 16; j++) {
         int64_t k = c * 32 + 2 * j;
         split_line(e, prec, b, k, p->K, b->strides[0], b->strides[1], p->N, p->Np, s0, B_PAD);
@@ -129,6 +167,14 @@ static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     const int *seg = segs(p->nlow, 1);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->b + panel * p->b_panel;
+#if defined(__x86_64__)
+    if (direct_line(e, b, b->strides[0])) {
+        vt_mxu_line cols[16];
+        for (int q = 0; q < 16; q++) cols[q] = line_at(b, panel * 16 + q, p->N, b->strides[1], p->K);
+        vt_mxu_pack_b_cols_avx512(cols, prec, p->kt, p->nlow, seg, dst);
+        return;
+    }
+#endif
     for (int64_t q = 0; q < 16; q++) {
         split_line(e, prec, b, panel * 16 + q, p->N, b->strides[1], b->strides[0], p->K, kp, s, 0);
         if (panel * 16 + q < p->N)

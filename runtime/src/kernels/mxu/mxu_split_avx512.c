@@ -3,22 +3,7 @@
  * the AVX-512 engine itself (AVX2 block kernel, since it has no bf16 dot). */
 #include <immintrin.h>
 
-#include "internal.h"
-
-static inline __m512i set1(uint32_t v) { return _mm512_set1_epi32((int)v); }
-
-static inline __m512i rne_ftz16(__m512i u) {
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, set1(0x7fffffffu)), set1(0x7f800000u));
-    __mmask16 den = _mm512_testn_epi32_mask(u, set1(0x7f800000u));
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(set1(0x7fffu), _mm512_and_si512(_mm512_srli_epi32(u, 16), set1(1))));
-    r = _mm512_mask_or_epi32(r, nan, u, set1(0x00400000u));
-    r = _mm512_mask_and_epi32(r, den, u, set1(0x80000000u));
-    return _mm512_and_si512(r, set1(0xffff0000u));
-}
-static inline __m512i trunc_ftz16(__m512i u) {
-    __mmask16 den = _mm512_testn_epi32_mask(u, set1(0x7f800000u));
-    return _mm512_and_si512(u, _mm512_mask_mov_epi32(set1(0xffff0000u), den, set1(0x80000000u)));
-}
+#include "mxu_local.h"
 
 static inline void store16(uint16_t *dst, __m512i p) {
     _mm256_storeu_si256((__m256i *)dst, _mm512_cvtepi32_epi16(_mm512_srli_epi32(p, 16)));
@@ -32,18 +17,18 @@ void vt_mxu_split_avx512(const float *restrict x, int64_t n, int64_t npad, vt_pr
         __m512 v = _mm512_maskz_loadu_ps(k, x + i);
         __m512i u = _mm512_castps_si512(v);
         if (prec == VT_PRECISION_DEFAULT) {
-            store16(hi + i, rne_ftz16(u));
+            store16(hi + i, vt_mxu_rne_ftz16(u));
             continue;
         }
-        __m512i h = trunc_ftz16(u);
+        __m512i h = vt_mxu_trunc_ftz16(u);
         store16(hi + i, h);
         __m512 r = _mm512_sub_ps(v, _mm512_castsi512_ps(h));
         if (prec == VT_PRECISION_HIGHEST) {
-            __m512i m = trunc_ftz16(_mm512_castps_si512(r));
+            __m512i m = vt_mxu_trunc_ftz16(_mm512_castps_si512(r));
             store16(mid + i, m);
             r = _mm512_sub_ps(r, _mm512_castsi512_ps(m));
         }
-        store16(lo + i, rne_ftz16(_mm512_castps_si512(r)));
+        store16(lo + i, vt_mxu_rne_ftz16(_mm512_castps_si512(r)));
     }
 }
 

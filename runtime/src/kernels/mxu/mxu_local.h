@@ -1,0 +1,57 @@
+/* mxu_local.h — declarations shared only inside kernels/mxu/: the AVX-512
+ * packers that write the engine layout of internal.h straight from f32 or
+ * bf16 lines (no converted copy, no separate zip pass), and the row stores
+ * of the epilogue. Everything else the MXU files share is in internal.h. */
+#ifndef VTPU_MXU_LOCAL_H
+#define VTPU_MXU_LOCAL_H
+
+#include "internal.h"
+
+/* A line of an operand that the fast packers can read directly: n valid
+ * elements of dtype f32 or bf16 at unit stride (values past n read as +0). */
+typedef struct vt_mxu_line {
+    const void *p;
+    int is_bf16;
+    int64_t n;
+} vt_mxu_line;
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* The bf16 parts of 16 f32 values (as f32 bits, low halves zero), exactly
+ * vt_mxu_rne_ftz / vt_mxu_trunc_ftz of internal.h lane by lane. */
+static inline __m512i vt_mxu_set1(uint32_t v) { return _mm512_set1_epi32((int)v); }
+static inline __m512i vt_mxu_rne_ftz16(__m512i u) {
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, vt_mxu_set1(0x7fffffffu)), vt_mxu_set1(0x7f800000u));
+    __mmask16 den = _mm512_testn_epi32_mask(u, vt_mxu_set1(0x7f800000u));
+    __m512i r = _mm512_add_epi32(
+        u, _mm512_add_epi32(vt_mxu_set1(0x7fffu), _mm512_and_si512(_mm512_srli_epi32(u, 16), vt_mxu_set1(1))));
+    r = _mm512_mask_or_epi32(r, nan, u, vt_mxu_set1(0x00400000u));
+    r = _mm512_mask_and_epi32(r, den, u, vt_mxu_set1(0x80000000u));
+    return _mm512_and_si512(r, vt_mxu_set1(0xffff0000u));
+}
+static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {
+    __mmask16 den = _mm512_testn_epi32_mask(u, vt_mxu_set1(0x7f800000u));
+    return _mm512_and_si512(u, _mm512_mask_mov_epi32(vt_mxu_set1(0xffff0000u), den, vt_mxu_set1(0x80000000u)));
+}
+#endif
+
+#if defined(__x86_64__)
+/* Row r (0..15) of an A panel: the kt chunks of every segment g go to
+ * dst + (g*kt + c)*VT_MXU_CHUNK + r*32. seg[g] is the part (0 hi, 1 mid,
+ * 2 lo) segment g holds; nlow + 1 segments. */
+void vt_mxu_pack_a_row_avx512(vt_mxu_line x, vt_precision prec, int64_t kt, int nlow, const int *seg,
+                              uint16_t *dst, int r);
+/* Rows k and k+1 of B (even, odd) over all np columns: pair j = (k%32)/2 of
+ * chunk c, written to b + panel*b_panel + (g*kt + c)*VT_MXU_CHUNK + j*32. */
+void vt_mxu_pack_b_rows_avx512(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, int64_t np, int64_t kt,
+                               int nlow, const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j);
+/* A 16-column B panel whose columns are contiguous lines: cols[q] is
+ * column q (n = 0 for columns past N). */
+void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nlow,
+                               const int *seg, uint16_t *dst);
+/* dst[i] = bf16 of src[i] as vt_f32_to_bf16 rounds it (RNE, NaN -> 0x7fc0). */
+void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n);
+#endif
+
+#endif
