@@ -284,4 +284,36 @@ vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_ten
 void vt_mxu_gemm_f64(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
                      double beta);
 
+/* ---- kernels: reductions and scans (kernels/reduce*.c, kernels/scan.c) */
+/* Wrap a possibly negative dim into [0, ndim) as PyTorch does (a 0-dim
+ * tensor accepts 0 and -1); VT_ERR_INDEX "Dimension out of range ..." else. */
+vt_status vt_wrap_dim(int64_t dim, int32_t ndim, int *out);
+/* The kernels' own argument checks (shapes, dims, dtypes, empty extents),
+ * so the queued ops fail at the op rather than at the next synchronisation. */
+vt_status vt_reduce_check(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
+                          vt_dtype compute, double param);
+vt_status vt_reduce_arg_check(int is_max, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,
+                              int dim);
+vt_status vt_scan_check(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute);
+const char *vt_reduce_op_name(vt_reduce_op op);
+/* f32 summation loops with per-ISA versions (bit-identical to the portable
+ * ones): block sums of VT_REDUCE_SUM_BLOCK values, lane-wise row adds. */
+#define VT_REDUCE_SUM_BLOCK 256
+#if defined(__x86_64__)
+void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out);
+void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
+#endif
+/* Test aid: make vt_reduce use the best path within mask (VT_ISA_* bits,
+ * limited to what the CPU has); returns the bits of the path chosen.
+ * vt_reduce_force_isa(vt_isa_active()) restores. */
+unsigned vt_reduce_force_isa(unsigned mask);
+const char *vt_scan_op_name(vt_scan_op op);
+/* Scalar references: plain fp64 / int64 loops in logical order, one output
+ * at a time (kernels/reduce_ref.c). Same contracts as the kernels. */
+vt_status vt_ref_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
+                        vt_dtype compute, double param);
+vt_status vt_ref_reduce_arg(int is_max, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,
+                            int dim);
+vt_status vt_ref_scan(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute);
+
 #endif

@@ -323,6 +323,53 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
 vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor *grad_out, const vt_tensor *input,
                                   const vt_conv_params *p, vt_precision prec);
 
+/* ---- reductions and scans */
+
+typedef enum vt_reduce_op {
+    VT_REDUCE_SUM = 0,
+    VT_REDUCE_MEAN,
+    VT_REDUCE_PROD,
+    VT_REDUCE_AMAX,      /* NaN propagates */
+    VT_REDUCE_AMIN,
+    VT_REDUCE_ANY,       /* bool-valued */
+    VT_REDUCE_ALL,
+    VT_REDUCE_VAR,       /* param = correction (Bessel: 1) */
+    VT_REDUCE_STD,
+    VT_REDUCE_NORM,      /* param = p: 0, 1, 2, inf, -inf or any real */
+    VT_REDUCE_LOGSUMEXP,
+    VT_REDUCE_OP_COUNT
+} vt_reduce_op;
+
+/* out = op over the dims of `in` whose bit is set in dims_mask (bit d = dim
+ * d of in); out has in's ndim with size 1 on reduced dims (keepdim layout,
+ * any strides). Computed in `compute` (PyTorch's accumulate dtype rules are
+ * the caller's: float32 for bf16/f16 sums, int64 for integer sums...), then
+ * converted to out's dtype. An empty reduction gives the op's identity
+ * (sum 0, prod 1, any false, all true, mean/var NaN, norm 0, logsumexp -inf);
+ * amax/amin over an empty dim fail with VT_ERR_INDEX (PyTorch's IndexError)
+ * and norm with p < 0 with VT_ERR_INVALID_ARGUMENT. dims_mask 0 reduces
+ * nothing (each output reduces one element); the caller expands PyTorch's
+ * dim=None. A 0-dim `in` accepts bit 0. Integer compute allows sum, prod,
+ * amax, amin, any, all. var/std accumulate in double whatever `compute`.
+ * Results depend only on shapes and strides, never on the thread count;
+ * out may alias in. */
+vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask, vt_dtype compute,
+                    double param);
+
+/* max/min with index along one dim: values (nullable) and int64 indices
+ * (nullable) in keepdim layout; ties give the first index; NaN wins (first
+ * NaN's index), as PyTorch. is_max: 1 for max/argmax, 0 for min/argmin.
+ * dim may be negative (wraps); an empty dim fails with VT_ERR_INDEX. */
+vt_status vt_reduce_arg(int is_max, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in, int dim);
+
+typedef enum vt_scan_op { VT_SCAN_CUMSUM = 0, VT_SCAN_CUMPROD, VT_SCAN_LOGCUMSUMEXP } vt_scan_op;
+/* out = inclusive scan of `in` along dim (negative dims wrap), inputs
+ * converted to `compute`; the running value is carried in double for float
+ * compute dtypes (PyTorch's CPU accumulate type), wrapping int64 otherwise,
+ * and each output is rounded to compute, then to out's dtype. out may alias
+ * in exactly. logcumsumexp needs a float compute dtype. */
+vt_status vt_scan(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute);
+
 /* Scalar C references, one per kernel family: same contracts, no SIMD, no
  * threads, element by element. Tests compare every path against them. */
 vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute);
@@ -367,6 +414,13 @@ vt_status vt_op_conv_backward_input(int dev, const char *name, const vt_tensor *
 vt_status vt_op_conv_backward_weight(int dev, const char *name, const vt_tensor *grad_weight,
                                      const vt_tensor *grad_out, const vt_tensor *input, const vt_conv_params *p,
                                      vt_precision prec);
+
+vt_status vt_op_reduce(int dev, const char *name, vt_reduce_op op, const vt_tensor *out, const vt_tensor *in,
+                       uint64_t dims_mask, vt_dtype compute, double param);
+vt_status vt_op_reduce_arg(int dev, const char *name, int is_max, const vt_tensor *values, const vt_tensor *indices,
+                           const vt_tensor *in, int dim);
+vt_status vt_op_scan(int dev, const char *name, vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim,
+                     vt_dtype compute);
 
 /* Host <-> device transfers. Host-to-device waits until the copy has run
  * (the host buffer is the caller's); device-to-host synchronises first. Both

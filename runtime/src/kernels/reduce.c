@@ -1,0 +1,690 @@
+/* reduce.c — vt_reduce: every op is one or two passes of "map each value,
+ * then combine" (sum, prod, max, min) followed by a per-output finish. A pass
+ * walks either one output at a time along contiguous runs ("inner") or up to
+ * VW neighbouring outputs side by side as lanes ("vertical", column sums). */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+enum { CMB_SUM, CMB_PROD, CMB_MAX, CMB_MIN };
+enum { MAP_ID, MAP_ABS, MAP_SQUARE, MAP_NONZERO, MAP_POW, MAP_SUBSQ, MAP_EXPSUB };
+enum { ID_ZERO, ID_ONE, ID_LOWEST, ID_HIGHEST };
+
+#define CH 1024        /* values staged per chunk (inner walk) */
+#define VW 128         /* lanes of a vertical tile */
+#define VB 16          /* rows a vertical tile adds before they enter the cascade */
+#define LV 24          /* cascade levels of a vertical tile: 2^27 rows before the top level saturates */
+#define SEG 32768      /* reduced elements per segment when one output's extent is split */
+#define SPLIT_BELOW 16 /* split the extent only when there are fewer work groups than this */
+#define GRAIN 32768    /* elements of work per parallel chunk */
+
+/* Geometry: kept dims (output order, coalesced) and reduced dims (sorted
+ * by falling stride, coalesced). Everything that shapes the order of
+ * operations derives from it, never from the thread count, so results do
+ * not depend on how many threads run the items. */
+typedef struct red_plan {
+    int nk, nr;
+    int64_t ksz[VT_MAX_DIMS], kin[VT_MAX_DIMS], kout[VT_MAX_DIMS];
+    int64_t rsz[VT_MAX_DIMS], rin[VT_MAX_DIMS];
+    int64_t nout, R;
+    const char *in_base;
+    char *out_base;
+    vt_dtype in_dt, out_dt, compute;
+    size_t in_es, out_es;
+    int vertical;
+    int64_t lane_len, tiles; /* vertical: size of the last kept dim, VW-wide tiles across it */
+    int64_t groups, S, seg;  /* work items = groups x S segments of seg reduced elements */
+} red_plan;
+
+typedef struct red_pass {
+    const red_plan *pl;
+    vt_compute_class cls;
+    vt_dtype cls_dt;
+    int map, cmb, ident, direct;
+    double p;      /* MAP_POW exponent */
+    const void *c; /* per-output constant of the class type (MAP_SUBSQ, MAP_EXPSUB) or NULL */
+    void *res;     /* per-output results, class type */
+    void *parts;   /* per-item partials when S > 1 */
+    /* f32 sum loops of the active ISA (NULL: portable), float class only */
+    void (*blocks_f32)(const float *x, int64_t nblocks, float *out);
+    void (*lanes_add_f32)(float *acc, const float *x, int64_t ng);
+} red_pass;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t abs64(int64_t a) { return a < 0 ? -a : a; }
+
+/* ------------------------------------------------------------ geometry */
+
+static void plan_init(red_plan *pl, const vt_tensor *out, const vt_tensor *in, uint64_t mask) {
+    memset(pl, 0, sizeof *pl);
+    pl->in_dt = in->dtype;
+    pl->out_dt = out->dtype;
+    pl->in_es = vt_dtype_size(in->dtype);
+    pl->out_es = vt_dtype_size(out->dtype);
+    pl->in_base = (const char *)in->data + in->offset * (int64_t)pl->in_es;
+    pl->out_base = (char *)out->data + out->offset * (int64_t)pl->out_es;
+    pl->nout = pl->R = 1;
+    int64_t rs[VT_MAX_DIMS], rt[VT_MAX_DIMS];
+    int nr = 0;
+    for (int32_t d = 0; d < in->ndim; d++) {
+        int64_t n = in->sizes[d];
+        if ((mask >> d) & 1) {
+            pl->R *= n;
+            if (n != 1) rs[nr] = n, rt[nr] = in->strides[d], nr++;
+        } else {
+            pl->nout *= n;
+            if (n == 1) continue;
+            int k = pl->nk;
+            if (k > 0 && pl->kin[k - 1] == in->strides[d] * n && pl->kout[k - 1] == out->strides[d] * n) {
+                pl->ksz[k - 1] *= n;
+                pl->kin[k - 1] = in->strides[d];
+                pl->kout[k - 1] = out->strides[d];
+            } else {
+                pl->ksz[k] = n, pl->kin[k] = in->strides[d], pl->kout[k] = out->strides[d], pl->nk++;
+            }
+        }
+    }
+    /* Largest stride outermost, so the innermost reduced run is as
+     * contiguous as the input allows (a transposed tensor reads in order). */
+    for (int i = 1; i < nr; i++)
+        for (int j = i; j > 0 && abs64(rt[j - 1]) < abs64(rt[j]); j--) {
+            int64_t a = rs[j], b = rt[j];
+            rs[j] = rs[j - 1], rt[j] = rt[j - 1], rs[j - 1] = a, rt[j - 1] = b;
+        }
+    for (int i = 0; i < nr; i++) {
+        int k = pl->nr;
+        if (k > 0 && pl->rin[k - 1] == rt[i] * rs[i]) {
+            pl->rsz[k - 1] *= rs[i];
+            pl->rin[k - 1] = rt[i];
+        } else {
+            pl->rsz[k] = rs[i], pl->rin[k] = rt[i], pl->nr++;
+        }
+    }
+    if (pl->R == 0 || pl->nr == 0) { /* a virtual dim keeps the walkers simple */
+        pl->nr = 1;
+        pl->rsz[0] = pl->R;
+        pl->rin[0] = 0;
+    }
+    if (pl->nout == 0) return; /* nothing to compute */
+    int64_t sr = pl->rin[pl->nr - 1] ? abs64(pl->rin[pl->nr - 1]) : INT64_MAX;
+    /* Lanes when the outputs lie closer together than the reduced values
+     * (column sums), or when each output reduces so few values that a
+     * per-output walk would be all overhead. */
+    pl->vertical = pl->nk > 0 && (abs64(pl->kin[pl->nk - 1]) < sr || pl->R <= 16);
+    int64_t lanes = 1;
+    if (pl->vertical) {
+        pl->lane_len = pl->ksz[pl->nk - 1];
+        pl->tiles = (pl->lane_len + VW - 1) / VW;
+        pl->groups = pl->nout / pl->lane_len * pl->tiles;
+        lanes = min64(VW, pl->lane_len);
+    } else {
+        pl->groups = pl->nout;
+    }
+    pl->S = 1;
+    pl->seg = pl->R > 0 ? pl->R : 1;
+    if (pl->groups < SPLIT_BELOW && pl->R * lanes >= 2 * SEG) {
+        int64_t seg = SEG / lanes;
+        seg = seg < VB ? VB : seg / VB * VB;
+        pl->seg = seg;
+        pl->S = (pl->R + seg - 1) / seg;
+    }
+}
+
+/* Input offset (elements) of kept position o over the first nk kept dims. */
+static int64_t kept_offset(const red_plan *pl, int64_t o, int nk) {
+    int64_t off = 0;
+    for (int d = nk - 1; d >= 0; d--) {
+        off += (o % pl->ksz[d]) * pl->kin[d];
+        o /= pl->ksz[d];
+    }
+    return off;
+}
+
+static int64_t red_index(const red_plan *pl, int64_t j, int64_t *idx) {
+    int64_t off = 0;
+    for (int d = pl->nr - 1; d >= 0; d--) {
+        if (pl->rsz[d] == 0) { /* empty extent: nothing will be read */
+            idx[d] = 0;
+            continue;
+        }
+        idx[d] = j % pl->rsz[d];
+        j /= pl->rsz[d];
+        off += idx[d] * pl->rin[d];
+    }
+    return off;
+}
+
+/* Advance the reduced multi-index by n (n never crosses the innermost dim's end). */
+static int64_t red_advance(const red_plan *pl, int64_t *idx, int64_t off, int64_t n) {
+    int d = pl->nr - 1;
+    idx[d] += n;
+    off += n * pl->rin[d];
+    while (d > 0 && idx[d] >= pl->rsz[d]) {
+        off -= idx[d] * pl->rin[d];
+        idx[d] = 0;
+        d--;
+        idx[d]++;
+        off += pl->rin[d];
+    }
+    return off;
+}
+
+/* Convert m values at p (stride in elements) to the pass's class type,
+ * through the compute dtype as "inputs are converted to compute" says. */
+static const void *stage(const red_pass *ps, const char *p, int64_t stride, int64_t m, void *buf, void *tmp,
+                         int allow_direct) {
+    const red_plan *pl = ps->pl;
+    if (allow_direct && ps->direct && stride == 1) return p;
+    if (pl->in_dt == pl->compute || pl->compute == ps->cls_dt) {
+        vt_convert(pl->in_dt, p, stride, ps->cls_dt, buf, 1, m);
+    } else {
+        vt_convert(pl->in_dt, p, stride, pl->compute, tmp, 1, m);
+        vt_convert(pl->compute, tmp, 1, ps->cls_dt, buf, 1, m);
+    }
+    return buf;
+}
+
+/* ------------------------------------------------------------ per-class kernels
+ * Instantiated for float, double and int64. Integer sums and products wrap
+ * (through uint64, so there is no undefined overflow), as PyTorch's do. */
+
+#define ADD_FP(a, b) ((a) + (b))
+#define MUL_FP(a, b) ((a) * (b))
+#define SUB_FP(a, b) ((a) - (b))
+#define ADD_INT(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+#define MUL_INT(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
+#define SUB_INT(a, b) ((int64_t)((uint64_t)(a) - (uint64_t)(b)))
+#define NAN_FP(v) ((v) != (v))
+#define NAN_INT(v) 0
+static inline int64_t abs_int(int64_t v) { return v < 0 ? (int64_t)(0 - (uint64_t)v) : v; }
+static inline int64_t unused_int(int64_t v) { return v; }
+static inline int64_t pow_unused_int(int64_t v, int64_t p) { return v + p; }
+
+#define DEFINE_CLASS(SFX, T, ADD, MUL, SUB, ISNAN, ABS, POW, EXP, LOWEST, HIGHEST)                                  \
+    static T ident_##SFX(int id) {                                                                                  \
+        return id == ID_ZERO ? (T)0 : id == ID_ONE ? (T)1 : id == ID_LOWEST ? LOWEST : HIGHEST;                   \
+    }                                                                                                              \
+    /* 16 running lanes (vectorisable, 16 dependent adds each) folded pairwise. */                              \
+    static T sum_block_##SFX(const T *x, int64_t m) {                                                           \
+        /* Named locals, not an array: the accumulators must live in      \
+         * registers for the adds to pipeline. */                          \
+        T a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;                                         \
+        T b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;                                         \
+        int64_t i = 0;                                                                                             \
+        for (; i + 16 <= m; i += 16) {                                                                             \
+            a0 = ADD(a0, x[i + 0]), a1 = ADD(a1, x[i + 1]), a2 = ADD(a2, x[i + 2]), a3 = ADD(a3, x[i + 3]);        \
+            a4 = ADD(a4, x[i + 4]), a5 = ADD(a5, x[i + 5]), a6 = ADD(a6, x[i + 6]), a7 = ADD(a7, x[i + 7]);        \
+            b0 = ADD(b0, x[i + 8]), b1 = ADD(b1, x[i + 9]), b2 = ADD(b2, x[i + 10]), b3 = ADD(b3, x[i + 11]);      \
+            b4 = ADD(b4, x[i + 12]), b5 = ADD(b5, x[i + 13]), b6 = ADD(b6, x[i + 14]), b7 = ADD(b7, x[i + 15]);    \
+        }                                                                                                          \
+        T t[16] = {a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7};                               \
+        for (int l = 0; i < m; i++, l++) t[l] = ADD(t[l], x[i]);                                                   \
+        for (int w = 8; w >= 1; w >>= 1)                                                                           \
+            for (int l = 0; l < w; l++) t[l] = ADD(t[l], t[l + w]);                                                \
+        return t[0];                                                                                               \
+    }                                                                                                              \
+    /* Binary-counter cascade: level k holds the sum of 2^k blocks, so the  \
+     * error grows with log2 of the count, as in pairwise summation. */                                          \
+    typedef struct casc_##SFX {                                                                                      \
+        uint64_t occ;                                                                                              \
+        T lev[64];                                                                                                 \
+    } casc_##SFX;                                                                                                    \
+    static inline void casc_push_##SFX(casc_##SFX *c, T v) {                                                          \
+        int k = 0;                                                                                                 \
+        while (k < 63 && ((c->occ >> k) & 1)) {                                                                    \
+            v = ADD(c->lev[k], v);                                                                                 \
+            c->occ &= ~(1ull << k);                                                                                \
+            k++;                                                                                                   \
+        }                                                                                                          \
+        if ((c->occ >> k) & 1) v = ADD(c->lev[k], v);                                                              \
+        c->lev[k] = v;                                                                                             \
+        c->occ |= 1ull << k;                                                                                       \
+    }                                                                                                              \
+    static inline T casc_total_##SFX(const casc_##SFX *c) {                                                           \
+        T s = 0;                                                                                                   \
+        for (int k = 0; k < 64; k++)                                                                               \
+            if ((c->occ >> k) & 1) s = ADD(c->lev[k], s);                                                          \
+        return s;                                                                                                  \
+    }                                                                                                              \
+    static T fold_##SFX(int cmb, const T *x, int64_t m, T acc) {                                                    \
+        switch (cmb) {                                                                                             \
+        case CMB_PROD:                                                                                             \
+            for (int64_t i = 0; i < m; i++) acc = MUL(acc, x[i]);                                                  \
+            break;                                                                                                 \
+        case CMB_MAX: /* a NaN, once in acc, stays: nothing compares greater */                                   \
+            for (int64_t i = 0; i < m; i++) acc = (x[i] > acc || ISNAN(x[i])) ? x[i] : acc;                        \
+            break;                                                                                                 \
+        case CMB_MIN:                                                                                              \
+            for (int64_t i = 0; i < m; i++) acc = (x[i] < acc || ISNAN(x[i])) ? x[i] : acc;                        \
+            break;                                                                                                 \
+        default: {                                                                                                 \
+            casc_##SFX c;                                                                                            \
+            c.occ = 0;                                                                                             \
+            casc_push_##SFX(&c, acc);                                                                                \
+            for (int64_t i = 0; i < m; i++) casc_push_##SFX(&c, x[i]);                                               \
+            acc = casc_total_##SFX(&c);                                                                              \
+        }                                                                                                          \
+        }                                                                                                          \
+        return acc;                                                                                                \
+    }                                                                                                              \
+    /* dst[i] = f(src[i]); c[i * cs] is the per-output constant. */                                              \
+    static void map_##SFX(int map, T *dst, const T *src, int64_t m, const T *c, int64_t cs, double p) {            \
+        switch (map) {                                                                                             \
+        case MAP_ABS: for (int64_t i = 0; i < m; i++) dst[i] = ABS(src[i]); break;                                 \
+        case MAP_SQUARE: for (int64_t i = 0; i < m; i++) dst[i] = MUL(src[i], src[i]); break;                      \
+        case MAP_NONZERO: for (int64_t i = 0; i < m; i++) dst[i] = src[i] != 0 ? (T)1 : (T)0; break;               \
+        case MAP_POW: for (int64_t i = 0; i < m; i++) dst[i] = POW(ABS(src[i]), (T)p); break;                      \
+        case MAP_SUBSQ:                                                                                            \
+            for (int64_t i = 0; i < m; i++) {                                                                      \
+                T d = SUB(src[i], c[i * cs]);                                                                      \
+                dst[i] = MUL(d, d);                                                                                \
+            }                                                                                                      \
+            break;                                                                                                 \
+        case MAP_EXPSUB: for (int64_t i = 0; i < m; i++) dst[i] = EXP(SUB(src[i], c[i * cs])); break;              \
+        default:                                                                                                   \
+            if (dst != src) memcpy(dst, src, (size_t)m * sizeof(T));                                               \
+        }                                                                                                          \
+    }                                                                                                              \
+    /* acc[l] op= v[l] over ng groups of 16 lanes (constant trip counts vectorise). */                           \
+    static void lanes_##SFX(int cmb, T *restrict acc, const T *restrict v, int64_t ng) {                            \
+        for (int64_t g = 0; g < ng; g++) {                                                                         \
+            T *a = acc + g * 16;                                                                                   \
+            const T *x = v + g * 16;                                                                               \
+            switch (cmb) {                                                                                         \
+            case CMB_SUM: for (int l = 0; l < 16; l++) a[l] = ADD(a[l], x[l]); break;                              \
+            case CMB_PROD: for (int l = 0; l < 16; l++) a[l] = MUL(a[l], x[l]); break;                             \
+            case CMB_MAX: for (int l = 0; l < 16; l++) a[l] = (x[l] > a[l] || ISNAN(x[l])) ? x[l] : a[l]; break;   \
+            default: for (int l = 0; l < 16; l++) a[l] = (x[l] < a[l] || ISNAN(x[l])) ? x[l] : a[l]; break;        \
+            }                                                                                                      \
+        }                                                                                                          \
+    }                                                                                                              \
+    /* One output: the reduced elements [j0, j1) in runs along the innermost dim. */                             \
+    static T item_inner_##SFX(const red_pass *ps, int64_t o, int64_t j0, int64_t j1) {                             \
+        const red_plan *pl = ps->pl;                                                                               \
+        _Alignas(64) T buf[CH];                                                                                    \
+        _Alignas(64) unsigned char tmp[CH * 8];                                                                    \
+        T c = ps->c ? ((const T *)ps->c)[o] : (T)0;                                                                \
+        casc_##SFX cs;                                                                                               \
+        cs.occ = 0;                                                                                                \
+        T acc = ident_##SFX(ps->ident);                                                                              \
+        int64_t idx[VT_MAX_DIMS];                                                                                  \
+        int64_t base = kept_offset(pl, o, pl->nk), off = red_index(pl, j0, idx);                                   \
+        int64_t isz = pl->rsz[pl->nr - 1], ist = pl->rin[pl->nr - 1];                                             \
+        for (int64_t j = j0; j < j1;) {                                                                            \
+            int64_t run = min64(isz - idx[pl->nr - 1], j1 - j);                                                    \
+            for (int64_t pos = 0; pos < run;) {                                                                    \
+                int64_t m = min64(CH, run - pos);                                                                  \
+                const char *p = pl->in_base + (base + off + pos * ist) * (int64_t)pl->in_es;                       \
+                const T *x = stage(ps, p, ist, m, buf, tmp, 1);                                                       \
+                if (ps->map != MAP_ID) {                                                                           \
+                    map_##SFX(ps->map, buf, x, m, &c, 0, ps->p);                                                     \
+                    x = buf;                                                                                       \
+                }                                                                                                  \
+                if (ps->cmb == CMB_SUM) {                                                                          \
+                    int64_t b = 0;                                                                                 \
+                    if (ps->blocks_f32) {                                                                          \
+                        float sums[CH / VT_REDUCE_SUM_BLOCK];                                                      \
+                        int64_t nb = m / VT_REDUCE_SUM_BLOCK;                                                      \
+                        ps->blocks_f32((const float *)x, nb, sums);                                                \
+                        for (int64_t k = 0; k < nb; k++) casc_push_##SFX(&cs, (T)sums[k]);                         \
+                        b = nb * VT_REDUCE_SUM_BLOCK;                                                              \
+                    }                                                                                              \
+                    for (; b < m; b += VT_REDUCE_SUM_BLOCK)                                                        \
+                        casc_push_##SFX(&cs, sum_block_##SFX(x + b, min64(VT_REDUCE_SUM_BLOCK, m - b)));           \
+                } else {                                                                                           \
+                    acc = fold_##SFX(ps->cmb, x, m, acc);                                                            \
+                }                                                                                                  \
+                pos += m;                                                                                          \
+            }                                                                                                      \
+            off = red_advance(pl, idx, off, run);                                                                  \
+            j += run;                                                                                              \
+        }                                                                                                          \
+        return ps->cmb == CMB_SUM ? casc_total_##SFX(&cs) : acc;                                                     \
+    }                                                                                                              \
+    typedef struct lcasc_##SFX {                                                                                     \
+        uint64_t occ;                                                                                              \
+        _Alignas(64) T tmp[VW];                                                                                    \
+        _Alignas(64) T lev[LV][VW];                                                                                \
+    } lcasc_##SFX;                                                                                                   \
+    static void lcasc_push_##SFX(lcasc_##SFX *c, int64_t ng) {                                                        \
+        int k = 0;                                                                                                 \
+        while (k < LV - 1 && ((c->occ >> k) & 1)) {                                                                \
+            lanes_##SFX(CMB_SUM, c->tmp, c->lev[k], ng);                                                             \
+            c->occ &= ~(1ull << k);                                                                                \
+            k++;                                                                                                   \
+        }                                                                                                          \
+        if ((c->occ >> k) & 1) lanes_##SFX(CMB_SUM, c->tmp, c->lev[k], ng);                                          \
+        memcpy(c->lev[k], c->tmp, (size_t)ng * 16 * sizeof(T));                                                    \
+        memset(c->tmp, 0, (size_t)ng * 16 * sizeof(T));                                                            \
+        c->occ |= 1ull << k;                                                                                       \
+    }                                                                                                              \
+    /* Up to VW neighbouring outputs: row by row over reduced elements [j0, j1). */                              \
+    static void item_vert_##SFX(const red_pass *ps, int64_t g, int64_t j0, int64_t j1, T *res) {                   \
+        const red_plan *pl = ps->pl;                                                                               \
+        int64_t outer = g / pl->tiles, lane0 = g % pl->tiles * VW;                                                 \
+        int64_t w = min64(VW, pl->lane_len - lane0), ng = (w + 15) / 16, o0 = outer * pl->lane_len + lane0;       \
+        int64_t sk = pl->kin[pl->nk - 1];                                                                          \
+        int64_t base = kept_offset(pl, outer, pl->nk - 1) + lane0 * sk;                                            \
+        const T *cv = ps->c ? (const T *)ps->c + o0 : NULL;                                                        \
+        _Alignas(64) T buf[VW];                                                                                    \
+        _Alignas(64) T acc[VW];                                                                                    \
+        _Alignas(64) unsigned char tmp[VW * 8];                                                                    \
+        lcasc_##SFX lc;                                                                                              \
+        int sum = ps->cmb == CMB_SUM, rows = 0;                                                                    \
+        /* Lanes read whole groups of 16: memory is read in place only when \
+         * that stays inside the tile (or a map copies it out first). */     \
+        int in_place = w % 16 == 0 || ps->map != MAP_ID;                                                           \
+        lc.occ = 0;                                                                                                \
+        T id = ident_##SFX(ps->ident);                                                                               \
+        for (int l = 0; l < VW; l++) buf[l] = 0, acc[l] = id, lc.tmp[l] = 0;                                       \
+        int64_t idx[VT_MAX_DIMS];                                                                                  \
+        int64_t off = red_index(pl, j0, idx);                                                                      \
+        for (int64_t j = j0; j < j1; j++) {                                                                        \
+            const char *p = pl->in_base + (base + off) * (int64_t)pl->in_es;                                       \
+            const T *x = stage(ps, p, sk, w, buf, tmp, in_place);                                                  \
+            if (ps->map != MAP_ID) {                                                                               \
+                map_##SFX(ps->map, buf, x, w, cv, 1, ps->p);                                                         \
+                x = buf;                                                                                           \
+            }                                                                                                      \
+            if (sum) {                                                                                             \
+                if (ps->lanes_add_f32) ps->lanes_add_f32((float *)lc.tmp, (const float *)x, ng);                   \
+                else lanes_##SFX(CMB_SUM, lc.tmp, x, ng);                                                          \
+                if (++rows == VB) lcasc_push_##SFX(&lc, ng), rows = 0;                                               \
+            } else {                                                                                               \
+                lanes_##SFX(ps->cmb, acc, x, ng);                                                                    \
+            }                                                                                                      \
+            off = red_advance(pl, idx, off, 1);                                                                    \
+        }                                                                                                          \
+        if (sum) {                                                                                                 \
+            if (rows) lcasc_push_##SFX(&lc, ng);                                                                     \
+            for (int l = 0; l < VW; l++) acc[l] = 0;                                                               \
+            for (int k = 0; k < LV; k++)                                                                           \
+                if ((lc.occ >> k) & 1) lanes_##SFX(CMB_SUM, acc, lc.lev[k], ng);                                     \
+        }                                                                                                          \
+        memcpy(res, acc, (size_t)w * sizeof(T));                                                                   \
+    }                                                                                                              \
+    static void items_##SFX(const red_pass *ps, int64_t b, int64_t e) {                                             \
+        const red_plan *pl = ps->pl;                                                                               \
+        for (int64_t it = b; it < e; it++) {                                                                       \
+            int64_t g = it / pl->S, s = it % pl->S;                                                                \
+            int64_t j0 = s * pl->seg, j1 = min64(pl->R, j0 + pl->seg);                                             \
+            if (pl->vertical) {                                                                                    \
+                T *dst = pl->S > 1 ? (T *)ps->parts + it * VW                                                      \
+                                   : (T *)ps->res + g / pl->tiles * pl->lane_len + g % pl->tiles * VW;             \
+                item_vert_##SFX(ps, g, j0, j1, dst);                                                                 \
+            } else {                                                                                               \
+                T r = item_inner_##SFX(ps, g, j0, j1);                                                               \
+                if (pl->S > 1) ((T *)ps->parts)[it] = r;                                                           \
+                else ((T *)ps->res)[g] = r;                                                                        \
+            }                                                                                                      \
+        }                                                                                                          \
+    }                                                                                                              \
+    /* Segments of one group combine in segment order: deterministic. */                                         \
+    static void combine_##SFX(const red_pass *ps) {                                                                 \
+        const red_plan *pl = ps->pl;                                                                               \
+        const T *parts = ps->parts;                                                                                \
+        T *res = ps->res;                                                                                          \
+        T col[64];                                                                                                 \
+        for (int64_t g = 0; g < pl->groups; g++) {                                                                 \
+            int64_t w = 1, o0 = g, stride = 1;                                                                     \
+            if (pl->vertical) {                                                                                    \
+                o0 = g / pl->tiles * pl->lane_len + g % pl->tiles * VW;                                            \
+                w = min64(VW, pl->lane_len - g % pl->tiles * VW);                                                  \
+                stride = VW;                                                                                       \
+            }                                                                                                      \
+            for (int64_t l = 0; l < w; l++) {                                                                      \
+                T acc = ps->cmb == CMB_SUM ? (T)0 : ident_##SFX(ps->ident);                                          \
+                casc_##SFX cs;                                                                                       \
+                cs.occ = 0;                                                                                        \
+                for (int64_t s0 = 0; s0 < pl->S; s0 += 64) {                                                       \
+                    int64_t m = min64(64, pl->S - s0);                                                             \
+                    for (int64_t s = 0; s < m; s++) col[s] = parts[((g * pl->S) + s0 + s) * stride + l];           \
+                    if (ps->cmb == CMB_SUM) casc_push_##SFX(&cs, sum_block_##SFX(col, m));                             \
+                    else acc = fold_##SFX(ps->cmb, col, m, acc);                                                     \
+                }                                                                                                  \
+                res[o0 + l] = ps->cmb == CMB_SUM ? casc_total_##SFX(&cs) : acc;                                      \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
+
+DEFINE_CLASS(f, float, ADD_FP, MUL_FP, SUB_FP, NAN_FP, fabsf, powf, expf, -INFINITY, INFINITY)
+DEFINE_CLASS(d, double, ADD_FP, MUL_FP, SUB_FP, NAN_FP, fabs, pow, exp, -INFINITY, INFINITY)
+DEFINE_CLASS(i, int64_t, ADD_INT, MUL_INT, SUB_INT, NAN_INT, abs_int, pow_unused_int, unused_int, INT64_MIN,
+             INT64_MAX)
+
+static void pass_range(void *ctx, int64_t b, int64_t e) {
+    const red_pass *ps = ctx;
+    switch (ps->cls) {
+    case VT_CLASS_FLOAT: items_f(ps, b, e); break;
+    case VT_CLASS_DOUBLE: items_d(ps, b, e); break;
+    default: items_i(ps, b, e); break;
+    }
+}
+
+/* VT_ISA_* bits the f32 loops may use; UINT_MAX until first use. */
+static _Atomic unsigned reduce_isa = ~0u;
+
+static unsigned pick_isa(unsigned mask) {
+    unsigned avail = vt_isa_active() & mask;
+#if defined(__x86_64__)
+    if (avail & VT_ISA_AVX512) return VT_ISA_AVX512;
+#endif
+    (void)avail;
+    return 0;
+}
+
+unsigned vt_reduce_force_isa(unsigned mask) {
+    unsigned isa = pick_isa(mask);
+    reduce_isa = isa;
+    return isa;
+}
+
+static void run_pass(red_pass *ps) {
+    const red_plan *pl = ps->pl;
+    ps->direct = pl->in_dt == ps->cls_dt && pl->compute == ps->cls_dt;
+    unsigned isa = reduce_isa;
+    if (isa == ~0u) reduce_isa = isa = pick_isa(~0u);
+    ps->blocks_f32 = NULL;
+    ps->lanes_add_f32 = NULL;
+#if defined(__x86_64__)
+    if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX512)) {
+        ps->blocks_f32 = vt_reduce_blocks_f32_avx512;
+        ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx512;
+    }
+#endif
+    int64_t items = pl->groups * pl->S;
+    if (items == 0) return;
+    int64_t work = pl->vertical ? min64(pl->seg, pl->R) * min64(VW, pl->lane_len) : min64(pl->seg, pl->R);
+    if (work < 1) work = 1;
+    int64_t grain = GRAIN / work;
+    vt_parallel_for(items, grain < 1 ? 1 : grain, pass_range, ps);
+    if (pl->S > 1) {
+        switch (ps->cls) {
+        case VT_CLASS_FLOAT: combine_f(ps); break;
+        case VT_CLASS_DOUBLE: combine_d(ps); break;
+        default: combine_i(ps); break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ finish and store */
+
+typedef struct red_job {
+    red_plan pl;
+    vt_reduce_op op;
+    double param;
+    vt_compute_class cls;
+    vt_dtype cls_dt;
+    void *res, *c; /* final pass results; first pass results turned into constants */
+} red_job;
+
+/* The op's last step on a run of results, in place, in the class type. */
+static void finish(const red_job *jb, int64_t o, int64_t m) {
+    double n = (double)jb->pl.R, p = jb->param;
+    if (jb->cls == VT_CLASS_INT) return;
+    if (jb->cls == VT_CLASS_FLOAT) {
+        float *r = (float *)jb->res + o;
+        const float *c = jb->c ? (const float *)jb->c + o : NULL;
+        for (int64_t i = 0; i < m; i++) {
+            switch (jb->op) {
+            case VT_REDUCE_MEAN: r[i] = r[i] / (float)n; break;
+            case VT_REDUCE_NORM:
+                if (p == 2) r[i] = sqrtf(r[i]);
+                else if (p != 0 && p != 1 && !isinf(p)) r[i] = powf(r[i], (float)(1.0 / p));
+                break;
+            case VT_REDUCE_LOGSUMEXP: r[i] = logf(r[i]) + c[i]; break;
+            default: break;
+            }
+        }
+        return;
+    }
+    double *r = (double *)jb->res + o;
+    const double *c = jb->c ? (const double *)jb->c + o : NULL;
+    double div = n - p > 0 ? n - p : 0;
+    for (int64_t i = 0; i < m; i++) {
+        switch (jb->op) {
+        case VT_REDUCE_MEAN: r[i] = r[i] / n; break;
+        case VT_REDUCE_VAR: r[i] = r[i] / div; break;
+        case VT_REDUCE_STD: r[i] = sqrt(r[i] / div); break;
+        case VT_REDUCE_NORM:
+            if (p == 2) r[i] = sqrt(r[i]);
+            else if (p != 0 && p != 1 && !isinf(p)) r[i] = pow(r[i], 1.0 / p);
+            break;
+        case VT_REDUCE_LOGSUMEXP: r[i] = log(r[i]) + c[i]; break;
+        default: break;
+        }
+    }
+}
+
+/* Results are rounded to the compute dtype, then converted to out's. */
+static void store_run(const red_job *jb, int64_t o, char *dst, int64_t ds, int64_t m) {
+    const red_plan *pl = &jb->pl;
+    size_t rs = vt_dtype_size(jb->cls_dt);
+    const char *src = (const char *)jb->res + o * (int64_t)rs;
+    if (pl->compute == jb->cls_dt || pl->compute == pl->out_dt) {
+        vt_convert(jb->cls_dt, src, 1, pl->out_dt, dst, ds, m);
+        return;
+    }
+    _Alignas(64) unsigned char tmp[CH * 8];
+    for (int64_t i = 0; i < m; i += CH) {
+        int64_t k = min64(CH, m - i);
+        vt_convert(jb->cls_dt, src + i * (int64_t)rs, 1, pl->compute, tmp, 1, k);
+        vt_convert(pl->compute, tmp, 1, pl->out_dt, dst + i * ds * (int64_t)pl->out_es, ds, k);
+    }
+}
+
+static void store_range(void *ctx, int64_t b, int64_t e) {
+    const red_job *jb = ctx;
+    const red_plan *pl = &jb->pl;
+    if (pl->nk == 0) {
+        finish(jb, 0, 1);
+        store_run(jb, 0, pl->out_base, 1, 1);
+        return;
+    }
+    int nk = pl->nk;
+    int64_t inner = pl->ksz[nk - 1];
+    for (int64_t o = b; o < e;) {
+        int64_t q = o / inner, i = o % inner, off = i * pl->kout[nk - 1];
+        for (int d = nk - 2; d >= 0; d--) {
+            off += (q % pl->ksz[d]) * pl->kout[d];
+            q /= pl->ksz[d];
+        }
+        int64_t m = min64(inner - i, e - o);
+        finish(jb, o, m);
+        store_run(jb, o, pl->out_base + off * (int64_t)pl->out_es, pl->kout[nk - 1], m);
+        o += m;
+    }
+}
+
+/* ------------------------------------------------------------ entry point */
+
+static vt_dtype class_of(vt_dtype compute, vt_compute_class *cls) {
+    if (compute == VT_F32 || compute == VT_BF16 || compute == VT_F16) return *cls = VT_CLASS_FLOAT, VT_F32;
+    if (compute == VT_F64) return *cls = VT_CLASS_DOUBLE, VT_F64;
+    return *cls = VT_CLASS_INT, VT_I64;
+}
+
+/* First-pass results become the second pass's constants: the mean (var,
+ * std) or the shift (logsumexp: the max, or 0 when it is infinite). */
+static void to_constants(red_job *jb) {
+    int64_t n = jb->pl.nout;
+    if (jb->cls == VT_CLASS_FLOAT) {
+        float *c = jb->c;
+        for (int64_t i = 0; i < n; i++) c[i] = isinf(c[i]) ? 0.0f : c[i];
+        return;
+    }
+    double *c = jb->c;
+    for (int64_t i = 0; i < n; i++) {
+        if (jb->op == VT_REDUCE_LOGSUMEXP) c[i] = isinf(c[i]) ? 0.0 : c[i];
+        else c[i] = c[i] / (double)jb->pl.R;
+    }
+}
+
+vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask, vt_dtype compute,
+                    double param) {
+    vt_status s = vt_reduce_check(op, out, in, dims_mask, compute, param);
+    if (s != VT_OK) return s;
+    red_job jb;
+    plan_init(&jb.pl, out, in, in->ndim > 0 ? dims_mask : 0);
+    jb.pl.compute = compute;
+    jb.op = op;
+    jb.param = param;
+    jb.c = NULL;
+    if (jb.pl.nout == 0) return VT_OK;
+    /* var and std accumulate in double whatever the compute dtype, as
+     * PyTorch's CPU kernels do. */
+    jb.cls_dt = (op == VT_REDUCE_VAR || op == VT_REDUCE_STD) ? (jb.cls = VT_CLASS_DOUBLE, VT_F64)
+                                                             : class_of(compute, &jb.cls);
+    red_pass ps;
+    memset(&ps, 0, sizeof ps);
+    ps.pl = &jb.pl;
+    ps.cls = jb.cls;
+    ps.cls_dt = jb.cls_dt;
+    ps.p = param;
+    int passes = 1;
+    switch (op) {
+    case VT_REDUCE_PROD: ps.cmb = CMB_PROD, ps.ident = ID_ONE; break;
+    case VT_REDUCE_AMAX: ps.cmb = CMB_MAX, ps.ident = ID_LOWEST; break;
+    case VT_REDUCE_AMIN: ps.cmb = CMB_MIN, ps.ident = ID_HIGHEST; break;
+    case VT_REDUCE_ANY: ps.map = MAP_NONZERO, ps.cmb = CMB_MAX, ps.ident = ID_ZERO; break;
+    case VT_REDUCE_ALL: ps.map = MAP_NONZERO, ps.cmb = CMB_MIN, ps.ident = ID_ONE; break;
+    case VT_REDUCE_VAR:
+    case VT_REDUCE_STD: passes = 2; break;
+    case VT_REDUCE_LOGSUMEXP: passes = 2, ps.cmb = CMB_MAX, ps.ident = ID_LOWEST; break;
+    case VT_REDUCE_NORM:
+        if (param == 0) ps.map = MAP_NONZERO;
+        else if (param == 1) ps.map = MAP_ABS;
+        else if (param == 2) ps.map = MAP_SQUARE;
+        else if (param == INFINITY) ps.map = MAP_ABS, ps.cmb = CMB_MAX;
+        else if (param == -INFINITY) ps.map = MAP_ABS, ps.cmb = CMB_MIN, ps.ident = ID_HIGHEST;
+        else ps.map = MAP_POW;
+        break;
+    default: break; /* sum, mean: identity map, sum */
+    }
+    size_t es = vt_dtype_size(jb.cls_dt);
+    size_t res_bytes = (size_t)jb.pl.nout * es;
+    size_t parts_bytes = jb.pl.S > 1 ? (size_t)(jb.pl.groups * jb.pl.S * (jb.pl.vertical ? VW : 1)) * es : 0;
+    size_t total = res_bytes * (size_t)passes + parts_bytes;
+    _Alignas(64) unsigned char small[4096];
+    unsigned char *mem = total <= sizeof small ? small : malloc(total);
+    if (!mem)
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s(): cannot allocate %zu bytes of reduction scratch",
+                            vt_reduce_op_name(op), total);
+    jb.res = mem;
+    ps.parts = mem + res_bytes * (size_t)passes;
+    if (passes == 2) {
+        ps.res = jb.c = mem + res_bytes;
+        run_pass(&ps);
+        to_constants(&jb);
+        ps.c = jb.c;
+        ps.cmb = CMB_SUM;
+        ps.ident = ID_ZERO;
+        ps.map = op == VT_REDUCE_LOGSUMEXP ? MAP_EXPSUB : MAP_SUBSQ;
+    }
+    ps.res = jb.res;
+    run_pass(&ps);
+    vt_parallel_for(jb.pl.nout, GRAIN, store_range, &jb);
+    if (mem != small) free(mem);
+    return VT_OK;
+}

@@ -1,0 +1,28 @@
+/* reduce_avx512.c — AVX-512 versions of the two f32 summation loops that
+ * bound vt_reduce's bandwidth: 16-lane block sums and lane-wise row adds.
+ * Same lanes, same order, same folding as the portable loops in reduce.c,
+ * so every ISA gives bit-identical sums. */
+#include <immintrin.h>
+
+#include "internal.h"
+
+/* out[b] = sum of x[b*256 .. b*256+256): lane l adds x[16i + l] in order,
+ * then lanes fold pairwise (l + l+8, then +4, +2, +1). */
+void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out) {
+    for (int64_t b = 0; b < nblocks; b++) {
+        const float *p = x + b * VT_REDUCE_SUM_BLOCK;
+        __m512 acc = _mm512_setzero_ps();
+        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + i));
+        __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_add_ss(q, _mm_movehdup_ps(q));
+        out[b] = _mm_cvtss_f32(q);
+    }
+}
+
+/* acc[l] += x[l] for ng groups of 16 lanes. */
+void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng) {
+    for (int64_t g = 0; g < ng; g++)
+        _mm512_storeu_ps(acc + g * 16, _mm512_add_ps(_mm512_loadu_ps(acc + g * 16), _mm512_loadu_ps(x + g * 16)));
+}
