@@ -1,0 +1,361 @@
+// reduce_ops.cpp — adapters from ATen's reductions and scans to the
+// runtime's kernels: PyTorch's dim wrapping, result and accumulate dtypes,
+// keepdim views and error messages; one queued C call per op.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "common.h"
+
+namespace vtpu {
+namespace {
+
+bool is_int(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/true); }
+
+// The accumulate dtype PyTorch's CPU kernels use.
+c10::ScalarType acc_type(c10::ScalarType t) {
+  if (t == at::kDouble) return at::kDouble;
+  if (c10::isFloatingType(t)) return at::kFloat;
+  return at::kLong;
+}
+
+vt_tensor desc_of(const at::Tensor& t, const char* op) {
+  vt_tensor d{};
+  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " with ", t.dim(),
+                              " dims is not supported on tpu");
+  return d;
+}
+
+// Reduced dims as a bitmask (all dims when `dims` is empty or absent).
+uint64_t dim_mask(const at::Tensor& self, at::OptionalIntArrayRef dims) {
+  const int64_t nd = self.dim();
+  if (!dims || dims->empty()) return nd == 0 ? 0 : (nd >= 64 ? ~0ull : (1ull << nd) - 1);
+  uint64_t m = 0;
+  for (int64_t d : *dims) {
+    const int64_t w = at::maybe_wrap_dim(d, nd);
+    TORCH_CHECK(!(m & (1ull << w)), "dim ", w, " appears multiple times in the list of dims");
+    m |= 1ull << w;
+  }
+  return m;
+}
+
+std::vector<int64_t> kept_shape(const at::Tensor& self, uint64_t mask) {
+  std::vector<int64_t> s(self.sizes().begin(), self.sizes().end());
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (mask & (1ull << d)) s[d] = 1;
+  return s;
+}
+
+std::vector<int64_t> final_shape(const at::Tensor& self, uint64_t mask, bool keepdim) {
+  std::vector<int64_t> s;
+  for (int64_t d = 0; d < self.dim(); d++) {
+    if (!(mask & (1ull << d))) s.push_back(self.size(d));
+    else if (keepdim) s.push_back(1);
+  }
+  return s;
+}
+
+// out (already of the final shape) seen in keepdim layout, for the kernel.
+at::Tensor keepdim_view(const at::Tensor& out, const at::Tensor& self, uint64_t mask, bool keepdim) {
+  if (keepdim) return out;
+  at::Tensor v = out;
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (mask & (1ull << d)) v = v.unsqueeze(d);
+  return v;
+}
+
+void check_nonempty(const char* name, const at::Tensor& self, uint64_t mask) {
+  for (int64_t d = 0; d < self.dim(); d++)
+    if ((mask & (1ull << d)) && self.size(d) == 0)
+      TORCH_CHECK_INDEX(false, name, "(): Expected reduction dim ", d, " to have non-zero size.");
+}
+
+// out = op(self) over mask; `out` undefined → allocated with `result` dtype.
+at::Tensor reduce(vt_reduce_op op, const char* name, const at::Tensor& self, uint64_t mask, bool keepdim,
+                  c10::ScalarType result, c10::ScalarType compute, double param, at::Tensor out = {}) {
+  const auto shape = final_shape(self, mask, keepdim);
+  if (out.defined()) {
+    TORCH_CHECK(out.device() == self.device(), "Expected out tensor on ", self.device(), " but got ", out.device());
+    at::native::resize_output(out, shape);
+  } else {
+    out = at::empty(shape, self.options().dtype(result));
+  }
+  if (out.numel() == 0) return out;
+  const at::Tensor view = keepdim_view(out, self, mask, keepdim);
+  const vt_tensor to = desc_of(view, name), ti = desc_of(self, name);
+  vt_dtype c{};
+  TORCH_CHECK(to_vt_dtype(compute, &c), "vtpu: ", name, ": no accumulate dtype for ", self.scalar_type());
+  check(vt_op_reduce(device_index(self), name, op, &to, &ti, mask, c, param), name);
+  return out;
+}
+
+c10::ScalarType sum_type(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  return dtype ? *dtype : (is_int(self.scalar_type()) ? at::kLong : self.scalar_type());
+}
+
+// ------------------------------------------------------------------ sum, mean, prod
+
+at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const auto r = dtype ? *dtype : out.scalar_type();
+  reduce(VT_REDUCE_SUM, "aten::sum", self, dim_mask(self, dim), keepdim, r, acc_type(r), 0, out);
+  return out;
+}
+
+at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+               std::optional<c10::ScalarType> dtype) {
+  const auto r = sum_type(self, dtype);
+  return reduce(VT_REDUCE_SUM, "aten::sum", self, dim_mask(self, dim), keepdim, r, acc_type(r), 0);
+}
+
+c10::ScalarType mean_type(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  const auto r = dtype ? *dtype : self.scalar_type();
+  TORCH_CHECK(c10::isFloatingType(r) || c10::isComplexType(r),
+              "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
+              " dtype must be either a floating point or complex dtype. Got: ", c10::toString(r));
+  return r;
+}
+
+at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                std::optional<c10::ScalarType> dtype) {
+  const auto r = mean_type(self, dtype);
+  return reduce(VT_REDUCE_MEAN, "aten::mean", self, dim_mask(self, dim), keepdim, r, acc_type(r), 0);
+}
+
+at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                     std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const auto r = mean_type(self, dtype ? dtype : std::optional<c10::ScalarType>(out.scalar_type()));
+  reduce(VT_REDUCE_MEAN, "aten::mean", self, dim_mask(self, dim), keepdim, r, acc_type(r), 0, out);
+  return out;
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
+  const auto r = sum_type(self, dtype);
+  return reduce(VT_REDUCE_PROD, "aten::prod", self, dim_mask(self, {}), false, r, acc_type(r), 0);
+}
+
+at::Tensor& prod_out(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype,
+                     at::Tensor& out) {
+  const auto r = dtype ? *dtype : out.scalar_type();
+  reduce(VT_REDUCE_PROD, "aten::prod", self, dim_mask(self, at::IntArrayRef(dim)), keepdim, r, acc_type(r), 0, out);
+  return out;
+}
+
+at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::optional<c10::ScalarType> dtype) {
+  const auto r = sum_type(self, dtype);
+  return reduce(VT_REDUCE_PROD, "aten::prod", self, dim_mask(self, at::IntArrayRef(dim)), keepdim, r, acc_type(r),
+                0);
+}
+
+// ------------------------------------------------------------------ amax, amin, max, min, any, all
+
+template <vt_reduce_op Op>
+at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  const char* name = Op == VT_REDUCE_AMAX ? "amax" : "amin";
+  const uint64_t mask = dim_mask(self, dim);
+  check_nonempty(name, self, mask);
+  reduce(Op, name, self, mask, keepdim, self.scalar_type(), acc_type(self.scalar_type()), 0, out);
+  return out;
+}
+
+template <vt_reduce_op Op>
+at::Tensor extreme(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  at::Tensor out = at::empty({0}, self.options());
+  return extreme_out<Op>(self, dim, keepdim, out);
+}
+
+template <vt_reduce_op Op>
+at::Tensor extreme_all(const at::Tensor& self, at::Tensor out = {}) {
+  TORCH_CHECK(self.numel() > 0, Op == VT_REDUCE_AMAX ? "max" : "min",
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
+              "the 'dim' argument.");
+  return reduce(Op, Op == VT_REDUCE_AMAX ? "aten::max" : "aten::min", self, dim_mask(self, {}), false,
+                self.scalar_type(), acc_type(self.scalar_type()), 0, out);
+}
+
+template <vt_reduce_op Op>
+at::Tensor& extreme_all_out(const at::Tensor& self, at::Tensor& out) {
+  extreme_all<Op>(self, out);
+  return out;
+}
+
+// any / all give bool, or uint8 for uint8 input, as PyTorch.
+c10::ScalarType logical_type(const at::Tensor& self) {
+  return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
+}
+
+template <vt_reduce_op Op>
+at::Tensor logical(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  return reduce(Op, Op == VT_REDUCE_ANY ? "aten::any" : "aten::all", self, dim_mask(self, dim), keepdim,
+                logical_type(self), at::kBool, 0);
+}
+
+template <vt_reduce_op Op>
+at::Tensor& logical_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
+  reduce(Op, Op == VT_REDUCE_ANY ? "aten::any" : "aten::all", self, dim_mask(self, dim), keepdim,
+         logical_type(self), at::kBool, 0, out);
+  return out;
+}
+
+// ------------------------------------------------------------------ max/min with indices, argmax/argmin
+
+std::tuple<at::Tensor, at::Tensor> arg_reduce(bool is_max, const at::Tensor& self, int64_t dim, bool keepdim,
+                                              bool want_values, at::Tensor values = {}, at::Tensor indices = {}) {
+  const char* name = is_max ? "max" : "min";
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const uint64_t mask = self.dim() ? 1ull << d : 0;
+  if (self.dim()) check_nonempty(is_max ? (want_values ? "max" : "argmax") : (want_values ? "min" : "argmin"), self, mask);
+  const auto shape = final_shape(self, mask, keepdim);
+  if (want_values) {
+    if (values.defined()) at::native::resize_output(values, shape);
+    else values = at::empty(shape, self.options());
+  }
+  if (indices.defined()) at::native::resize_output(indices, shape);
+  else indices = at::empty(shape, self.options().dtype(at::kLong));
+  if (indices.numel() == 0) return {values, indices};
+  vt_tensor tv{}, ti{};
+  if (want_values) tv = desc_of(keepdim_view(values, self, mask, keepdim), name);
+  ti = desc_of(keepdim_view(indices, self, mask, keepdim), name);
+  const at::Tensor src = self.dim() ? self : self.reshape({1});
+  const vt_tensor ts = desc_of(src, name);
+  check(vt_op_reduce_arg(device_index(self), name, is_max ? 1 : 0, want_values ? &tv : nullptr, &ti, &ts,
+                         self.dim() ? static_cast<int>(d) : 0),
+        name);
+  return {values, indices};
+}
+
+at::Tensor argext(bool is_max, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                  at::Tensor out = {}) {
+  if (dim) return std::get<1>(arg_reduce(is_max, self, *dim, keepdim, false, {}, out));
+  TORCH_CHECK(self.numel() > 0, is_max ? "argmax" : "argmin",
+              "(): Expected reduction dim to be specified for input.numel() == 0.");
+  at::Tensor flat = self.reshape({-1});
+  at::Tensor r = std::get<1>(arg_reduce(is_max, flat, 0, false, false));
+  if (keepdim) r = r.reshape(std::vector<int64_t>(self.dim(), 1));
+  if (!out.defined()) return r;
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// ------------------------------------------------------------------ var, std, vector norm
+
+template <vt_reduce_op Op>
+at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
+                   bool keepdim, at::Tensor out = {}) {
+  const char* name = Op == VT_REDUCE_VAR ? "aten::var" : "aten::std";
+  TORCH_CHECK(c10::isFloatingType(self.scalar_type()), Op == VT_REDUCE_VAR ? "var" : "std",
+              "(): input tensor must be floating point, got ", self.scalar_type());
+  const double c = correction ? correction->toDouble() : 1.0;
+  return reduce(Op, name, self, dim_mask(self, dim), keepdim, self.scalar_type(), acc_type(self.scalar_type()), c,
+                out);
+}
+
+at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                            std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const auto r = dtype ? *dtype : self.scalar_type();
+  TORCH_CHECK(c10::isFloatingType(r), "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
+              c10::toString(r));
+  const double p = ord.toDouble();
+  const uint64_t mask = dim_mask(self, dim);
+  if (p < 0) check_nonempty("linalg.vector_norm", self, mask);
+  const at::Tensor src = self.scalar_type() == r ? self : self.to(r);
+  reduce(VT_REDUCE_NORM, "aten::linalg_vector_norm", src, mask, keepdim, r, acc_type(r), p, out);
+  return out;
+}
+
+at::Tensor vector_norm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype) {
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype ? *dtype : self.scalar_type()));
+  return vector_norm_out(self, ord, dim, keepdim, dtype, out);
+}
+
+// ------------------------------------------------------------------ cumsum, cumprod
+
+template <vt_scan_op Op>
+at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const char* name = Op == VT_SCAN_CUMSUM ? "aten::cumsum" : "aten::cumprod";
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  at::native::resize_output(out, self.sizes());
+  if (out.numel() == 0) return out;
+  const auto r = out.scalar_type();
+  vt_dtype c{};
+  TORCH_CHECK(to_vt_dtype(acc_type(r), &c), "vtpu: ", name, ": no accumulate dtype for ", r);
+  const at::Tensor src = self.dim() ? self : self.reshape({1});
+  const at::Tensor dst = self.dim() ? out : out.reshape({1});
+  const vt_tensor to = desc_of(dst, name), ti = desc_of(src, name);
+  check(vt_op_scan(device_index(self), name, Op, &to, &ti, static_cast<int>(d), c), name);
+  return out;
+}
+
+template <vt_scan_op Op>
+at::Tensor scan(const at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+  at::Tensor out = at::empty(self.sizes(), self.options().dtype(sum_type(self, dtype)));
+  return scan_out<Op>(self, dim, dtype, out);
+}
+
+template <vt_scan_op Op>
+at::Tensor& scan_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> dtype) {
+  return scan_out<Op>(self.clone(), dim, dtype, self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum.dim_IntList", sum);
+  m.impl("sum.IntList_out", sum_out);
+  m.impl("mean.dim", mean);
+  m.impl("mean.out", mean_out);
+  m.impl("prod", prod_all);
+  m.impl("prod.dim_int", prod_dim);
+  m.impl("prod.int_out", prod_out);
+  m.impl("amax", extreme<VT_REDUCE_AMAX>);
+  m.impl("amax.out", extreme_out<VT_REDUCE_AMAX>);
+  m.impl("amin", extreme<VT_REDUCE_AMIN>);
+  m.impl("amin.out", extreme_out<VT_REDUCE_AMIN>);
+  m.impl("max", [](const at::Tensor& s) { return extreme_all<VT_REDUCE_AMAX>(s); });
+  m.impl("min", [](const at::Tensor& s) { return extreme_all<VT_REDUCE_AMIN>(s); });
+  m.impl("max.unary_out", extreme_all_out<VT_REDUCE_AMAX>);
+  m.impl("min.unary_out", extreme_all_out<VT_REDUCE_AMIN>);
+  m.impl("max.dim", [](const at::Tensor& s, int64_t d, bool k) { return arg_reduce(true, s, d, k, true); });
+  m.impl("min.dim", [](const at::Tensor& s, int64_t d, bool k) { return arg_reduce(false, s, d, k, true); });
+  m.impl("max.dim_max", [](const at::Tensor& s, int64_t d, bool k, at::Tensor& v, at::Tensor& i) {
+    arg_reduce(true, s, d, k, true, v, i);
+    return std::forward_as_tuple(v, i);
+  });
+  m.impl("min.dim_min", [](const at::Tensor& s, int64_t d, bool k, at::Tensor& v, at::Tensor& i) {
+    arg_reduce(false, s, d, k, true, v, i);
+    return std::forward_as_tuple(v, i);
+  });
+  m.impl("argmax", [](const at::Tensor& s, std::optional<int64_t> d, bool k) { return argext(true, s, d, k); });
+  m.impl("argmin", [](const at::Tensor& s, std::optional<int64_t> d, bool k) { return argext(false, s, d, k); });
+  m.impl("argmax.out", [](const at::Tensor& s, std::optional<int64_t> d, bool k, at::Tensor& out) -> at::Tensor& {
+    argext(true, s, d, k, out);
+    return out;
+  });
+  m.impl("argmin.out", [](const at::Tensor& s, std::optional<int64_t> d, bool k, at::Tensor& out) -> at::Tensor& {
+    argext(false, s, d, k, out);
+    return out;
+  });
+  m.impl("any", [](const at::Tensor& s) { return logical<VT_REDUCE_ANY>(s, {}, false); });
+  m.impl("all", [](const at::Tensor& s) { return logical<VT_REDUCE_ALL>(s, {}, false); });
+  m.impl("any.dim", [](const at::Tensor& s, int64_t d, bool k) { return logical<VT_REDUCE_ANY>(s, at::IntArrayRef(d), k); });
+  m.impl("all.dim", [](const at::Tensor& s, int64_t d, bool k) { return logical<VT_REDUCE_ALL>(s, at::IntArrayRef(d), k); });
+  m.impl("any.dims", logical<VT_REDUCE_ANY>);
+  m.impl("all.dims", logical<VT_REDUCE_ALL>);
+  m.impl("any.dims_out", logical_out<VT_REDUCE_ANY>);
+  m.impl("all.dims_out", logical_out<VT_REDUCE_ALL>);
+  m.impl("var.correction", [](const at::Tensor& s, at::OptionalIntArrayRef d, const std::optional<c10::Scalar>& c,
+                              bool k) { return var_std<VT_REDUCE_VAR>(s, d, c, k); });
+  m.impl("std.correction", [](const at::Tensor& s, at::OptionalIntArrayRef d, const std::optional<c10::Scalar>& c,
+                              bool k) { return var_std<VT_REDUCE_STD>(s, d, c, k); });
+  m.impl("linalg_vector_norm", vector_norm);
+  m.impl("linalg_vector_norm.out", vector_norm_out);
+  m.impl("cumsum", scan<VT_SCAN_CUMSUM>);
+  m.impl("cumsum.out", scan_out<VT_SCAN_CUMSUM>);
+  m.impl("cumsum_", scan_<VT_SCAN_CUMSUM>);
+  m.impl("cumprod", scan<VT_SCAN_CUMPROD>);
+  m.impl("cumprod.out", scan_out<VT_SCAN_CUMPROD>);
+  m.impl("cumprod_", scan_<VT_SCAN_CUMPROD>);
+}
+
+}  // namespace vtpu
