@@ -262,7 +262,7 @@ unsigned vt_mxu_force_isa(unsigned mask);
 typedef struct vt_mxu_packed {
     int64_t M, N, K, Mp, Np, kt; /* Mp, Np: multiples of 32; kt: chunks per segment */
     int nlow;                    /* low segments before the hi*hi one: 0, 2 or 5 */
-    uint16_t *a, *b;             /* panels of (nlow + 1) * kt chunks each */
+    uint16_t *a, *b;             /* panels of vt_mxu_nslots(nlow) * kt chunks: one K segment per bf16 part */
     int64_t a_panel, b_panel;    /* elements per panel */
 } vt_mxu_packed;
 /* Plan the layout (no allocation): sizes in elements of the two buffers. */

@@ -16,6 +16,13 @@
 #define MC 128
 #define NC 256
 #define KC 64
+/* The multi-pass modes claim up to MGROUP C tiles of one NC column block at
+ * a time and run each pass over all of them before the next pass, so that
+ * pass's part of the B columns (NC x K bf16, 1 MiB at K = 2048) stays in L2
+ * while the A strips stream past it, as in DEFAULT. Tile by tile, the three
+ * parts' B columns (3 MiB) overflowed the 2 MiB L2 and every pass reloaded
+ * them. The order of the sum of each element does not change. */
+#define MGROUP 8
 /* Products below this many multiply-adds run on the calling thread: the
  * pool costs more than it gains. */
 #define PARALLEL_MACS (1 << 18)
@@ -74,7 +81,7 @@ static double load_double(const vt_tensor *t, int64_t off) {
 typedef struct epilogue {
     const vt_tensor *out, *bias; /* 2-D views; bias NULL when beta*bias is not added */
     double alpha, beta;
-    int vec_bf16; /* AVX-512 is there for the bf16 row store */
+    int vec_bf16; /* AVX-512 is there for the bf16 row store (and the guard) */
 } epilogue;
 
 /* A plain row (alpha == 1, no bias) at unit stride: f32 copies, bf16 rounds
@@ -136,8 +143,10 @@ typedef struct gemm_job {
     int64_t na;    /* packing tasks that are A panels */
     int64_t first; /* task number of the current packing loop's index 0 */
     int64_t ntm;   /* tiles along M */
-    int64_t ntiles;
-    atomic_llong next; /* next C tile to claim */
+    int64_t group; /* tiles along M per claim: MGROUP in multi-pass modes, else 1 */
+    int64_t ngm;   /* claims along M */
+    int64_t nclaims;
+    atomic_llong next; /* next claim */
     int direct;        /* full tiles may accumulate in out itself (f32, unit stride, plain) */
     epilogue ep;
     atomic_int oom;
@@ -154,56 +163,99 @@ static void pack_range(void *ctx, int64_t begin, int64_t end) {
     free(mem);
 }
 
-/* C += the chunks [c0, c1) of every panel, KC at a time. */
-static void run_chunks(const gemm_job *j, int64_t m0, int64_t n0, int64_t mb, int64_t nb, float *c, int64_t ldc,
-                       int64_t c0, int64_t c1, int acc) {
+/* One C tile of a claim: rows m0.., columns n0.. (mb x nb, multiples of 32),
+ * accumulated at c (row stride ldc), in out itself when direct. */
+typedef struct tile {
+    int64_t m0, n0, mb, nb, ldc;
+    float *c;
+    int direct;
+} tile;
+
+/* Tile x's C (+)= segment ps.a of its A panels times segment ps.b of its B
+ * panels, KC chunks per block call; acc == 0 starts the sum at +0. */
+static void run_pass(const gemm_job *j, const tile *x, vt_mxu_pass ps, int acc) {
     const vt_mxu_packed *p = &j->p;
-    for (int64_t k = c0; k < c1; k += KC) {
-        int64_t kc = c1 - k < KC ? c1 - k : KC;
-        j->e->block(kc, mb, nb, p->a + (m0 / 16) * p->a_panel + k * VT_MXU_CHUNK, p->a_panel,
-                    p->b + (n0 / 16) * p->b_panel + k * VT_MXU_CHUNK, p->b_panel, c, ldc, acc || k > c0);
+    const uint16_t *a = p->a + (x->m0 / 16) * p->a_panel + ps.a * p->kt * VT_MXU_CHUNK;
+    const uint16_t *b = p->b + (x->n0 / 16) * p->b_panel + ps.b * p->kt * VT_MXU_CHUNK;
+    for (int64_t k = 0; k < p->kt; k += KC) {
+        int64_t kc = p->kt - k < KC ? p->kt - k : KC;
+        j->e->block(kc, x->mb, x->nb, a + k * VT_MXU_CHUNK, p->a_panel, b + k * VT_MXU_CHUNK, p->b_panel, x->c,
+                    x->ldc, acc || k > 0);
     }
 }
 
-/* Each participant claims C tiles until none are left (rather than taking a
+/* The guard: non-finite low sums become +0. Scalar, it took as long as a
+ * seventh of DEFAULT's GEMM at 2048^3; AVX-512 does 16 at a time. */
+static void guard_row(const gemm_job *j, float *c, int64_t n) {
+#if defined(__x86_64__)
+    if (j->ep.vec_bf16) {
+        vt_mxu_guard_avx512(c, n);
+        return;
+    }
+#endif
+    for (int64_t x = 0; x < n; x++)
+        if (!isfinite(c[x])) c[x] = 0.0f;
+}
+
+/* The passes in order, each over the whole K and all the claim's tiles, so
+ * every element is the same sequential f32 sum as one GEMM over the passes
+ * concatenated along K (numerics_amx.md §5). The low passes form one sum; a
+ * non-finite one (inf*0 from an inf input's NaN lo part, overflow) is
+ * replaced by 0 before hi*hi is added, as XLA's ReplaceNaNWithZeros does. */
+static void run_tiles(const gemm_job *j, const tile *tl, int64_t nt) {
+    const vt_mxu_packed *p = &j->p;
+    const vt_mxu_pass *ps = vt_mxu_passes(p->nlow);
+    if (p->kt == 0) { /* K == 0: the sum of no products */
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t i = 0; i < tl[t].mb; i++) memset(tl[t].c + i * tl[t].ldc, 0, (size_t)tl[t].nb * 4);
+        return;
+    }
+    for (int g = 0; g < p->nlow; g++)
+        for (int64_t t = 0; t < nt; t++) run_pass(j, &tl[t], ps[g], g > 0);
+    for (int64_t t = 0; t < nt; t++) {
+        if (p->nlow)
+            for (int64_t i = 0; i < tl[t].mb; i++) guard_row(j, tl[t].c + i * tl[t].ldc, tl[t].nb);
+        run_pass(j, &tl[t], ps[p->nlow], p->nlow > 0);
+    }
+}
+
+/* Each participant claims tiles until none are left (rather than taking a
  * fixed half), so a core slowed by other processes does not hold up the
- * other. Tiles go M-fastest: consecutive claims share their B panels. */
+ * other. Claims go M-fastest: consecutive claims share their B panels. */
 static void tile_range(void *ctx, int64_t begin, int64_t end) {
     (void)begin, (void)end;
     gemm_job *j = ctx;
     const vt_mxu_packed *p = &j->p;
     const vt_tensor *o = j->ep.out;
-    float *scratch = aligned_alloc(64, (size_t)MC * NC * sizeof(float));
-    if (!scratch) {
-        atomic_store(&j->oom, 1);
-        return;
-    }
-    for (int64_t t; (t = atomic_fetch_add(&j->next, 1)) < j->ntiles;) {
-        int64_t m0 = (t % j->ntm) * MC, n0 = (t / j->ntm) * NC;
-        int64_t mb = p->Mp - m0 < MC ? p->Mp - m0 : MC, nb = p->Np - n0 < NC ? p->Np - n0 : NC;
-        /* C accumulates in out when the whole tile is inside it: the f32
-         * sum is the result, so the copy would only move bytes. */
-        int direct = j->direct && m0 + mb <= p->M && n0 + nb <= p->N;
-        float *c = direct ? (float *)o->data + o->offset + m0 * o->strides[0] + n0 : scratch;
-        int64_t ldc = direct ? o->strides[0] : NC;
-        if (p->kt == 0) {
-            for (int64_t i = 0; i < mb; i++) memset(c + i * ldc, 0, (size_t)nb * sizeof(float));
-        } else if (p->nlow == 0) {
-            run_chunks(j, m0, n0, mb, nb, c, ldc, 0, p->kt, 0);
-        } else {
-            /* The low passes form one sum; a non-finite one (inf*0 from an
-             * inf input's NaN lo part, overflow) is replaced by 0 before
-             * hi*hi is added, as XLA's ReplaceNaNWithZeros does. */
-            int64_t low = (int64_t)p->nlow * p->kt;
-            run_chunks(j, m0, n0, mb, nb, c, ldc, 0, low, 0);
-            for (int64_t i = 0; i < mb; i++)
-                for (int64_t x = 0; x < nb; x++)
-                    if (!isfinite(c[i * ldc + x])) c[i * ldc + x] = 0.0f;
-            run_chunks(j, m0, n0, mb, nb, c, ldc, low, low + p->kt, 1);
+    float *scratch = NULL; /* group tiles of MC x NC, allocated when a tile is not direct */
+    for (int64_t u; (u = atomic_fetch_add(&j->next, 1)) < j->nclaims;) {
+        tile tl[MGROUP];
+        int64_t t0 = (u % j->ngm) * j->group, nt = j->ntm - t0 < j->group ? j->ntm - t0 : j->group;
+        for (int64_t t = 0; t < nt; t++) {
+            tile *x = &tl[t];
+            x->m0 = (t0 + t) * MC, x->n0 = (u / j->ngm) * NC;
+            x->mb = p->Mp - x->m0 < MC ? p->Mp - x->m0 : MC, x->nb = p->Np - x->n0 < NC ? p->Np - x->n0 : NC;
+            /* C accumulates in out when the whole tile is inside it: the
+             * f32 sum is the result, so the copy would only move bytes. */
+            x->direct = j->direct && x->m0 + x->mb <= p->M && x->n0 + x->nb <= p->N;
+            if (!x->direct && !scratch) {
+                scratch = aligned_alloc(64, (size_t)j->group * MC * NC * sizeof(float));
+                if (!scratch) {
+                    atomic_store(&j->oom, 1);
+                    return;
+                }
+            }
+            x->c = x->direct ? (float *)o->data + o->offset + x->m0 * o->strides[0] + x->n0 : scratch + t * MC * NC;
+            x->ldc = x->direct ? o->strides[0] : NC;
         }
-        if (direct) continue;
-        int64_t mv = p->M - m0 < mb ? p->M - m0 : mb, nv = p->N - n0 < nb ? p->N - n0 : nb;
-        write_out(&j->ep, c, ldc, m0, n0, mv, nv);
+        run_tiles(j, tl, nt);
+        for (int64_t t = 0; t < nt; t++) {
+            const tile *x = &tl[t];
+            if (x->direct) continue;
+            int64_t mv = p->M - x->m0 < x->mb ? p->M - x->m0 : x->mb;
+            int64_t nv = p->N - x->n0 < x->nb ? p->N - x->n0 : x->nb;
+            write_out(&j->ep, x->c, x->ldc, x->m0, x->n0, mv, nv);
+        }
     }
     free(scratch);
 }
@@ -247,8 +299,10 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
     }
     j.ntm = (j.p.Mp + MC - 1) / MC;
-    j.ntiles = j.ntm * ((j.p.Np + NC - 1) / NC);
-    if (!atomic_load(&j.oom)) vt_parallel_for(j.ntiles, parallel ? 1 : j.ntiles, tile_range, &j);
+    j.group = j.p.nlow ? MGROUP : 1;
+    j.ngm = (j.ntm + j.group - 1) / j.group;
+    j.nclaims = j.ngm * ((j.p.Np + NC - 1) / NC);
+    if (!atomic_load(&j.oom)) vt_parallel_for(j.nclaims, parallel ? 1 : j.nclaims, tile_range, &j);
     if (ws) ws_release(ws, cached);
     if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
     return VT_OK;

@@ -15,6 +15,18 @@ typedef struct vt_mxu_line {
     int64_t n;
 } vt_mxu_line;
 
+/* The packed panels (vt_mxu_packed of internal.h) hold each bf16 part once,
+ * as a K segment of kt chunks: vt_mxu_nslots(nlow) segments per panel
+ * (DEFAULT hi; HIGH hi, lo; HIGHEST hi, mid, lo), not one per pass. A pass
+ * multiplies segment a of the A panels by segment b of the B panels. */
+typedef struct vt_mxu_pass {
+    int a, b;
+} vt_mxu_pass;
+/* The nlow + 1 passes of a mode, in summation order: the nlow guarded low
+ * passes, then hi*hi. */
+const vt_mxu_pass *vt_mxu_passes(int nlow);
+int vt_mxu_nslots(int nlow);
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
@@ -39,17 +51,19 @@ static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {
 #if defined(__x86_64__)
 /* Row r (0..15) of an A panel: the kt chunks of every segment g go to
  * dst + (g*kt + c)*VT_MXU_CHUNK + r*32. seg[g] is the part (0 hi, 1 mid,
- * 2 lo) segment g holds; nlow + 1 segments. */
-void vt_mxu_pack_a_row_avx512(vt_mxu_line x, vt_precision prec, int64_t kt, int nlow, const int *seg,
+ * 2 lo) segment g holds; nseg segments. */
+void vt_mxu_pack_a_row_avx512(vt_mxu_line x, vt_precision prec, int64_t kt, int nseg, const int *seg,
                               uint16_t *dst, int r);
 /* Rows k and k+1 of B (even, odd) over all np columns: pair j = (k%32)/2 of
  * chunk c, written to b + panel*b_panel + (g*kt + c)*VT_MXU_CHUNK + j*32. */
 void vt_mxu_pack_b_rows_avx512(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, int64_t np, int64_t kt,
-                               int nlow, const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j);
+                               int nseg, const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j);
 /* A 16-column B panel whose columns are contiguous lines: cols[q] is
  * column q (n = 0 for columns past N). */
-void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nlow,
+void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nseg,
                                const int *seg, uint16_t *dst);
+/* c[i] = +0 where c[i] is inf or NaN (the low-pass guard of mxu.c). */
+void vt_mxu_guard_avx512(float *c, int64_t n);
 /* dst[i] = bf16 of src[i] as vt_f32_to_bf16 rounds it (RNE, NaN -> 0x7fc0). */
 void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n);
 #endif

@@ -1,21 +1,31 @@
 /* mxu_pack.c — turns strided f32/bf16/f16 operands into the engines' packed
  * bf16 layout (see internal.h), splitting fp32 into the parts each precision
- * mode needs and laying the low passes out as extra K ("concatenate along K",
- * numerics_amx.md §5), so every mode is one or two plain bf16 GEMMs. */
+ * mode needs. Each part is packed once, as its own K segment of the panel
+ * (DEFAULT: hi; HIGH: hi, lo; HIGHEST: hi, mid, lo); the driver walks the
+ * passes of numerics_amx.md §5 by pointing every pass at its two parts
+ * (vt_mxu_passes), rather than packing one copy per pass, which wrote 6x
+ * DEFAULT's bytes for HIGHEST. */
 #include "mxu_local.h"
 
-/* Which part (0 hi, 1 mid, 2 lo) each K segment of A and B holds. The last
- * segment is hi*hi; the ones before it are the guarded low passes, in XLA's
- * order: X3 lo.hi + hi.lo; X6 mid.mid, hi.lo, lo.hi, hi.mid, mid.hi. */
-static const int seg_a_high[] = {2, 0, 0}, seg_b_high[] = {0, 2, 0};
-static const int seg_a_highest[] = {1, 0, 2, 0, 1, 0}, seg_b_highest[] = {1, 2, 0, 1, 0, 0};
-static const int seg_hi[] = {0};
+/* The part (0 hi, 1 mid, 2 lo) each segment of a panel holds. */
+static const int slots_highest[] = {0, 1, 2}, slots_high[] = {0, 2}, slots_default[] = {0};
 
-static const int *segs(int nlow, int for_b) {
-    if (nlow == 2) return for_b ? seg_b_high : seg_a_high;
-    if (nlow == 5) return for_b ? seg_b_highest : seg_a_highest;
-    return seg_hi;
+static const int *slot_parts(int nlow) {
+    return nlow == 5 ? slots_highest : nlow == 2 ? slots_high : slots_default;
 }
+
+/* Segment numbers of the passes, in XLA's order: the guarded low passes
+ * (X3: lo.hi, hi.lo; X6: mid.mid, hi.lo, lo.hi, hi.mid, mid.hi), then hi.hi.
+ * HIGH's segments are 0 hi, 1 lo; HIGHEST's 0 hi, 1 mid, 2 lo. */
+static const vt_mxu_pass passes_high[] = {{1, 0}, {0, 1}, {0, 0}};
+static const vt_mxu_pass passes_highest[] = {{1, 1}, {0, 2}, {2, 0}, {0, 1}, {1, 0}, {0, 0}};
+static const vt_mxu_pass passes_default[] = {{0, 0}};
+
+const vt_mxu_pass *vt_mxu_passes(int nlow) {
+    return nlow == 5 ? passes_highest : nlow == 2 ? passes_high : passes_default;
+}
+
+int vt_mxu_nslots(int nlow) { return nlow == 5 ? 3 : nlow == 2 ? 2 : 1; }
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -27,7 +37,7 @@ void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_prec
     p->Np = round_up(N, 32);
     p->kt = round_up(K, 32) / 32;
     p->nlow = prec == VT_PRECISION_HIGH ? 2 : prec == VT_PRECISION_HIGHEST ? 5 : 0;
-    p->a_panel = (p->nlow + 1) * p->kt * VT_MXU_CHUNK;
+    p->a_panel = vt_mxu_nslots(p->nlow) * p->kt * VT_MXU_CHUNK;
     p->b_panel = p->a_panel;
     *a_elems = p->Mp / 16 * p->a_panel;
     *b_elems = p->Np / 16 * p->b_panel;
@@ -113,20 +123,21 @@ static vt_mxu_line line_at(const vt_tensor *t, int64_t index, int64_t count, int
  * panel + (g*kt + c)*512 + r*32. */
 static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
                          int64_t panel, scratch *s) {
-    const int *seg = segs(p->nlow, 0);
+    const int *seg = slot_parts(p->nlow);
+    int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->a + panel * p->a_panel;
 #if defined(__x86_64__)
     if (direct_line(e, a, a->strides[1])) {
         for (int r = 0; r < 16; r++)
-            vt_mxu_pack_a_row_avx512(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, p->nlow, seg,
+            vt_mxu_pack_a_row_avx512(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, nseg, seg,
                                      dst, r);
         return;
     }
 #endif
     for (int64_t r = 0; r < 16; r++) {
         split_line(e, prec, a, panel * 16 + r, p->M, a->strides[0], a->strides[1], p->K, kp, s, 0);
-        for (int g = 0; g <= p->nlow; g++) {
+        for (int g = 0; g < nseg; g++) {
             const uint16_t *src = s->part[seg[g]];
             for (int64_t c = 0; c < p->kt; c++)
                 memcpy(dst + (g * p->kt + c) * VT_MXU_CHUNK + r * 32, src + c * 32, 64);
@@ -138,13 +149,14 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
  * interleaves rows k and k+1 straight into the VNNI order. */
 static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
                          int64_t c, scratch *s0, scratch *s1) {
-    const int *seg = segs(p->nlow, 1);
+    const int *seg = slot_parts(p->nlow);
+    int nseg = vt_mxu_nslots(p->nlow);
 #if defined(__x86_64__)
     if (direct_line(e, b, b->strides[1])) {
         for (int j = 0; j < 16; j++) {
             int64_t k = c * 32 + 2 * j;
             vt_mxu_pack_b_rows_avx512(line_at(b, k, p->K, b->strides[0], p->N),
-                                      line_at(b, k + 1, p->K, b->strides[0], p->N), prec, p->Np, p->kt, p->nlow, seg,
+                                      line_at(b, k + 1, p->K, b->strides[0], p->N), prec, p->Np, p->kt, nseg, seg,
                                       p->b, p->b_panel, c, j);
         }
         return;
@@ -154,7 +166,7 @@ static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
         int64_t k = c * 32 + 2 * j;
         split_line(e, prec, b, k, p->K, b->strides[0], b->strides[1], p->N, p->Np, s0, B_PAD);
         split_line(e, prec, b, k + 1, p->K, b->strides[0], b->strides[1], p->N, p->Np, s1, B_PAD);
-        for (int g = 0; g <= p->nlow; g++)
+        for (int g = 0; g < nseg; g++)
             e->zip(s0->part[seg[g]], s1->part[seg[g]], p->Np, p->b + (g * p->kt + c) * VT_MXU_CHUNK + j * 32,
                    p->b_panel);
     }
@@ -164,14 +176,15 @@ static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
  * weight): consecutive-K pairs of a column already are the VNNI words. */
 static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
                          int64_t panel, scratch *s) {
-    const int *seg = segs(p->nlow, 1);
+    const int *seg = slot_parts(p->nlow);
+    int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->b + panel * p->b_panel;
 #if defined(__x86_64__)
     if (direct_line(e, b, b->strides[0])) {
         vt_mxu_line cols[16];
         for (int q = 0; q < 16; q++) cols[q] = line_at(b, panel * 16 + q, p->N, b->strides[1], p->K);
-        vt_mxu_pack_b_cols_avx512(cols, prec, p->kt, p->nlow, seg, dst);
+        vt_mxu_pack_b_cols_avx512(cols, prec, p->kt, nseg, seg, dst);
         return;
     }
 #endif
@@ -179,7 +192,7 @@ static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
         split_line(e, prec, b, panel * 16 + q, p->N, b->strides[1], b->strides[0], p->K, kp, s, 0);
         if (panel * 16 + q < p->N)
             for (int i = 0; i < 3; i++) fill_u16(s->part[i] + p->K, B_PAD, kp - p->K);
-        for (int g = 0; g <= p->nlow; g++) {
+        for (int g = 0; g < nseg; g++) {
             const uint16_t *src = s->part[seg[g]];
             for (int64_t c = 0; c < p->kt; c++) {
                 uint16_t *d = dst + (g * p->kt + c) * VT_MXU_CHUNK + q * 2;

@@ -54,24 +54,24 @@ static inline void chunk32(vt_mxu_line x, int64_t k0, vt_precision prec, __m512i
         if (part_used(i, prec)) out[i] = _mm512_permutex2var_epi16(p0[i], odd, p1[i]);
 }
 
-void vt_mxu_pack_a_row_avx512(vt_mxu_line x, vt_precision prec, int64_t kt, int nlow, const int *seg,
+void vt_mxu_pack_a_row_avx512(vt_mxu_line x, vt_precision prec, int64_t kt, int nseg, const int *seg,
                               uint16_t *dst, int r) {
     for (int64_t c = 0; c < kt; c++) {
         __m512i v[3];
         chunk32(x, c * 32, prec, v);
-        for (int g = 0; g <= nlow; g++) _mm512_storeu_si512(dst + (g * kt + c) * VT_MXU_CHUNK + r * 32, v[seg[g]]);
+        for (int g = 0; g < nseg; g++) _mm512_storeu_si512(dst + (g * kt + c) * VT_MXU_CHUNK + r * 32, v[seg[g]]);
     }
 }
 
 void vt_mxu_pack_b_rows_avx512(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, int64_t np, int64_t kt,
-                               int nlow, const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j) {
+                               int nseg, const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j) {
     for (int64_t i = 0; i < np; i += 16) {
         __m512i pe[3], po[3];
         parts16(load16(even, i), prec, pe);
         parts16(load16(odd, i), prec, po);
         uint16_t *d = b + (i / 16) * b_panel + c * VT_MXU_CHUNK + j * 32;
         /* parts have zero low halves: the pair word is (even >> 16) | odd */
-        for (int g = 0; g <= nlow; g++)
+        for (int g = 0; g < nseg; g++)
             _mm512_storeu_si512(d + g * kt * VT_MXU_CHUNK,
                                 _mm512_or_si512(_mm512_srli_epi32(pe[seg[g]], 16), po[seg[g]]));
     }
@@ -102,7 +102,7 @@ static inline void transpose16(__m512i r[16]) {
     }
 }
 
-void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nlow,
+void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nseg,
                                const int *seg, uint16_t *dst) {
     for (int64_t c = 0; c < kt; c++) {
         __m512i w[3][16];
@@ -114,7 +114,7 @@ void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, in
         }
         for (int i = 0; i < 3; i++)
             if (part_used(i, prec)) transpose16(w[i]);
-        for (int g = 0; g <= nlow; g++) {
+        for (int g = 0; g < nseg; g++) {
             uint16_t *d = dst + (g * kt + c) * VT_MXU_CHUNK;
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(d + j * 32, w[seg[g]][j]);
         }
@@ -131,5 +131,16 @@ void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
             u, _mm512_add_epi32(vt_mxu_set1(0x7fffu), _mm512_and_si512(_mm512_srli_epi32(u, 16), vt_mxu_set1(1))));
         r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), vt_mxu_set1(0x7fc00000u));
         _mm256_mask_storeu_epi16(dst + i, k, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+}
+
+void vt_mxu_guard_avx512(float *c, int64_t n) {
+    const __m512i exp = vt_mxu_set1(0x7f800000u);
+    for (int64_t i = 0; i < n; i += 16) {
+        int64_t left = n - i;
+        __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        __m512i u = _mm512_maskz_loadu_epi32(k, c + i);
+        __mmask16 bad = _mm512_mask_cmpeq_epi32_mask(k, _mm512_and_si512(u, exp), exp);
+        if (bad) _mm512_mask_storeu_ps(c + i, bad, _mm512_setzero_ps());
     }
 }
