@@ -33,3 +33,9 @@ vt_status vt_set_error(vt_status s, const char *fmt, ...) {
     va_end(ap);
     return s;
 }
+
+vt_status vt_error_prefix(vt_status s, const char *name) {
+    char msg[sizeof last_error];
+    snprintf(msg, sizeof msg, "%s", last_error); /* vt_set_error must not read the buffer it writes */
+    return vt_set_error(s, "%s: %s", name, msg);
+}

@@ -12,6 +12,8 @@
 /* Set this thread's last-error message and return s (printf-style). */
 vt_status vt_set_error(vt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vt_clear_error(void);
+/* Re-set this thread's last error as "<name>: <message>" and return s. */
+vt_status vt_error_prefix(vt_status s, const char *name);
 
 /* Fails with VT_ERR_BAD_FORK in a forked child, VT_ERR_INVALID_ARGUMENT
  * before vt_init; used at the top of every public entry point that touches

@@ -4,23 +4,14 @@
  * command, so the caller's copy may die as soon as the op returns. */
 #include <pthread.h>
 #include <stdalign.h>
-#include <stdio.h>
 #include <time.h>
 
 #include "internal.h"
 
-/* Re-set the last error with "<op>: " in front (the message is copied first:
- * vt_set_error must not read the buffer it writes). */
-static vt_status prefixed(vt_status s, const char *name) {
-    char msg[900];
-    snprintf(msg, sizeof msg, "%s", vt_last_error());
-    return vt_set_error(s, "%s: %s", name, msg);
-}
-
 static vt_status check_tensor(const char *name, const vt_tensor *t, const char *what) {
     if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
     vt_status s = vt_tensor_validate(t, what);
-    if (s != VT_OK) return prefixed(s, name);
+    if (s != VT_OK) return vt_error_prefix(s, name);
     if (!t->data && vt_tensor_numel(t) > 0)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", name, what);
     return VT_OK;
@@ -33,7 +24,7 @@ static vt_status check_input(const char *name, const vt_tensor *t, const char *w
     if (s != VT_OK) return s;
     vt_tensor view;
     s = vt_broadcast_to(t, out->ndim, out->sizes, &view);
-    return s == VT_OK ? VT_OK : prefixed(s, name);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
 }
 
 static vt_status check_dtype(const char *name, vt_dtype dt, const char *what) {
@@ -96,7 +87,7 @@ static vt_status scalar_operand(const char *name, const vt_scalar *v, vt_dtype c
     t->dtype = compute;
     t->ndim = 0;
     vt_status s = vt_fill(t, *v);
-    return s == VT_OK ? VT_OK : prefixed(s, name);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
 }
 
 vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
@@ -256,7 +247,7 @@ vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt
     /* The kernel's own shape and dtype checks, run here so that a mismatch
      * fails at the op, not at the next synchronisation. */
     s = vt_matmul_check(out, a, b, bias, prec);
-    if (s != VT_OK) return prefixed(s, name);
+    if (s != VT_OK) return vt_error_prefix(s, name);
     matmul_cmd c;
     memset(&c, 0, sizeof c);
     c.out = *out;
@@ -288,7 +279,7 @@ vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *s
     if (s == VT_OK) s = vt_synchronize(dev);
     if (s != VT_OK) return s;
     s = vt_copy(dst_host, src_dev);
-    return s == VT_OK ? VT_OK : prefixed(s, name);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
 }
 
 /* ------------------------------------------------------------ debug gate */

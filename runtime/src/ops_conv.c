@@ -2,16 +2,9 @@
  * the calling thread (so a bad shape fails at the op, not at the next
  * synchronisation), then the descriptors and parameters are copied into a
  * command whose trampoline runs the synchronous kernel on the device queue. */
-#include <stdio.h>
 
 #include "internal.h"
 #include "kernels/conv/conv.h"
-
-static vt_status prefixed(vt_status s, const char *name) {
-    char msg[900];
-    snprintf(msg, sizeof msg, "%s", vt_last_error());
-    return vt_set_error(s, "%s: %s", name, msg);
-}
 
 static vt_status check_data(const char *name, const vt_tensor *t, const char *what) {
     if (t && !t->data && vt_tensor_numel(t) > 0)
@@ -46,7 +39,7 @@ static vt_status enqueue_conv(int dev, const char *name, vt_conv_kind kind, cons
     if (s != VT_OK) return s;
     vt_conv_geom g;
     s = vt_conv_check(kind, x, w, y, bias, p, prec, &g);
-    if (s != VT_OK) return prefixed(s, name);
+    if (s != VT_OK) return vt_error_prefix(s, name);
     const vt_tensor *all[4] = {t0, t1, t2, bias};
     static const char *const names[3][4] = {{"out", "input", "weight", "bias"},
                                             {"grad_input", "grad_output", "weight", "bias"},

@@ -2,15 +2,8 @@
  * checks run on the calling thread (a bad dim or shape fails at the op, not
  * at the next synchronisation), then the descriptors are copied into a
  * command whose trampoline runs the synchronous kernel on the device queue. */
-#include <stdio.h>
 
 #include "internal.h"
-
-static vt_status prefixed(vt_status s, const char *name) {
-    char msg[900];
-    snprintf(msg, sizeof msg, "%s", vt_last_error());
-    return vt_set_error(s, "%s: %s", name, msg);
-}
 
 static vt_status check_present(const char *name, const vt_tensor *t, const char *what) {
     if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
@@ -42,7 +35,7 @@ vt_status vt_op_reduce(int dev, const char *name, vt_reduce_op op, const vt_tens
     /* Dimension errors keep PyTorch's exact wording (no prefix): the
      * binding raises them as IndexError with the message as is. */
     if ((s = vt_reduce_check(op, out, in, dims_mask, compute, param)) != VT_OK)
-        return s == VT_ERR_INDEX ? s : prefixed(s, name);
+        return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name);
     reduce_cmd c;
     memset(&c, 0, sizeof c);
     c.op = op;
@@ -76,7 +69,7 @@ vt_status vt_op_reduce_arg(int dev, const char *name, int is_max, const vt_tenso
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: neither values nor indices given", name);
     if (s != VT_OK) return s;
     if ((s = vt_reduce_arg_check(is_max, values, indices, in, dim)) != VT_OK)
-        return s == VT_ERR_INDEX ? s : prefixed(s, name);
+        return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name);
     reduce_arg_cmd c;
     memset(&c, 0, sizeof c);
     c.is_max = is_max;
@@ -110,7 +103,7 @@ vt_status vt_op_scan(int dev, const char *name, vt_scan_op op, const vt_tensor *
     if (s == VT_OK) s = check_present(name, out, "out");
     if (s == VT_OK) s = check_present(name, in, "input");
     if (s != VT_OK) return s;
-    if ((s = vt_scan_check(op, out, in, dim, compute)) != VT_OK) return s == VT_ERR_INDEX ? s : prefixed(s, name);
+    if ((s = vt_scan_check(op, out, in, dim, compute)) != VT_OK) return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name);
     scan_cmd c;
     memset(&c, 0, sizeof c);
     c.op = op;
