@@ -46,6 +46,18 @@ def exact_mm(a, b, mode):
     return sum(pa[i] @ pb[j] for i, j in keep).float()
 
 
+def pass_order_mm(a, b, mode):
+    """K == 1 only: the kept products (each exact) added in fp32 in XLA's pass
+    order, non-finite low sum replaced by 0, then + hi*hi: the algorithm itself."""
+    pa, keep = split(a, mode)
+    pb, _ = split(b, mode)
+    s = torch.zeros(a.shape[0], b.shape[1])
+    for i, j in keep[:-1]:
+        s = (s.double() + pa[i] @ pb[j]).float()
+    s = torch.where(torch.isfinite(s), s, torch.zeros_like(s))
+    return (s.double() + pa[0] @ pb[0]).float()
+
+
 def tpu_mm(a, b, mode):
     with vtpu.cpu_fallback(False), torch.tpu.precision(mode):
         return (a.to("tpu") @ b.to("tpu")).cpu()
@@ -78,8 +90,9 @@ def test_bit_exact_k1_and_small_integers(mode):
     if mode == Precision.DEFAULT:
         assert torch.equal(got, ref)  # one product: exact in fp32
     else:
-        # the 3 or 6 pass products are added in fp32 (as on the MXU), which may
-        # round once more than the fp64 sum: at most 1 ulp apart
+        # the 3 or 6 pass products are added in fp32 (as on the MXU): bit-exact
+        # with that order, and at most 1 ulp from the once-rounded fp64 sum
+        assert torch.equal(got, pass_order_mm(a, b, mode))
         ulp = torch.finfo(torch.float32).eps * ref.abs()
         assert ((got - ref).abs() <= ulp).all()
     ai = torch.randint(-8, 9, (31, 65), generator=g).float()
