@@ -32,7 +32,7 @@ demo: install
 	$(VPY) -m vtpu.demo
 
 test-c:
-	$(MAKE) -C runtime test
+	$(MAKE) -C runtime -j2 test
 
 test-py: install
 	$(VPY) -m pytest -q tests
