@@ -115,9 +115,10 @@ typedef int (*vt_binary_ukernel)(int64_t n, void *out, const void *a, int64_t as
 typedef int (*vt_unary_ukernel)(int64_t n, void *out, const void *a);
 /* NULL where the op has no meaning in that class (bitwise on floats, exp on ints). */
 extern const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
-/* Trunc/floor division in bf16 or f16 compute (rounded at every step, as
- * PyTorch does); NULL for other ops and dtypes. */
-vt_binary_ukernel vt_narrow_div_ukernel(vt_binary_op op, vt_dtype compute);
+/* Ops PyTorch evaluates in the narrow type's own arithmetic, rounding every
+ * step (trunc/floor division in bf16 or f16, sigmoid_backward in f16); NULL
+ * for other ops and dtypes. */
+vt_binary_ukernel vt_narrow_ukernel(vt_binary_op op, vt_dtype compute);
 extern const vt_unary_ukernel vt_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT];
 int vt_binary_op_is_bool(vt_binary_op op);
 int vt_unary_op_is_bool(vt_unary_op op);

@@ -21,8 +21,8 @@ static const vt_dtype int_computes[] = {VT_I64, VT_I32, VT_I8, VT_U8, VT_I16, VT
 static int int_compute(vt_dtype dt) { return !vt_dtype_is_float(dt); }
 
 static int binary_supported(vt_binary_op op, vt_dtype compute) {
-    if (int_compute(compute)) return op != VT_DIV && op != VT_ATAN2;
-    return op < VT_BITWISE_AND;
+    if (int_compute(compute)) return op != VT_DIV && op != VT_ATAN2 && op < VT_THRESHOLD_BACKWARD;
+    return op < VT_BITWISE_AND || op >= VT_THRESHOLD_BACKWARD;
 }
 
 static int unary_supported(vt_unary_op op, vt_dtype compute) {

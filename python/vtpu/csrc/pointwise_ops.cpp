@@ -13,7 +13,7 @@
 namespace vtpu {
 namespace {
 
-enum class Kind { Arith, TrueDiv, Compare, Logical, Bitwise, FloatMath };
+enum class Kind { Arith, TrueDiv, Compare, Logical, Bitwise, FloatMath, Gradient };
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
 
@@ -131,12 +131,15 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   if (out.numel() == 0) return out;
 
   vt_tensor to{}, ta{}, tb{};
-  const bool native = supported(common) && describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
+  // activation gradients have float kernels only; integer ones go to the fallback
+  const bool native = supported(common) && (b.kind != Kind::Gradient || c10::isFloatingType(common)) &&
+                      describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
                       (is_host_scalar(o) || describe(o, &tb));
   if (!native) {
     // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel, through the fallback, into out
     if (b.rounding_mode) via_fallback(b.name, "out_mode", a, o, std::string(b.rounding_mode), out);
-    else if (b.op == VT_ADD || b.op == VT_SUB) via_fallback(b.name, b.out_overload, a, o, alpha, out);
+    else if (b.op == VT_ADD || b.op == VT_SUB || b.op == VT_THRESHOLD_BACKWARD)
+      via_fallback(b.name, b.out_overload, a, o, alpha, out);
     else via_fallback(b.name, b.out_overload, a, o, out);
     return out;
   }
@@ -179,6 +182,9 @@ BIN(kLogicalXor, VT_LOGICAL_XOR, "logical_xor", Logical, "out")
 BIN(kBitAnd, VT_BITWISE_AND, "bitwise_and", Bitwise, "Tensor_out")
 BIN(kBitOr, VT_BITWISE_OR, "bitwise_or", Bitwise, "Tensor_out")
 BIN(kBitXor, VT_BITWISE_XOR, "bitwise_xor", Bitwise, "Tensor_out")
+BIN(kThresholdBw, VT_THRESHOLD_BACKWARD, "threshold_backward", Gradient, "grad_input")
+BIN(kTanhBw, VT_TANH_BACKWARD, "tanh_backward", Gradient, "grad_input")
+BIN(kSigmoidBw, VT_SIGMOID_BACKWARD, "sigmoid_backward", Gradient, "grad_input")
 const Binary kDivTrunc{VT_DIV_TRUNC, "aten::div", Kind::Arith, "out_mode", "trunc"};
 const Binary kDivFloor{VT_DIV_FLOOR, "aten::div", Kind::Arith, "out_mode", "floor"};
 #undef BIN
@@ -477,6 +483,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_OUT(m, "logical_and.out", kLogicalAnd)
   REG_BINARY_OUT(m, "logical_or.out", kLogicalOr)
   REG_BINARY_OUT(m, "logical_xor.out", kLogicalXor)
+  // activation gradients: threshold_backward carries the threshold where add carries alpha
+  m.impl("threshold_backward", [](const at::Tensor& g, const at::Tensor& x, const at::Scalar& th) {
+    return binary(kThresholdBw, g, x, th, {}, false);
+  });
+  m.impl("threshold_backward.grad_input",
+         [](const at::Tensor& g, const at::Tensor& x, const at::Scalar& th, at::Tensor& out) -> at::Tensor& {
+           binary(kThresholdBw, g, x, th, out, false);
+           return out;
+         });
+  REG_BINARY_FN(m, "tanh_backward", kTanhBw)
+  REG_BINARY_OUT(m, "tanh_backward.grad_input", kTanhBw)
+  REG_BINARY_FN(m, "sigmoid_backward", kSigmoidBw)
+  REG_BINARY_OUT(m, "sigmoid_backward.grad_input", kSigmoidBw)
   REG_BINARY(m, "bitwise_and", kBitAnd)
   REG_BINARY(m, "bitwise_or", kBitOr)
   REG_BINARY(m, "bitwise_xor", kBitXor)

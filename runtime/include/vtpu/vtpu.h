@@ -243,6 +243,10 @@ typedef enum vt_binary_op {
     VT_EQ, VT_NE, VT_LT, VT_LE, VT_GT, VT_GE,          /* bool-valued */
     VT_LOGICAL_AND, VT_LOGICAL_OR, VT_LOGICAL_XOR,     /* bool-valued */
     VT_BITWISE_AND, VT_BITWISE_OR, VT_BITWISE_XOR,
+    /* activation gradients (float computes only); a is the incoming gradient */
+    VT_THRESHOLD_BACKWARD, /* b <= alpha ? 0 : a   (b: the forward input, alpha: threshold) */
+    VT_TANH_BACKWARD,      /* a * fma(-b, b, 1)    (b: tanh's output; fused, as PyTorch's vector kernel) */
+    VT_SIGMOID_BACKWARD,   /* a * (1 - b) * b      (b: sigmoid's output) */
     VT_BINARY_OP_COUNT
 } vt_binary_op;
 

@@ -17,6 +17,7 @@ static const char *const binary_names[VT_BINARY_OP_COUNT] = {
     "add", "sub", "mul", "div", "div_trunc", "div_floor", "remainder", "fmod",
     "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le",
     "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "threshold_backward", "tanh_backward", "sigmoid_backward",
 };
 
 const char *vt_unary_op_name(vt_unary_op op) {
@@ -204,7 +205,7 @@ vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, c
     if (s) return s;
     vt_compute_class cls;
     c.cls_dt = class_dtype(compute, &cls);
-    c.bin = vt_narrow_div_ukernel(op, compute);
+    c.bin = vt_narrow_ukernel(op, compute);
     if (!c.bin) c.bin = vt_binary_ukernels[cls][op];
     c.un = NULL;
     c.is_bool = vt_binary_op_is_bool(op);

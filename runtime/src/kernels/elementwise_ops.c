@@ -109,6 +109,9 @@
     BIN_KERNEL(P##_land, T, uint8_t, (x != 0) & (y != 0))                                                      \
     BIN_KERNEL(P##_lor, T, uint8_t, (x != 0) | (y != 0))                                                       \
     BIN_KERNEL(P##_lxor, T, uint8_t, (x != 0) ^ (y != 0))                                                      \
+    BIN_KERNEL(P##_threshold_bw, T, T, y <= al ? (T)0 : x)                                                     \
+    BIN_KERNEL(P##_tanh_bw, T, T, x * _Generic(y, float: fmaf, default: fma)(-y, y, (T)1))                    \
+    BIN_KERNEL(P##_sigmoid_bw, T, T, x * ((T)1 - y) * y)                                                       \
     static int P##_add(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,               \
                        const void *al) {                                                                       \
         return (*(const T *)al == 1 ? P##_add1 : P##_add_alpha)(n, o, a, as, b, bs, al);                       \
@@ -332,11 +335,18 @@ static inline float round_f16(float x) { return vt_f16_to_f32(vt_f32_to_f16(x));
 
 DEFINE_NARROW_DIV(bf16n, round_bf16)
 DEFINE_NARROW_DIV(f16n, round_f16)
+/* PyTorch's sigmoid_backward for f16 (not bf16) runs in Half arithmetic too. */
+BIN_KERNEL(f16n_sigmoid_bw, float, float, round_f16(round_f16(x * round_f16(1.0f - y)) * y))
 
-vt_binary_ukernel vt_narrow_div_ukernel(vt_binary_op op, vt_dtype compute) {
+vt_binary_ukernel vt_narrow_ukernel(vt_binary_op op, vt_dtype compute) {
     if (compute == VT_BF16) return op == VT_DIV_TRUNC ? bf16n_div_trunc : op == VT_DIV_FLOOR ? bf16n_div_floor : NULL;
-    if (compute == VT_F16) return op == VT_DIV_TRUNC ? f16n_div_trunc : op == VT_DIV_FLOOR ? f16n_div_floor : NULL;
-    return NULL;
+    if (compute != VT_F16) return NULL;
+    switch (op) {
+    case VT_DIV_TRUNC: return f16n_div_trunc;
+    case VT_DIV_FLOOR: return f16n_div_floor;
+    case VT_SIGMOID_BACKWARD: return f16n_sigmoid_bw;
+    default: return NULL;
+    }
 }
 
 /* ------------------------------------------------------------ tables */
@@ -349,7 +359,8 @@ vt_binary_ukernel vt_narrow_div_ukernel(vt_binary_op op, vt_dtype compute) {
         [VT_MAXIMUM] = P##_maximum, [VT_MINIMUM] = P##_minimum, [VT_ATAN2] = P##_atan2,                        \
         [VT_EQ] = P##_eq, [VT_NE] = P##_ne, [VT_LT] = P##_lt, [VT_LE] = P##_le, [VT_GT] = P##_gt,              \
         [VT_GE] = P##_ge, [VT_LOGICAL_AND] = P##_land, [VT_LOGICAL_OR] = P##_lor,                              \
-        [VT_LOGICAL_XOR] = P##_lxor,                                                                           \
+        [VT_LOGICAL_XOR] = P##_lxor, [VT_THRESHOLD_BACKWARD] = P##_threshold_bw,                               \
+        [VT_TANH_BACKWARD] = P##_tanh_bw, [VT_SIGMOID_BACKWARD] = P##_sigmoid_bw,                              \
     }
 
 const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT] = {

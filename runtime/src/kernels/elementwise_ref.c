@@ -226,6 +226,9 @@ static int ref_class(vt_dtype compute) {
         case VT_MAXIMUM: return isnan(x) || isnan(y) ? (T)NAN : (x > y ? x : y);                               \
         case VT_MINIMUM: return isnan(x) || isnan(y) ? (T)NAN : (x < y ? x : y);                               \
         case VT_ATAN2: return (T)atan2(x, y);                                                                  \
+        case VT_THRESHOLD_BACKWARD: return y <= al ? (T)0 : x;                                                 \
+        case VT_TANH_BACKWARD: return x * _Generic(x, float: fmaf, default: fma)(-y, y, (T)1);                 \
+        case VT_SIGMOID_BACKWARD: return x * ((T)1 - y) * y;                                                   \
         default: break;                                                                                        \
         }                                                                                                      \
         *is_bool = 1;                                                                                          \
@@ -366,8 +369,10 @@ static int64_t ref_binary_int(vt_binary_op op, int64_t x, int64_t y, int64_t al,
     }
 }
 
-static int ref_int_supported_binary(vt_binary_op op) { return op != VT_DIV && op != VT_ATAN2; }
-static int ref_float_supported_binary(vt_binary_op op) { return op < VT_BITWISE_AND; }
+static int ref_int_supported_binary(vt_binary_op op) {
+    return op != VT_DIV && op != VT_ATAN2 && op < VT_THRESHOLD_BACKWARD;
+}
+static int ref_float_supported_binary(vt_binary_op op) { return op < VT_BITWISE_AND || op >= VT_THRESHOLD_BACKWARD; }
 
 vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                         vt_dtype compute, vt_scalar alpha) {
@@ -390,6 +395,10 @@ vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *
         if ((op == VT_DIV_TRUNC || op == VT_DIV_FLOOR) && (compute == VT_BF16 || compute == VT_F16)) {
             is_bool = 0;
             r = rv_f(ref_reduced_div(op, compute, (float)x.d, (float)y.d));
+        } else if (op == VT_SIGMOID_BACKWARD && compute == VT_F16) {
+            is_bool = 0;
+            float one_minus = ref_round(VT_F16, 1.0 - y.d);
+            r = rv_f(ref_round(VT_F16, (double)ref_round(VT_F16, x.d * one_minus) * y.d));
         } else if (cls == CLS_F32) {
             float al = alpha.is_float ? (float)alpha.f : (float)alpha.i;
             r = rv_f(ref_binary_f32(op, (float)x.d, (float)y.d, al, &is_bool));
