@@ -63,3 +63,13 @@ def eager_mode(mode):
         stack.pop()
         # back to the enclosing block's mode, or to the process default
         _C._set_eager_mode(int(stack[-1]) if stack else -1, True)
+
+
+if get_eager_mode() == EagerMode.DEFER_AND_FUSE:
+    import warnings
+
+    warnings.warn(
+        "vtpu: TPU_DEFER_AND_FUSE=1 asks for the DeferAndFuse eager mode, which vtpu does not implement yet; "
+        "ops run in Strict mode (asynchronous, op by op)",
+        stacklevel=2,
+    )
