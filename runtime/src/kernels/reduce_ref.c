@@ -132,16 +132,26 @@ vt_status vt_ref_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *
     return VT_OK;
 }
 
+/* in seen as nout lines of R values along dim (a 0-dim input: one line of
+ * one); returns the wrapped dim. */
+static int one_dim_lines(const vt_tensor *in, int dim, uint64_t *mask, int64_t *nout, int64_t *R) {
+    int d = 0;
+    vt_wrap_dim(dim, in->ndim, &d);
+    *mask = in->ndim > 0 ? 1ull << d : 0;
+    *R = in->ndim > 0 ? in->sizes[d] : 1;
+    *nout = 1;
+    for (int k = 0; k < in->ndim; k++)
+        if (k != d) *nout *= in->sizes[k];
+    return d;
+}
+
 vt_status vt_ref_reduce_arg(int is_max, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,
                             int dim) {
     vt_status s = vt_reduce_arg_check(is_max, values, indices, in, dim);
     if (s != VT_OK) return s;
-    int d;
-    vt_wrap_dim(dim, in->ndim, &d);
-    uint64_t mask = in->ndim > 0 ? 1ull << d : 0;
-    int64_t nout = 1, R = in->ndim > 0 ? in->sizes[d] : 1;
-    for (int k = 0; k < in->ndim; k++)
-        if (k != d) nout *= in->sizes[k];
+    uint64_t mask;
+    int64_t nout, R;
+    one_dim_lines(in, dim, &mask, &nout, &R);
     int is_int = !vt_dtype_is_float(in->dtype);
     vt_dtype cdt = is_int ? VT_I64 : VT_F64;
     const vt_tensor *shape_t = values ? values : indices;
@@ -179,12 +189,9 @@ static double log_add_exp(double a, double b) {
 vt_status vt_ref_scan(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute) {
     vt_status s = vt_scan_check(op, out, in, dim, compute);
     if (s != VT_OK) return s;
-    int d;
-    vt_wrap_dim(dim, in->ndim, &d);
-    uint64_t mask = in->ndim > 0 ? 1ull << d : 0;
-    int64_t nout = 1, R = in->ndim > 0 ? in->sizes[d] : 1;
-    for (int k = 0; k < in->ndim; k++)
-        if (k != d) nout *= in->sizes[k];
+    uint64_t mask;
+    int64_t nout, R;
+    const int d = one_dim_lines(in, dim, &mask, &nout, &R);
     int is_int = !vt_dtype_is_float(compute);
     for (int64_t o = 0; o < nout; o++) {
         int64_t ib, ob;
