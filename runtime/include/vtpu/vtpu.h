@@ -426,6 +426,20 @@ vt_status vt_op_reduce_arg(int dev, const char *name, int is_max, const vt_tenso
 vt_status vt_op_scan(int dev, const char *name, vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim,
                      vt_dtype compute);
 
+/* ------------------------------------------------------------------ kernel families
+ * Each family's synchronous kernels, references and queued wrappers. */
+#include "softmax.h"
+
+#include "norm.h"
+
+#include "index.h"
+
+#include "attention.h"
+
+#include "optim.h"
+
+#include "pool.h"
+
 /* Host <-> device transfers. Host-to-device waits until the copy has run
  * (the host buffer is the caller's); device-to-host synchronises first. Both
  * take strided views and convert dtypes like vt_copy. */
