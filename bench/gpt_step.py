@@ -1,0 +1,72 @@
+"""One training step (forward, backward, AdamW) of the GPT-style decoder in
+python/vtpu/models.py — 6 layers, d_model 512, 8 heads, seq 256, batch 8 —
+on "tpu" in Strict eager mode at DEFAULT precision, against the same step on
+CPU PyTorch eager (float32) and CPU Inductor, in one run.
+Target (issue 4): tpu >= 1.0x CPU eager (goal 2x)."""
+
+import copy
+import sys
+import time
+import warnings
+
+import torch
+
+import vtpu
+from common import save
+from vtpu.models import GPT, GPTConfig
+
+CFG = GPTConfig(vocab=8192, d_model=512, n_layers=6, n_heads=8, n_kv_heads=8, max_seq=256)
+BATCH, SEQ = 8, 256
+
+
+def step_fn(model, device, compiled=False):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    idx = torch.randint(0, CFG.vocab, (BATCH, SEQ + 1), generator=g).to(device)
+    loss_fn = torch.compile(model.loss) if compiled else model.loss
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(idx[:, :-1], idx[:, 1:])
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def timed(step, device, n):
+    step().item()  # warm-up (allocator, compile)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        loss = step()
+    loss.item()
+    if device == "tpu":
+        torch.tpu.synchronize()
+    return (time.perf_counter() - t0) / n
+
+
+def main():
+    warnings.simplefilter("ignore")
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    torch.manual_seed(0)
+    base = GPT(CFG)
+    cpu = timed(step_fn(copy.deepcopy(base), "cpu"), "cpu", n)
+    vtpu.reset_fallback_report()
+    tpu = timed(step_fn(copy.deepcopy(base).to("tpu"), "tpu"), "tpu", n)
+    fallbacks = vtpu.fallback_report()
+    ind = timed(step_fn(copy.deepcopy(base), "cpu", compiled=True), "cpu", n) if "--no-inductor" not in sys.argv else None
+    print(f"GPT step (6x512, seq {SEQ}, batch {BATCH}): CPU eager {cpu * 1e3:.0f} ms, "
+          f"tpu {tpu * 1e3:.0f} ms  -> {cpu / tpu:.2f}x CPU eager (target >= 1.0x, goal 2x)")
+    if ind:
+        print(f"  CPU Inductor {ind * 1e3:.0f} ms -> tpu is {ind / tpu:.2f}x Inductor")
+    print(f"  CPU fallbacks during the tpu steps: {fallbacks or 'none'}")
+    bars = {"cpu eager": cpu * 1e3, "tpu strict DEFAULT": tpu * 1e3}
+    if ind:
+        bars["cpu inductor"] = ind * 1e3
+    save("gpt_step", {"cpu_eager_s": cpu, "tpu_s": tpu, "inductor_s": ind, "vs_cpu": cpu / tpu,
+                      "fallbacks": fallbacks}, bars)
+
+
+if __name__ == "__main__":
+    main()
