@@ -194,7 +194,7 @@ static inline double lgamma_d(double x) {
     MBIN(P##_elu_bw, T, T, P##_elu_bw1(x, y, p))                                                               \
     MBIN(P##_leaky_relu_bw, T, T, y > 0 ? x : x * p[1])                                                        \
     MBIN(P##_hardtanh_bw, T, T, (y <= p[1] || y >= p[2]) ? (T)0 : x)                                           \
-    MBIN(P##_hardsigmoid_bw, T, T, (y > (T)-3 && y < (T)3) ? x * ((T)1 / (T)6) : (T)0)                         \
+    MBIN(P##_hardsigmoid_bw, T, T, (y > (T)-3 && y < (T)3) ? x * (T)(1.0f / 6.0f) : (T)0) /* a float sixth, as c10 */                         \
     MBIN(P##_hardswish_bw, T, T, y < (T)-3 ? (T)0 : y <= (T)3 ? x * ((y / (T)3) + (T)0.5) : x)                 \
     MBIN(P##_log_sigmoid_bw, T, T, P##_log_sigmoid_bw1(x, y))                                                  \
     MBIN(P##_logit_bw, T, T, P##_logit_bw1(x, y, p[1]))                                                        \

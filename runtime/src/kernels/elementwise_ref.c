@@ -608,7 +608,7 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
         }                                                                                                      \
         case VT_LEAKY_RELU_BACKWARD: return x > 0 ? g : g * p[1];                                              \
         case VT_HARDTANH_BACKWARD: return x <= p[1] || x >= p[2] ? 0 : g;                                      \
-        case VT_HARDSIGMOID_BACKWARD: return x > -3 && x < 3 ? g * ((T)1 / 6) : 0;                             \
+        case VT_HARDSIGMOID_BACKWARD: return x > -3 && x < 3 ? g * (T)(1.0f / 6.0f) : 0;                             \
         case VT_HARDSWISH_BACKWARD: return x < -3 ? 0 : x <= 3 ? g * (x / 3 + (T)0.5) : g;                     \
         case VT_LOG_SIGMOID_BACKWARD: {                                                                        \
             T z = M_##SUF(exp)(-fabs(x));                                                                            \
