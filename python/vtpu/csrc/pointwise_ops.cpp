@@ -648,6 +648,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_FN(m, "pow.Tensor_Tensor", kPow)
   REG_BINARY_INPLACE(m, "pow_.Tensor", kPow)
   REG_BINARY_OUT(m, "pow.Tensor_Tensor_out", kPow)
+  // Scalar ** Tensor (logaddexp2's gradient, 2 ** x): the base rides as a host scalar
+  m.impl("pow.Scalar", [](const at::Scalar& s, const at::Tensor& e) { return binary(kPow, wrap_scalar(s), e, 1, {}, false); });
+  m.impl("pow.Scalar_out", [](const at::Scalar& s, const at::Tensor& e, at::Tensor& out) -> at::Tensor& {
+    binary(kPow, wrap_scalar(s), e, 1, out, false);
+    return out;
+  });
   m.impl("pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
   m.impl("pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
     binary_scalar(kPow, a, s, {}, true);

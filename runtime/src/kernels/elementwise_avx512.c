@@ -104,7 +104,10 @@ static inline __m512 silu512(__m512 x) {
 
 static inline __m512 gelu512(__m512 x) {
     __m512 e = erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.707106781186547524f)));
-    return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    __m512 r = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    /* +-inf give NaN, as CPU PyTorch's float gelu */
+    __mmask16 inf = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+    return _mm512_mask_blend_ps(inf, r, _mm512_set1_ps(NAN));
 }
 
 static inline __m512 gelu_tanh512(__m512 x) {

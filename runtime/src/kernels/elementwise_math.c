@@ -157,7 +157,7 @@ static inline double lgamma_d(double x) {
  * scalar formula (Activation.cpp, UnaryOpsKernel.cpp, BinaryOpsKernel.cpp). */
 #define DEFINE_MATH_CLASS(P, T, ERFINV, DIGAMMA, LGAMMA)                                                       \
     MUN(P##_silu, T, T, x / ((T)1 + exp(-x)))                                                                  \
-    MUN(P##_gelu, T, T, x * (T)0.5 * ((T)1 + erf(x * (T)0.707106781186547524400844362104849039)))              \
+    MUN(P##_gelu, T, T, P##_gelu1(x))              \
     MUN(P##_gelu_tanh, T, T,                                                                                   \
         (T)0.5 * x * ((T)1 + tanh((T)(1.41421356237309504880 * 1.12837916709551257390 * 0.5) *                 \
                                   (x + (T)0.044715 * (x * x * x)))))                                           \
@@ -195,7 +195,7 @@ static inline double lgamma_d(double x) {
     MBIN(P##_leaky_relu_bw, T, T, y > 0 ? x : x * p[1])                                                        \
     MBIN(P##_hardtanh_bw, T, T, (y <= p[1] || y >= p[2]) ? (T)0 : x)                                           \
     MBIN(P##_hardsigmoid_bw, T, T, (y > (T)-3 && y < (T)3) ? x * (T)(1.0f / 6.0f) : (T)0) /* a float sixth, as c10 */                         \
-    MBIN(P##_hardswish_bw, T, T, y < (T)-3 ? (T)0 : y <= (T)3 ? x * ((y / (T)3) + (T)0.5) : x)                 \
+    MBIN(P##_hardswish_bw, T, T, y <= (T)-3 ? (T)0 : y < (T)3 ? x * ((y / (T)3) + (T)0.5) : x)                 \
     MBIN(P##_log_sigmoid_bw, T, T, P##_log_sigmoid_bw1(x, y))                                                  \
     MBIN(P##_logit_bw, T, T, P##_logit_bw1(x, y, p[1]))                                                        \
     MBIN(P##_xlogy, T, T, y != y ? (T)NAN : x == 0 ? (T)0 : x * log(y))                                        \
@@ -226,6 +226,11 @@ static inline double lgamma_d(double x) {
         T lo = eps, hi = (T)1 - eps;                                                                           \
         T xc = x < lo ? lo : (x > hi ? hi : x);                                                                \
         return log(xc / ((T)1 - xc));                                                                          \
+    }                                                                                                          \
+    /* CPU PyTorch's float gelu gives NaN at +-inf; its double gelu gives +-inf * (1 + erf). */            \
+    static inline T P##_gelu1(T x) {                                                                           \
+        if (sizeof(T) == 4 && isinf(x)) return (T)NAN;                                                         \
+        return x * (T)0.5 * ((T)1 + erf(x * (T)0.707106781186547524400844362104849039));                       \
     }                                                                                                          \
     static inline T P##_silu_bw1(T dy, T x) {                                                                  \
         const T s = (T)1 / ((T)1 + exp(-x));                                                                   \

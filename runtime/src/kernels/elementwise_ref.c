@@ -531,7 +531,7 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
         *is_bool = 0;                                                                                          \
         switch (op) {                                                                                          \
         case VT_SILU: return x / (1 + M_##SUF(exp)(-x));                                                             \
-        case VT_GELU: return x * (T)0.5 * (1 + M_##SUF(erf)(x * s2));                                                \
+        case VT_GELU: return sizeof(T) == 4 && isinf(x) ? (T)NAN : x * (T)0.5 * (1 + M_##SUF(erf)(x * s2));                                                \
         case VT_GELU_TANH: {                                                                                   \
             T beta = (T)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);                              \
             return (T)0.5 * x * (1 + M_##SUF(tanh)(beta * (x + (T)0.044715 * (x * x * x))));                         \
@@ -609,7 +609,7 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
         case VT_LEAKY_RELU_BACKWARD: return x > 0 ? g : g * p[1];                                              \
         case VT_HARDTANH_BACKWARD: return x <= p[1] || x >= p[2] ? 0 : g;                                      \
         case VT_HARDSIGMOID_BACKWARD: return x > -3 && x < 3 ? g * (T)(1.0f / 6.0f) : 0;                             \
-        case VT_HARDSWISH_BACKWARD: return x < -3 ? 0 : x <= 3 ? g * (x / 3 + (T)0.5) : g;                     \
+        case VT_HARDSWISH_BACKWARD: return x <= -3 ? 0 : x < 3 ? g * (x / 3 + (T)0.5) : g;                     \
         case VT_LOG_SIGMOID_BACKWARD: {                                                                        \
             T z = M_##SUF(exp)(-fabs(x));                                                                            \
             return x < 0 ? g * (1 - z / (1 + z)) : g * (0 + z / (1 + z));                                      \
