@@ -110,9 +110,32 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
  * stride of 0 makes it a scalar, otherwise it is 1. alpha points to a value
  * of the class type. They return nonzero after an integer division by zero. */
 typedef enum vt_compute_class { VT_CLASS_FLOAT = 0, VT_CLASS_DOUBLE, VT_CLASS_INT, VT_CLASS_COUNT } vt_compute_class;
+/* prm points to class-typed values: for binary and ternary kernels prm[0]
+ * is alpha and prm[1 + k] the op's params[k]; for unary ones prm[k] is
+ * params[k]. */
 typedef int (*vt_binary_ukernel)(int64_t n, void *out, const void *a, int64_t as, const void *b, int64_t bs,
                                  const void *alpha);
-typedef int (*vt_unary_ukernel)(int64_t n, void *out, const void *a);
+typedef int (*vt_unary_ukernel)(int64_t n, void *out, const void *a, const void *prm);
+typedef int (*vt_ternary_ukernel)(int64_t n, void *out, const void *a, int64_t as, const void *b, int64_t bs,
+                                  const void *c, int64_t cs, const void *prm);
+/* Activations and further math (kernels/elementwise_math.c); NULL where an
+ * op has no kernel in a class or lives in the tables above. */
+extern const vt_unary_ukernel vt_math_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT];
+extern const vt_binary_ukernel vt_math_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
+extern const vt_ternary_ukernel vt_ternary_ukernels[VT_CLASS_COUNT][VT_TERNARY_OP_COUNT];
+/* Contiguous f32 activations with per-ISA versions (elementwise_avx512.c):
+ * same formulas with a vector exp/erf of about an ulp. out may alias inputs. */
+typedef struct vt_f32_act_table {
+    void (*silu)(int64_t n, float *out, const float *x);
+    void (*gelu)(int64_t n, float *out, const float *x);
+    void (*gelu_tanh)(int64_t n, float *out, const float *x);
+    void (*silu_backward)(int64_t n, float *out, const float *g, const float *x);
+    void (*addcmul)(int64_t n, float *out, const float *a, const float *b, const float *c, float v);
+} vt_f32_act_table;
+/* The active table (portable entries are NULL: the class kernels run). */
+const vt_f32_act_table *vt_f32_act(void);
+/* Test aid behind vt_elementwise_force_isa: the table within mask. */
+void vt_elementwise_act_force(unsigned mask);
 /* NULL where the op has no meaning in that class (bitwise on floats, exp on ints). */
 extern const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
 /* Ops PyTorch evaluates in the narrow type's own arithmetic, rounding every
@@ -133,6 +156,7 @@ extern const vt_f32_binary_table vt_f32_binary_portable;
 #if defined(__x86_64__)
 extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;
+extern const vt_f32_act_table vt_f32_act_avx512;
 #endif
 /* Test aid: make the elementwise kernels use the best path within mask
  * (VT_ISA_* bits, still limited to what the CPU has); returns the mask of

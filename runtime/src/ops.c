@@ -39,15 +39,20 @@ typedef struct unary_cmd {
     vt_unary_op op;
     vt_dtype compute;
     vt_tensor out, a;
+    double params[VT_EW_MAX_PARAMS];
 } unary_cmd;
 
 static vt_status unary_kernel(void *p) {
     unary_cmd *c = p;
-    return vt_unary(c->op, &c->out, &c->a, c->compute);
+    return vt_unary_ex(c->op, &c->out, &c->a, c->compute, c->params);
 }
 
-vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
-                      vt_dtype compute) {
+static void copy_params(double *dst, const double *params) {
+    for (int k = 0; k < VT_EW_MAX_PARAMS; k++) dst[k] = params ? params[k] : 0.0;
+}
+
+vt_status vt_op_unary_ex(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
+                         vt_dtype compute, const double *params) {
     if (!name) name = "vt_op_unary";
     vt_status s = vt_check_device(dev);
     if (s == VT_OK && ((int)op < 0 || op >= VT_UNARY_OP_COUNT))
@@ -56,11 +61,22 @@ vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor
     if (s == VT_OK) s = check_tensor(name, out, "out");
     if (s == VT_OK) s = check_input(name, a, "input", out);
     if (s != VT_OK) return s;
-    unary_cmd c = {op, compute, *out, *a};
+    unary_cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.compute = compute;
+    c.out = *out;
+    c.a = *a;
+    copy_params(c.params, params);
     return vt_enqueue(dev, name, unary_kernel, &c, sizeof c);
 }
 
-/* ------------------------------------------------------------ binary */
+vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
+                      vt_dtype compute) {
+    return vt_op_unary_ex(dev, name, op, out, a, compute, NULL);
+}
+
+/* ------------------------------------------------------------ binary, ternary */
 
 typedef struct binary_cmd {
     vt_binary_op op;
@@ -68,6 +84,7 @@ typedef struct binary_cmd {
     vt_scalar alpha;
     int a_scalar, b_scalar;
     vt_tensor out, a, b;
+    double params[VT_EW_MAX_PARAMS];
     alignas(16) unsigned char a_store[16], b_store[16]; /* host scalars, in compute dtype */
 } binary_cmd;
 
@@ -77,7 +94,7 @@ static vt_status binary_kernel(void *p) {
      * at this copy's storage, not the caller's. */
     if (c->a_scalar) c->a.data = c->a_store;
     if (c->b_scalar) c->b.data = c->b_store;
-    return vt_binary(c->op, &c->out, &c->a, &c->b, c->compute, c->alpha);
+    return vt_binary_ex(c->op, &c->out, &c->a, &c->b, c->compute, c->alpha, c->params);
 }
 
 static vt_status scalar_operand(const char *name, const vt_scalar *v, vt_dtype compute, vt_tensor *t,
@@ -90,17 +107,25 @@ static vt_status scalar_operand(const char *name, const vt_scalar *v, vt_dtype c
     return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
 }
 
-vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
-                       const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
-                       vt_scalar alpha) {
+/* One operand of a queued op: a device tensor (checked against out) or a
+ * host scalar stored in the command. */
+static vt_status operand(const char *name, const char *what, const vt_tensor *t, const vt_scalar *sc,
+                         vt_dtype compute, const vt_tensor *out, vt_tensor *dst, unsigned char *store) {
+    if (sc) return scalar_operand(name, sc, compute, dst, store);
+    vt_status s = check_input(name, t, what, out);
+    if (s == VT_OK) *dst = *t;
+    return s;
+}
+
+vt_status vt_op_binary_ex(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
+                          const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
+                          vt_scalar alpha, const double *params) {
     if (!name) name = "vt_op_binary";
     vt_status s = vt_check_device(dev);
     if (s == VT_OK && ((int)op < 0 || op >= VT_BINARY_OP_COUNT))
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid binary op %d", name, (int)op);
     if (s == VT_OK) s = check_dtype(name, compute, "compute");
     if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s == VT_OK && !a_scalar) s = check_input(name, a, "input", out);
-    if (s == VT_OK && !b_scalar) s = check_input(name, b, "other", out);
     if (s != VT_OK) return s;
     binary_cmd c;
     memset(&c, 0, sizeof c);
@@ -110,12 +135,60 @@ vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tens
     c.out = *out;
     c.a_scalar = a_scalar != NULL;
     c.b_scalar = b_scalar != NULL;
-    if (a_scalar) s = scalar_operand(name, a_scalar, compute, &c.a, c.a_store);
-    else c.a = *a;
-    if (s == VT_OK && b_scalar) s = scalar_operand(name, b_scalar, compute, &c.b, c.b_store);
-    else if (s == VT_OK) c.b = *b;
+    copy_params(c.params, params);
+    s = operand(name, "input", a, a_scalar, compute, out, &c.a, c.a_store);
+    if (s == VT_OK) s = operand(name, "other", b, b_scalar, compute, out, &c.b, c.b_store);
     if (s != VT_OK) return s;
     return vt_enqueue(dev, name, binary_kernel, &c, sizeof c);
+}
+
+vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
+                       const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
+                       vt_scalar alpha) {
+    return vt_op_binary_ex(dev, name, op, out, a, a_scalar, b, b_scalar, compute, alpha, NULL);
+}
+
+typedef struct ternary_cmd {
+    vt_ternary_op op;
+    vt_dtype compute;
+    vt_scalar alpha;
+    int is_scalar[3];
+    vt_tensor out, in[3];
+    alignas(16) unsigned char store[3][16]; /* host scalars, in compute dtype */
+} ternary_cmd;
+
+static vt_status ternary_kernel(void *p) {
+    ternary_cmd *c = p;
+    for (int k = 0; k < 3; k++)
+        if (c->is_scalar[k]) c->in[k].data = c->store[k];
+    return vt_ternary(c->op, &c->out, &c->in[0], &c->in[1], &c->in[2], c->compute, c->alpha);
+}
+
+vt_status vt_op_ternary(int dev, const char *name, vt_ternary_op op, const vt_tensor *out, const vt_tensor *a,
+                        const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, const vt_tensor *cc,
+                        const vt_scalar *c_scalar, vt_dtype compute, vt_scalar alpha) {
+    if (!name) name = "vt_op_ternary";
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK && ((int)op < 0 || op >= VT_TERNARY_OP_COUNT))
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid ternary op %d", name, (int)op);
+    if (s == VT_OK) s = check_dtype(name, compute, "compute");
+    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s != VT_OK) return s;
+    ternary_cmd c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.compute = compute;
+    c.alpha = alpha;
+    c.out = *out;
+    const vt_tensor *ts[3] = {a, b, cc};
+    const vt_scalar *ss[3] = {a_scalar, b_scalar, c_scalar};
+    static const char *const what[3] = {"input", "tensor1", "tensor2"};
+    for (int k = 0; k < 3 && s == VT_OK; k++) {
+        c.is_scalar[k] = ss[k] != NULL;
+        s = operand(name, what[k], ts[k], ss[k], compute, out, &c.in[k], c.store[k]);
+    }
+    if (s != VT_OK) return s;
+    return vt_enqueue(dev, name, ternary_kernel, &c, sizeof c);
 }
 
 /* ------------------------------------------------------------ where, copy, fill */

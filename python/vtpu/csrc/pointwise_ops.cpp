@@ -13,7 +13,8 @@
 namespace vtpu {
 namespace {
 
-enum class Kind { Arith, TrueDiv, Compare, Logical, Bitwise, FloatMath, Gradient };
+// FloatOnly: float (and promoted) inputs only; Activation: float inputs only, no promotion.
+enum class Kind { Arith, TrueDiv, Compare, Logical, Bitwise, FloatMath, Gradient, FloatOnly, Activation };
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
 
@@ -91,14 +92,17 @@ struct Binary {
 
 // mode: out undefined and !inplace → functional; inplace → out = a.
 at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
-                  at::Tensor out, bool inplace) {
+                  at::Tensor out, bool inplace, const double* params = nullptr) {
   if (inplace) out = a;
   const int dev = common_device({&a, &o, &out});
   if (inplace)
     TORCH_CHECK(!is_host_scalar(a), "vtpu: in-place op on a CPU tensor");
   c10::ScalarType common = at::result_type(a, o);
-  if (b.kind == Kind::TrueDiv && c10::isIntegralType(common, /*includeBool=*/true))
+  if ((b.kind == Kind::TrueDiv || b.kind == Kind::FloatOnly) && c10::isIntegralType(common, /*includeBool=*/true))
     common = c10::typeMetaToScalarType(c10::get_default_dtype());
+  if (b.kind == Kind::Activation)
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(common) || c10::isComplexType(common), "\"", b.name,
+                                "\" not implemented for '", c10::toString(common), "'");
   if (b.kind == Kind::Bitwise)
     TORCH_CHECK(c10::isIntegralType(common, /*includeBool=*/true), "\"", b.name, "\" not implemented for '",
                 c10::toString(common), "'");
@@ -136,6 +140,8 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
                       describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
                       (is_host_scalar(o) || describe(o, &tb));
   if (!native) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!params && b.kind != Kind::Activation, "vtpu: ", b.name, " on dtype ", common,
+                                " is not supported by the tpu kernels");
     // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel, through the fallback, into out
     if (b.rounding_mode) via_fallback(b.name, "out_mode", a, o, std::string(b.rounding_mode), out);
     else if (b.op == VT_ADD || b.op == VT_SUB || b.op == VT_THRESHOLD_BACKWARD)
@@ -149,8 +155,8 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   if (is_host_scalar(a)) sa = make_scalar(a.item(), fl);
   if (is_host_scalar(o)) sb = make_scalar(o.item(), fl);
   const vt_scalar al = make_scalar(alpha, fl);
-  check(vt_op_binary(dev, b.name, b.op, &to, is_host_scalar(a) ? nullptr : &ta, is_host_scalar(a) ? &sa : nullptr,
-                     is_host_scalar(o) ? nullptr : &tb, is_host_scalar(o) ? &sb : nullptr, compute, al),
+  check(vt_op_binary_ex(dev, b.name, b.op, &to, is_host_scalar(a) ? nullptr : &ta, is_host_scalar(a) ? &sa : nullptr,
+                        is_host_scalar(o) ? nullptr : &tb, is_host_scalar(o) ? &sb : nullptr, compute, al, params),
         b.name);
   return out;
 }
@@ -204,10 +210,15 @@ struct Unary {
   Kind kind;  // Arith: keeps dtype; FloatMath: ints promote to float; Logical: bool result
 };
 
-at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inplace) {
+at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inplace, const double* params = nullptr) {
   if (inplace) out = a;
   const int dev = common_device({&a, &out});
+  if (u.kind == Kind::Activation)
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(a.scalar_type()), "\"", u.name, "\" not implemented for '",
+                                c10::toString(a.scalar_type()), "'");
   if (!supported(a.scalar_type()) || a.dim() > VT_MAX_DIMS) {
+    TORCH_CHECK_NOT_IMPLEMENTED(!params, "vtpu: ", u.name, " on dtype ", a.scalar_type(),
+                                " is not supported by the tpu kernels");
     // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel through the fallback
     at::Tensor r = via_fallback(u.name, "", a).toTensor();
     if (!out.defined()) return r;
@@ -237,7 +248,7 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
   vt_tensor to{}, ta{};
   TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(a, &ta), "vtpu: ", u.name, " on dtype ",
                               out.scalar_type(), " is not supported by the tpu kernels");
-  check(vt_op_unary(dev, u.name, u.op, &to, &ta, vt_of(compute)), u.name);
+  check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params), u.name);
   return out;
 }
 
@@ -269,7 +280,187 @@ UN(kErf, VT_ERF, "erf", FloatMath)
 UN(kLogicalNot, VT_LOGICAL_NOT, "logical_not", Logical)
 UN(kBitNot, VT_BITWISE_NOT, "bitwise_not", Bitwise)
 UN(kIsnan, VT_ISNAN, "isnan", Logical)
+
+UN(kSilu, VT_SILU, "silu", Activation)
+UN(kGelu, VT_GELU, "gelu", Activation)
+UN(kGeluTanh, VT_GELU_TANH, "gelu", Activation)
+UN(kSoftplus, VT_SOFTPLUS, "softplus", Activation)
+UN(kMish, VT_MISH, "mish", Activation)
+UN(kElu, VT_ELU, "elu", Activation)
+UN(kLeakyRelu, VT_LEAKY_RELU, "leaky_relu", Activation)
+UN(kHardsigmoid, VT_HARDSIGMOID, "hardsigmoid", Activation)
+UN(kHardswish, VT_HARDSWISH, "hardswish", Activation)
+UN(kLogSigmoid, VT_LOG_SIGMOID, "log_sigmoid_forward", Activation)
+UN(kLogit, VT_LOGIT, "logit", FloatMath)
+UN(kNanToNum, VT_NAN_TO_NUM, "nan_to_num", Arith)
+UN(kIsneginf, VT_ISNEGINF, "isneginf", Logical)
+UN(kIsposinf, VT_ISPOSINF, "isposinf", Logical)
+UN(kSignbit, VT_SIGNBIT, "signbit", Logical)
+UN(kSgn, VT_SIGN, "sgn", Arith)
+UN(kSinh, VT_SINH, "sinh", FloatMath)
+UN(kCosh, VT_COSH, "cosh", FloatMath)
+UN(kAsin, VT_ASIN, "asin", FloatMath)
+UN(kAcos, VT_ACOS, "acos", FloatMath)
+UN(kAtan, VT_ATAN, "atan", FloatMath)
+UN(kAsinh, VT_ASINH, "asinh", FloatMath)
+UN(kAcosh, VT_ACOSH, "acosh", FloatMath)
+UN(kAtanh, VT_ATANH, "atanh", FloatMath)
+UN(kExp2, VT_EXP2, "exp2", FloatMath)
+UN(kErfc, VT_ERFC, "erfc", FloatMath)
+UN(kErfinv, VT_ERFINV, "erfinv", FloatMath)
+UN(kLgamma, VT_LGAMMA, "lgamma", FloatMath)
+UN(kDigamma, VT_DIGAMMA, "digamma", FloatMath)
 #undef UN
+
+#define BIN2(var, vop, str, kind, out) const Binary var{vop, "aten::" str, Kind::kind, out, nullptr};
+BIN2(kSiluBw, VT_SILU_BACKWARD, "silu_backward", Activation, "grad_input")
+BIN2(kGeluBw, VT_GELU_BACKWARD, "gelu_backward", Activation, "grad_input")
+BIN2(kGeluTanhBw, VT_GELU_TANH_BACKWARD, "gelu_backward", Activation, "grad_input")
+BIN2(kMishBw, VT_MISH_BACKWARD, "mish_backward", Activation, "")
+BIN2(kSoftplusBw, VT_SOFTPLUS_BACKWARD, "softplus_backward", Activation, "grad_input")
+BIN2(kEluBw, VT_ELU_BACKWARD, "elu_backward", Activation, "grad_input")
+BIN2(kLeakyReluBw, VT_LEAKY_RELU_BACKWARD, "leaky_relu_backward", Activation, "grad_input")
+BIN2(kHardtanhBw, VT_HARDTANH_BACKWARD, "hardtanh_backward", Activation, "grad_input")
+BIN2(kHardsigmoidBw, VT_HARDSIGMOID_BACKWARD, "hardsigmoid_backward", Activation, "grad_input")
+BIN2(kHardswishBw, VT_HARDSWISH_BACKWARD, "hardswish_backward", Activation, "")
+BIN2(kLogSigmoidBw, VT_LOG_SIGMOID_BACKWARD, "log_sigmoid_backward", Activation, "grad_input")
+BIN2(kLogitBw, VT_LOGIT_BACKWARD, "logit_backward", Activation, "grad_input")
+BIN2(kXlogy, VT_XLOGY, "xlogy", FloatOnly, "OutTensor")
+BIN2(kHypot, VT_HYPOT, "hypot", Activation, "out")
+BIN2(kCopysign, VT_COPYSIGN, "copysign", FloatOnly, "out")
+BIN2(kLogaddexp, VT_LOGADDEXP, "logaddexp", Activation, "out")
+BIN2(kLogaddexp2, VT_LOGADDEXP2, "logaddexp2", Activation, "out")
+BIN2(kFmin, VT_FMIN, "fmin", Arith, "out")
+BIN2(kFmax, VT_FMAX, "fmax", Arith, "out")
+BIN2(kHeaviside, VT_HEAVISIDE, "heaviside", Arith, "out")
+BIN2(kShl, VT_SHIFT_LEFT, "bitwise_left_shift", Bitwise, "Tensor_out")
+BIN2(kShr, VT_SHIFT_RIGHT, "bitwise_right_shift", Bitwise, "Tensor_out")
+BIN2(kClampMin, VT_CLAMP_MIN, "clamp_min", Arith, "out")
+BIN2(kClampMax, VT_CLAMP_MAX, "clamp_max", Arith, "out")
+BIN2(kClampMinT, VT_MAXIMUM, "clamp_min", Arith, "Tensor_out")
+BIN2(kClampMaxT, VT_MINIMUM, "clamp_max", Arith, "Tensor_out")
+BIN2(kLerpS, VT_LERP_SCALAR, "lerp", Activation, "Scalar_out")
+#undef BIN2
+
+// ------------------------------------------------------------------ ternary and parameterised ops
+
+at::Tensor wrap_scalar(const at::Scalar& s) {
+  at::Tensor t = at::scalar_to_tensor(s);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// out = op(a, b, c): PyTorch's common dtype of the three, broadcast shape;
+// host 0-dim operands (wrapped scalars) travel in the command.
+at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
+                   const at::Scalar& value, at::Tensor out, bool inplace, bool float_only = false) {
+  if (inplace) out = a;
+  const int dev = common_device({&a, &b, &c, &out});
+  at::native::ResultTypeState st{};
+  st = at::native::update_result_type_state(a, st);
+  st = at::native::update_result_type_state(b, st);
+  st = at::native::update_result_type_state(c, st);
+  const c10::ScalarType common = at::native::result_type(st);
+  if (float_only)
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(common), "\"", name, "\" not implemented for '",
+                                c10::toString(common), "'");
+  const auto shape = at::infer_size(at::infer_size(a.sizes(), b.sizes()), c.sizes());
+  if (inplace) {
+    TORCH_CHECK(a.sizes() == c10::IntArrayRef(shape), "output with shape ", a.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+    check_cast(common, a);
+  } else if (out.defined()) {
+    check_cast(common, out);
+    at::native::resize_output(out, shape);
+  } else {
+    out = new_output(shape, common, dev, {&a, &b, &c});
+  }
+  if (out.numel() == 0) return out;
+  vt_tensor to{}, t[3]{};
+  const at::Tensor* in[3] = {&a, &b, &c};
+  bool native = supported(common) && describe(out, &to);
+  for (int k = 0; k < 3 && native; k++) native = is_host_scalar(*in[k]) || describe(*in[k], &t[k]);
+  TORCH_CHECK_NOT_IMPLEMENTED(native, "vtpu: ", name, " on dtype ", common, " is not supported by the tpu kernels");
+  const vt_dtype compute = vt_of(common);
+  const bool fl = vt_dtype_is_float(compute) != 0;
+  vt_scalar sc[3]{};
+  for (int k = 0; k < 3; k++)
+    if (is_host_scalar(*in[k])) sc[k] = make_scalar(in[k]->item(), fl);
+  auto T = [&](int k) { return is_host_scalar(*in[k]) ? nullptr : &t[k]; };
+  auto S = [&](int k) { return is_host_scalar(*in[k]) ? &sc[k] : nullptr; };
+  check(vt_op_ternary(dev, name, op, &to, T(0), S(0), T(1), S(1), T(2), S(2), compute, make_scalar(value, fl)), name);
+  return out;
+}
+
+at::Tensor addc(vt_ternary_op op, const at::Tensor& a, const at::Tensor& t1, const at::Tensor& t2,
+                const at::Scalar& v, at::Tensor out, bool inplace) {
+  if (op == VT_ADDCDIV)
+    TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) && c10::isIntegralType(t2.scalar_type(), true)),
+                "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
+                "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
+                "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+                "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
+                "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  return ternary(op, op == VT_ADDCMUL ? "aten::addcmul" : "aten::addcdiv", a, t1, t2, v, std::move(out), inplace);
+}
+
+at::Tensor clamp_scalar(const at::Tensor& a, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi,
+                        at::Tensor out, bool inplace) {
+  TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  if (lo && hi) return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, std::move(out), inplace);
+  if (lo) return binary(kClampMin, a, wrap_scalar(*lo), 1, std::move(out), inplace);
+  return binary(kClampMax, a, wrap_scalar(*hi), 1, std::move(out), inplace);
+}
+
+at::Tensor clamp_tensor(const at::Tensor& a, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi,
+                        at::Tensor out, bool inplace) {
+  const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
+  TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  if (has_lo && has_hi) return ternary(VT_CLAMP, "aten::clamp", a, *lo, *hi, 1, std::move(out), inplace);
+  if (has_lo) return binary(kClampMinT, a, *lo, 1, std::move(out), inplace);
+  return binary(kClampMaxT, a, *hi, 1, std::move(out), inplace);
+}
+
+at::Tensor lerp_scalar(const at::Tensor& a, const at::Tensor& end, const at::Scalar& w, at::Tensor out, bool inplace) {
+  TORCH_CHECK(a.dtype() == end.dtype(), "expected dtype ", a.dtype(), " for `end` but got dtype ", end.dtype());
+  const double p[VT_EW_MAX_PARAMS] = {w.toDouble()};
+  return binary(kLerpS, a, end, 1, std::move(out), inplace, p);
+}
+
+at::Tensor lerp_tensor(const at::Tensor& a, const at::Tensor& end, const at::Tensor& w, at::Tensor out, bool inplace) {
+  TORCH_CHECK(a.dtype() == end.dtype(), "expected dtype ", a.dtype(), " for `end` but got dtype ", end.dtype());
+  TORCH_CHECK(a.dtype() == w.dtype(), "expected dtype ", a.dtype(), " for `weight` but got dtype ", w.dtype());
+  return ternary(VT_LERP, "aten::lerp", a, end, w, 1, std::move(out), inplace, /*float_only=*/true);
+}
+
+const Unary& gelu_spec(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  return approximate == "tanh" ? kGeluTanh : kGelu;
+}
+const Binary& gelu_bw_spec(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh", "approximate argument must be either none or tanh.");
+  return approximate == "tanh" ? kGeluTanhBw : kGeluBw;
+}
+
+// PyTorch's defaults: NaN -> 0, +inf -> the dtype's max, -inf -> its lowest.
+at::Tensor nan_to_num(const at::Tensor& a, std::optional<double> nan, std::optional<double> posinf,
+                      std::optional<double> neginf, at::Tensor out, bool inplace) {
+  double big = 0;
+  switch (a.scalar_type()) {
+    case at::kHalf: big = 65504.0; break;
+    case at::kBFloat16: big = 3.3895313892515355e38; break;
+    case at::kFloat: big = 3.4028234663852886e38; break;
+    default: big = 1.7976931348623157e308; break;
+  }
+  const double p[VT_EW_MAX_PARAMS] = {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(-big)};
+  return unary(kNanToNum, a, std::move(out), inplace, p);
+}
+
+at::Tensor logit(const at::Tensor& a, std::optional<double> eps, at::Tensor out, bool inplace) {
+  const double p[VT_EW_MAX_PARAMS] = {eps.value_or(-1.0)};
+  return unary(kLogit, a, std::move(out), inplace, p);
+}
+
 
 // ------------------------------------------------------------------ fill, where, random
 
@@ -457,6 +648,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_FN(m, "pow.Tensor_Tensor", kPow)
   REG_BINARY_INPLACE(m, "pow_.Tensor", kPow)
   REG_BINARY_OUT(m, "pow.Tensor_Tensor_out", kPow)
+  // Scalar ** Tensor (logaddexp2's gradient, 2 ** x): the base rides as a host scalar
+  m.impl("pow.Scalar", [](const at::Scalar& s, const at::Tensor& e) { return binary(kPow, wrap_scalar(s), e, 1, {}, false); });
+  m.impl("pow.Scalar_out", [](const at::Scalar& s, const at::Tensor& e, at::Tensor& out) -> at::Tensor& {
+    binary(kPow, wrap_scalar(s), e, 1, out, false);
+    return out;
+  });
   m.impl("pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
   m.impl("pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
     binary_scalar(kPow, a, s, {}, true);
@@ -540,6 +737,243 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     return out;
   });
   m.impl("isnan", [](const at::Tensor& a) { return unary(kIsnan, a, {}, false); });
+
+  // ---- activations, their gradients and more math
+#define P(...) const double p[VT_EW_MAX_PARAMS] = {__VA_ARGS__}
+#define REG_ACT(str, spec, SIG, PARAMS, ...)                                                                  \
+  m.impl(str, [](const at::Tensor& a SIG) { PARAMS; return unary(spec, a, {}, false, __VA_ARGS__); });     \
+  m.impl(str "_", [](at::Tensor& a SIG) -> at::Tensor& { PARAMS; unary(spec, a, {}, true, __VA_ARGS__); return a; }); \
+  m.impl(str ".out", [](const at::Tensor& a SIG, at::Tensor& out) -> at::Tensor& {                          \
+    PARAMS; unary(spec, a, out, false, __VA_ARGS__); return out; });
+#define NOSIG
+#define NOP (void)0
+  REG_ACT("silu", kSilu, NOSIG, NOP, nullptr)
+  REG_ACT("mish", kMish, NOSIG, NOP, nullptr)
+  REG_ACT("hardsigmoid", kHardsigmoid, NOSIG, NOP, nullptr)
+  REG_ACT("hardswish", kHardswish, NOSIG, NOP, nullptr)
+  #define GELU_SIG , c10::string_view ap
+  REG_ACT("gelu", gelu_spec(ap), GELU_SIG, NOP, nullptr)
+  m.impl("softplus", [](const at::Tensor& a, const at::Scalar& b, const at::Scalar& t) {
+    P(b.toDouble(), t.toDouble());
+    return unary(kSoftplus, a, {}, false, p);
+  });
+  m.impl("softplus.out", [](const at::Tensor& a, const at::Scalar& b, const at::Scalar& t, at::Tensor& out) -> at::Tensor& {
+    P(b.toDouble(), t.toDouble());
+    unary(kSoftplus, a, out, false, p);
+    return out;
+  });
+#define ELU_SIG , const at::Scalar& al, const at::Scalar& sc, const at::Scalar& is
+  REG_ACT("elu", kElu, ELU_SIG, P(al.toDouble(), sc.toDouble(), is.toDouble()), p)
+  #define LRF_SIG , const at::Scalar& sl
+  REG_ACT("leaky_relu", kLeakyRelu, LRF_SIG, P(sl.toDouble()), p)
+  // hardtanh is clamp, as on CPU
+  m.impl("hardtanh", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
+    return clamp_scalar(a, lo, hi, {}, false);
+  });
+  m.impl("hardtanh_", [](at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) -> at::Tensor& {
+    clamp_scalar(a, lo, hi, {}, true);
+    return a;
+  });
+  m.impl("hardtanh.out", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) -> at::Tensor& {
+    clamp_scalar(a, lo, hi, out, false);
+    return out;
+  });
+  m.impl("log_sigmoid_forward", [](const at::Tensor& a) {
+    // the buffer is not needed by the backward (as on CUDA): empty
+    at::Tensor o = unary(kLogSigmoid, a, {}, false);
+    return std::make_tuple(o, at::empty({0}, o.options()));
+  });
+  m.impl("log_sigmoid_forward.output", [](const at::Tensor& a, at::Tensor& out, at::Tensor& buffer) {
+    unary(kLogSigmoid, a, out, false);
+    return std::tuple<at::Tensor&, at::Tensor&>(out, buffer);
+  });
+  m.impl("logit", [](const at::Tensor& a, std::optional<double> eps) { return logit(a, eps, {}, false); });
+  m.impl("logit_", [](at::Tensor& a, std::optional<double> eps) -> at::Tensor& { logit(a, eps, {}, true); return a; });
+  m.impl("logit.out", [](const at::Tensor& a, std::optional<double> eps, at::Tensor& out) -> at::Tensor& {
+    logit(a, eps, out, false);
+    return out;
+  });
+  m.impl("nan_to_num.out", [](const at::Tensor& a, std::optional<double> n, std::optional<double> pi,
+                              std::optional<double> ni, at::Tensor& out) -> at::Tensor& {
+    nan_to_num(a, n, pi, ni, out, false);
+    return out;
+  });
+  m.impl("nan_to_num", [](const at::Tensor& a, std::optional<double> n, std::optional<double> pi, std::optional<double> ni) {
+    return nan_to_num(a, n, pi, ni, {}, false);
+  });
+  m.impl("nan_to_num_", [](at::Tensor& a, std::optional<double> n, std::optional<double> pi,
+                           std::optional<double> ni) -> at::Tensor& {
+    nan_to_num(a, n, pi, ni, {}, true);
+    return a;
+  });
+#define REG_LOGICAL(str, spec)                                                                  \
+  m.impl(str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                    \
+  m.impl(str ".out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {                   \
+    unary(spec, a, out, false);                                                                  \
+    return out;                                                                                  \
+  });
+  REG_LOGICAL("isneginf", kIsneginf)
+  REG_LOGICAL("isposinf", kIsposinf)
+  REG_LOGICAL("signbit", kSignbit)
+  REG_UNARY(m, "sgn", kSgn)
+  REG_UNARY(m, "sinh", kSinh)
+  REG_UNARY(m, "cosh", kCosh)
+  REG_UNARY(m, "asin", kAsin)
+  REG_UNARY(m, "acos", kAcos)
+  REG_UNARY(m, "atan", kAtan)
+  REG_UNARY(m, "asinh", kAsinh)
+  REG_UNARY(m, "acosh", kAcosh)
+  REG_UNARY(m, "atanh", kAtanh)
+  REG_UNARY(m, "exp2", kExp2)
+  REG_UNARY(m, "erfc", kErfc)
+  REG_UNARY(m, "erfinv", kErfinv)
+  REG_UNARY(m, "lgamma", kLgamma)
+  REG_UNARY(m, "digamma", kDigamma)
+
+  // gradients: a = grad_output, b = the forward input; params ride along
+#define REG_GRAD(str, spec, SIG, PARAMS, ...)                                                                \
+  m.impl(str, [](const at::Tensor& g, const at::Tensor& x SIG) {                                            \
+    PARAMS;                                                                                                 \
+    return binary(spec, g, x, 1, {}, false, __VA_ARGS__);                                                   \
+  });
+#define REG_GRAD_OUT(str, spec, SIG, PARAMS, ...)                                                            \
+  m.impl(str ".grad_input", [](const at::Tensor& g, const at::Tensor& x SIG, at::Tensor& out) -> at::Tensor& { \
+    PARAMS;                                                                                                 \
+    binary(spec, g, x, 1, out, false, __VA_ARGS__);                                                         \
+    return out;                                                                                             \
+  });
+  REG_GRAD("silu_backward", kSiluBw, NOSIG, NOP, nullptr)
+  REG_GRAD_OUT("silu_backward", kSiluBw, NOSIG, NOP, nullptr)
+  REG_GRAD("mish_backward", kMishBw, NOSIG, NOP, nullptr)
+  REG_GRAD("hardsigmoid_backward", kHardsigmoidBw, NOSIG, NOP, nullptr)
+  REG_GRAD_OUT("hardsigmoid_backward", kHardsigmoidBw, NOSIG, NOP, nullptr)
+  REG_GRAD("hardswish_backward", kHardswishBw, NOSIG, NOP, nullptr)
+  REG_GRAD("gelu_backward", gelu_bw_spec(ap), GELU_SIG, NOP, nullptr)
+  REG_GRAD_OUT("gelu_backward", gelu_bw_spec(ap), GELU_SIG, NOP, nullptr)
+#define SP_SIG , const at::Scalar& b, const at::Scalar& t
+  REG_GRAD("softplus_backward", kSoftplusBw, SP_SIG, P(b.toDouble(), t.toDouble()), p)
+  REG_GRAD_OUT("softplus_backward", kSoftplusBw, SP_SIG, P(b.toDouble(), t.toDouble()), p)
+#define LR_SIG , const at::Scalar& sl, bool self_is_result
+  REG_GRAD("leaky_relu_backward", kLeakyReluBw, LR_SIG, P(sl.toDouble()), p)
+  REG_GRAD_OUT("leaky_relu_backward", kLeakyReluBw, LR_SIG, P(sl.toDouble()), p)
+#define HT_SIG , const at::Scalar& lo, const at::Scalar& hi
+  REG_GRAD("hardtanh_backward", kHardtanhBw, HT_SIG, P(lo.toDouble(), hi.toDouble()), p)
+  REG_GRAD_OUT("hardtanh_backward", kHardtanhBw, HT_SIG, P(lo.toDouble(), hi.toDouble()), p)
+#define LS_SIG , const at::Tensor& buffer
+  REG_GRAD("log_sigmoid_backward", kLogSigmoidBw, LS_SIG, NOP, nullptr)
+  REG_GRAD_OUT("log_sigmoid_backward", kLogSigmoidBw, LS_SIG, NOP, nullptr)
+#define LG_SIG , std::optional<double> eps
+  REG_GRAD("logit_backward", kLogitBw, LG_SIG, P(eps.value_or(-1.0)), p)
+  REG_GRAD_OUT("logit_backward", kLogitBw, LG_SIG, P(eps.value_or(-1.0)), p)
+  m.impl("elu_backward", [](const at::Tensor& g, const at::Scalar& al, const at::Scalar& sc, const at::Scalar& is,
+                            bool is_result, const at::Tensor& x) {
+    P(al.toDouble(), sc.toDouble(), is.toDouble(), is_result ? 1.0 : 0.0);
+    return binary(kEluBw, g, x, 1, {}, false, p);
+  });
+  m.impl("elu_backward.grad_input", [](const at::Tensor& g, const at::Scalar& al, const at::Scalar& sc,
+                                       const at::Scalar& is, bool is_result, const at::Tensor& x,
+                                       at::Tensor& out) -> at::Tensor& {
+    P(al.toDouble(), sc.toDouble(), is.toDouble(), is_result ? 1.0 : 0.0);
+    binary(kEluBw, g, x, 1, out, false, p);
+    return out;
+  });
+
+  // binary math
+  REG_BINARY_FN(m, "xlogy.Tensor", kXlogy)
+  REG_BINARY_INPLACE(m, "xlogy_.Tensor", kXlogy)
+  REG_BINARY_OUT(m, "xlogy.OutTensor", kXlogy)
+  REG_BINARY_FN(m, "hypot", kHypot)
+  REG_BINARY_INPLACE(m, "hypot_", kHypot)
+  REG_BINARY_OUT(m, "hypot.out", kHypot)
+  REG_BINARY_FN(m, "copysign.Tensor", kCopysign)
+  REG_BINARY_INPLACE(m, "copysign_.Tensor", kCopysign)
+  REG_BINARY_OUT(m, "copysign.out", kCopysign)
+  REG_BINARY_FN(m, "logaddexp", kLogaddexp)
+  REG_BINARY_OUT(m, "logaddexp.out", kLogaddexp)
+  REG_BINARY_FN(m, "logaddexp2", kLogaddexp2)
+  REG_BINARY_OUT(m, "logaddexp2.out", kLogaddexp2)
+  REG_BINARY_FN(m, "fmin", kFmin)
+  REG_BINARY_OUT(m, "fmin.out", kFmin)
+  REG_BINARY_FN(m, "fmax", kFmax)
+  REG_BINARY_OUT(m, "fmax.out", kFmax)
+  REG_BINARY_FN(m, "heaviside", kHeaviside)
+  REG_BINARY_INPLACE(m, "heaviside_", kHeaviside)
+  REG_BINARY_OUT(m, "heaviside.out", kHeaviside)
+  REG_BINARY(m, "bitwise_left_shift", kShl)
+  REG_BINARY_OUT(m, "bitwise_left_shift.Tensor_out", kShl)
+  REG_BINARY(m, "bitwise_right_shift", kShr)
+  REG_BINARY_OUT(m, "bitwise_right_shift.Tensor_out", kShr)
+  REG_BINARY_FN(m, "__lshift__.Tensor", kShl)
+  REG_BINARY_INPLACE(m, "__ilshift__.Tensor", kShl)
+  REG_BINARY_FN(m, "__rshift__.Tensor", kShr)
+  REG_BINARY_INPLACE(m, "__irshift__.Tensor", kShr)
+  m.impl("__lshift__.Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kShl, a, s, {}, false); });
+  m.impl("__rshift__.Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kShr, a, s, {}, false); });
+
+  // clamp family, lerp, addcmul / addcdiv
+  using OptS = const std::optional<at::Scalar>&;
+  using OptT = const std::optional<at::Tensor>&;
+  m.impl("clamp", [](const at::Tensor& a, OptS lo, OptS hi) { return clamp_scalar(a, lo, hi, {}, false); });
+  m.impl("clamp_", [](at::Tensor& a, OptS lo, OptS hi) -> at::Tensor& { clamp_scalar(a, lo, hi, {}, true); return a; });
+  m.impl("clamp.out", [](const at::Tensor& a, OptS lo, OptS hi, at::Tensor& out) -> at::Tensor& {
+    clamp_scalar(a, lo, hi, out, false);
+    return out;
+  });
+  m.impl("clamp.Tensor", [](const at::Tensor& a, OptT lo, OptT hi) { return clamp_tensor(a, lo, hi, {}, false); });
+  m.impl("clamp_.Tensor", [](at::Tensor& a, OptT lo, OptT hi) -> at::Tensor& { clamp_tensor(a, lo, hi, {}, true); return a; });
+  m.impl("clamp.Tensor_out", [](const at::Tensor& a, OptT lo, OptT hi, at::Tensor& out) -> at::Tensor& {
+    clamp_tensor(a, lo, hi, out, false);
+    return out;
+  });
+#define REG_CLAMP1(str, spec, specT)                                                                                 \
+  m.impl(str, [](const at::Tensor& a, const at::Scalar& v) { return binary(spec, a, wrap_scalar(v), 1, {}, false); }); \
+  m.impl(str "_", [](at::Tensor& a, const at::Scalar& v) -> at::Tensor& {                                            \
+    binary(spec, a, wrap_scalar(v), 1, {}, true);                                                                    \
+    return a;                                                                                                        \
+  });                                                                                                                \
+  m.impl(str ".out", [](const at::Tensor& a, const at::Scalar& v, at::Tensor& out) -> at::Tensor& {                  \
+    binary(spec, a, wrap_scalar(v), 1, out, false);                                                                  \
+    return out;                                                                                                      \
+  });                                                                                                                \
+  REG_BINARY_FN(m, str ".Tensor", specT)                                                                             \
+  REG_BINARY_INPLACE(m, str "_.Tensor", specT)                                                                       \
+  REG_BINARY_OUT(m, str ".Tensor_out", specT)
+  REG_CLAMP1("clamp_min", kClampMin, kClampMinT)
+  REG_CLAMP1("clamp_max", kClampMax, kClampMaxT)
+  m.impl("lerp.Scalar", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w) { return lerp_scalar(a, e, w, {}, false); });
+  m.impl("lerp_.Scalar", [](at::Tensor& a, const at::Tensor& e, const at::Scalar& w) -> at::Tensor& {
+    lerp_scalar(a, e, w, {}, true);
+    return a;
+  });
+  m.impl("lerp.Scalar_out", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w, at::Tensor& out) -> at::Tensor& {
+    lerp_scalar(a, e, w, out, false);
+    return out;
+  });
+  m.impl("lerp.Tensor", [](const at::Tensor& a, const at::Tensor& e, const at::Tensor& w) { return lerp_tensor(a, e, w, {}, false); });
+  m.impl("lerp_.Tensor", [](at::Tensor& a, const at::Tensor& e, const at::Tensor& w) -> at::Tensor& {
+    lerp_tensor(a, e, w, {}, true);
+    return a;
+  });
+  m.impl("lerp.Tensor_out", [](const at::Tensor& a, const at::Tensor& e, const at::Tensor& w, at::Tensor& out) -> at::Tensor& {
+    lerp_tensor(a, e, w, out, false);
+    return out;
+  });
+#define REG_ADDC(str, op)                                                                                              \
+  m.impl(str, [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v) {                 \
+    return addc(op, a, b, c, v, {}, false);                                                                            \
+  });                                                                                                                  \
+  m.impl(str "_", [](at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v) -> at::Tensor& {    \
+    addc(op, a, b, c, v, {}, true);                                                                                    \
+    return a;                                                                                                          \
+  });                                                                                                                  \
+  m.impl(str ".out", [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v,            \
+                        at::Tensor& out) -> at::Tensor& {                                                              \
+    addc(op, a, b, c, v, out, false);                                                                                  \
+    return out;                                                                                                        \
+  });
+  REG_ADDC("addcmul", VT_ADDCMUL)
+  REG_ADDC("addcdiv", VT_ADDCDIV)
+#undef P
 
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("fill_.Tensor", fill_tensor);

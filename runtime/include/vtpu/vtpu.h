@@ -230,8 +230,23 @@ typedef enum vt_unary_op {
     VT_RELU, VT_ERF, VT_CEIL, VT_FLOOR, VT_ROUND, VT_TRUNC, VT_FRAC,
     VT_LOGICAL_NOT, VT_BITWISE_NOT,
     VT_ISNAN, VT_ISINF, VT_ISFINITE, /* bool output */
+    /* activations, PyTorch's CPU formulas; params[] as listed (float computes only) */
+    VT_SILU, VT_GELU, VT_GELU_TANH, /* gelu approximate="none" / "tanh" */
+    VT_SOFTPLUS,                    /* params: beta, threshold */
+    VT_MISH,
+    VT_ELU,                         /* params: alpha, scale, input_scale (selu/celu are elu) */
+    VT_LEAKY_RELU,                  /* params: negative_slope */
+    VT_HARDSIGMOID, VT_HARDSWISH, VT_LOG_SIGMOID,
+    VT_LOGIT,                       /* params: eps (< 0: no clamping) */
+    VT_NAN_TO_NUM,                  /* params: nan, posinf, neginf (integers: identity) */
+    VT_ISNEGINF, VT_ISPOSINF, VT_SIGNBIT, /* bool output, integers too */
+    VT_SINH, VT_COSH, VT_ASIN, VT_ACOS, VT_ATAN, VT_ASINH, VT_ACOSH, VT_ATANH,
+    VT_EXP2, VT_ERFC, VT_ERFINV, VT_LGAMMA, VT_DIGAMMA,
     VT_UNARY_OP_COUNT
 } vt_unary_op;
+
+/* Most extra parameters an elementwise op takes (params[] below). */
+#define VT_EW_MAX_PARAMS 4
 
 typedef enum vt_binary_op {
     VT_ADD = 0,   /* a + alpha*b */
@@ -247,22 +262,62 @@ typedef enum vt_binary_op {
     VT_THRESHOLD_BACKWARD, /* b <= alpha ? 0 : a   (b: the forward input, alpha: threshold) */
     VT_TANH_BACKWARD,      /* a * fma(-b, b, 1)    (b: tanh's output; fused, as PyTorch's vector kernel) */
     VT_SIGMOID_BACKWARD,   /* a * (1 - b) * b      (b: sigmoid's output) */
+    /* more activation gradients: a = grad_output, b = the forward input (float only) */
+    VT_SILU_BACKWARD, VT_GELU_BACKWARD, VT_GELU_TANH_BACKWARD, VT_MISH_BACKWARD,
+    VT_SOFTPLUS_BACKWARD,     /* params: beta, threshold */
+    VT_ELU_BACKWARD,          /* params: alpha, scale, input_scale, is_result (b is elu's output if != 0) */
+    VT_LEAKY_RELU_BACKWARD,   /* params: negative_slope */
+    VT_HARDTANH_BACKWARD,     /* params: min_val, max_val */
+    VT_HARDSIGMOID_BACKWARD, VT_HARDSWISH_BACKWARD, VT_LOG_SIGMOID_BACKWARD,
+    VT_LOGIT_BACKWARD,        /* params: eps (< 0: none) */
+    /* more math; float only unless marked */
+    VT_XLOGY, VT_HYPOT, VT_COPYSIGN, VT_LOGADDEXP, VT_LOGADDEXP2,
+    VT_FMIN, VT_FMAX,         /* NaN ignored (integers too) */
+    VT_HEAVISIDE,             /* a == 0 ? b : a > 0 (integers too) */
+    VT_SHIFT_LEFT, VT_SHIFT_RIGHT, /* integers only; shifts past the width give 0 / the sign */
+    VT_CLAMP_MIN, VT_CLAMP_MAX, /* a < b ? b : a / a > b ? b : a: a NaN a stays, a NaN bound is ignored (integers too) */
+    VT_LERP_SCALAR,           /* lerp(a, b, params[0]) with PyTorch's two-sided formula */
     VT_BINARY_OP_COUNT
 } vt_binary_op;
 
+/* out = f(a, b, c), each broadcast to out's shape. */
+typedef enum vt_ternary_op {
+    VT_ADDCMUL = 0, /* a + alpha * b * c   (integers too) */
+    VT_ADDCDIV,     /* a + alpha * b / c   (float only) */
+    VT_LERP,        /* lerp(a, b, weight c), PyTorch's two-sided formula (float only) */
+    VT_CLAMP,       /* min(max(a, b), c); a NaN bound gives NaN, a NaN a stays (integers too) */
+    VT_TERNARY_OP_COUNT
+} vt_ternary_op;
+
 const char *vt_unary_op_name(vt_unary_op op);
 const char *vt_binary_op_name(vt_binary_op op);
+const char *vt_ternary_op_name(vt_ternary_op op);
 
 /* out = op(a) computed in `compute` dtype (PyTorch's common dtype): inputs are
  * converted to compute, the result converted to out's dtype. a broadcasts to
  * out's shape. Any strides; out may alias a exactly (in place). */
 vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute);
+/* vt_unary with the op's parameters: params holds VT_EW_MAX_PARAMS values
+ * (NULL: all 0), converted to the compute class (float for F32/BF16/F16,
+ * double for F64, int64 for integers) as PyTorch converts its Scalars. */
+vt_status vt_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                      const double *params);
 
 /* out = op(a, b[, alpha]) in `compute` dtype; a and b broadcast to out's shape
  * (right-aligned, size-1 dims repeat). Integer division or remainder by zero
  * fails with VT_ERR_KERNEL "ZeroDivisionError". */
 vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                     vt_dtype compute, vt_scalar alpha);
+/* vt_binary with the op's parameters (as vt_unary_ex). */
+vt_status vt_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                       vt_dtype compute, vt_scalar alpha, const double *params);
+
+/* out = op(a, b, c[, alpha]) in `compute` dtype; inputs broadcast to out's
+ * shape; any strides; out may alias an input exactly. alpha is addcmul's /
+ * addcdiv's value, converted to the compute class (float for BF16/F16, as
+ * PyTorch's reduced-precision kernels). */
+vt_status vt_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                     const vt_tensor *c, vt_dtype compute, vt_scalar alpha);
 
 /* out = where(cond, a, b): cond is bool, a/b broadcast; a, b converted to out dtype. */
 vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b);
@@ -380,6 +435,12 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
 vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                         vt_dtype compute, vt_scalar alpha);
 vt_status vt_ref_copy(const vt_tensor *dst, const vt_tensor *src);
+vt_status vt_ref_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                          const double *params);
+vt_status vt_ref_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                           vt_dtype compute, vt_scalar alpha, const double *params);
+vt_status vt_ref_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                         const vt_tensor *c, vt_dtype compute, vt_scalar alpha);
 /* Algorithm-exact matmul reference: the kept bf16 pass products summed in
  * fp64 and rounded once (F64 inputs: plain fp64 sum). */
 vt_status vt_ref_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
@@ -397,6 +458,18 @@ vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor
 vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
                        const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
                        vt_scalar alpha);
+/* The _ex forms carry the op's params (VT_EW_MAX_PARAMS values or NULL),
+ * copied into the command. */
+vt_status vt_op_unary_ex(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
+                         vt_dtype compute, const double *params);
+vt_status vt_op_binary_ex(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
+                          const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
+                          vt_scalar alpha, const double *params);
+/* a_scalar / b_scalar / c_scalar: when non-NULL, that operand is this host
+ * scalar, converted to the compute dtype (as PyTorch casts a wrapped number). */
+vt_status vt_op_ternary(int dev, const char *name, vt_ternary_op op, const vt_tensor *out, const vt_tensor *a,
+                        const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, const vt_tensor *c,
+                        const vt_scalar *c_scalar, vt_dtype compute, vt_scalar alpha);
 vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
                       const vt_tensor *b);
 vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src);

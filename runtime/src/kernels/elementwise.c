@@ -12,13 +12,21 @@ static const char *const unary_names[VT_UNARY_OP_COUNT] = {
     "neg", "abs", "sign", "reciprocal", "square", "exp", "expm1", "log", "log1p", "log2",
     "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "erf",
     "ceil", "floor", "round", "trunc", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
+    "silu", "gelu", "gelu_tanh", "softplus", "mish", "elu", "leaky_relu", "hardsigmoid", "hardswish",
+    "log_sigmoid", "logit", "nan_to_num", "isneginf", "isposinf", "signbit", "sinh", "cosh", "asin", "acos",
+    "atan", "asinh", "acosh", "atanh", "exp2", "erfc", "erfinv", "lgamma", "digamma",
 };
 static const char *const binary_names[VT_BINARY_OP_COUNT] = {
     "add", "sub", "mul", "div", "div_trunc", "div_floor", "remainder", "fmod",
     "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le",
     "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
     "threshold_backward", "tanh_backward", "sigmoid_backward",
+    "silu_backward", "gelu_backward", "gelu_tanh_backward", "mish_backward", "softplus_backward", "elu_backward",
+    "leaky_relu_backward", "hardtanh_backward", "hardsigmoid_backward", "hardswish_backward",
+    "log_sigmoid_backward", "logit_backward", "xlogy", "hypot", "copysign", "logaddexp", "logaddexp2", "fmin",
+    "fmax", "heaviside", "bitwise_left_shift", "bitwise_right_shift", "clamp_min", "clamp_max", "lerp",
 };
+static const char *const ternary_names[VT_TERNARY_OP_COUNT] = {"addcmul", "addcdiv", "lerp", "clamp"};
 
 const char *vt_unary_op_name(vt_unary_op op) {
     return (unsigned)op < VT_UNARY_OP_COUNT ? unary_names[op] : "invalid";
@@ -26,23 +34,45 @@ const char *vt_unary_op_name(vt_unary_op op) {
 const char *vt_binary_op_name(vt_binary_op op) {
     return (unsigned)op < VT_BINARY_OP_COUNT ? binary_names[op] : "invalid";
 }
+const char *vt_ternary_op_name(vt_ternary_op op) {
+    return (unsigned)op < VT_TERNARY_OP_COUNT ? ternary_names[op] : "invalid";
+}
 
 typedef struct ew_ctx {
     vt_iter it;
     int nin;
-    vt_dtype in_dt[2], out_dt;
+    vt_dtype in_dt[3], out_dt;
     vt_dtype compute; /* PyTorch's common dtype */
     vt_dtype cls_dt;  /* F32, F64 or I64: what the microkernels compute in */
     int is_bool;      /* the op's result is bool whatever the compute dtype */
     vt_unary_ukernel un;
     vt_binary_ukernel bin;
+    vt_ternary_ukernel ter;
+    /* Class-typed alpha and params: binary/ternary kernels read [0] = alpha,
+     * [1 + k] = params[k]; unary kernels read prm + 1 (params[k] at [k]). */
     union {
-        float f;
-        double d;
-        int64_t i;
-    } alpha;
+        float f[1 + VT_EW_MAX_PARAMS];
+        double d[1 + VT_EW_MAX_PARAMS];
+        int64_t i[1 + VT_EW_MAX_PARAMS];
+    } prm;
     _Atomic int zero_div;
 } ew_ctx;
+
+static const void *unary_prm(const ew_ctx *c) {
+    switch (c->cls_dt) {
+    case VT_F32: return &c->prm.f[1];
+    case VT_F64: return &c->prm.d[1];
+    default: return &c->prm.i[1];
+    }
+}
+
+static int call_kernel(ew_ctx *c, int64_t n, void *o, const void *const *in, const int64_t *ks) {
+    switch (c->nin) {
+    case 1: return c->un(n, o, in[0], unary_prm(c));
+    case 2: return c->bin(n, o, in[0], ks[0], in[1], ks[1], &c->prm);
+    default: return c->ter(n, o, in[0], ks[0], in[1], ks[1], in[2], ks[2], &c->prm);
+    }
+}
 
 static vt_dtype class_dtype(vt_dtype compute, vt_compute_class *cls) {
     switch (compute) {
@@ -101,41 +131,37 @@ static void store_result(const ew_ctx *c, const void *res, int64_t rs, char *p, 
 static void ew_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n) {
     ew_ctx *c = vctx;
     int nin = c->nin;
-    int64_t so = strides[0], sa = strides[1], sb = nin > 1 ? strides[2] : 0;
+    int64_t so = strides[0];
     int err = 0;
 
     /* Everything readable and writable in place: one call for the run. */
-    if (output_direct(c, so) && input_direct(c, 0, sa) && (nin == 1 ? sa == 1 : input_direct(c, 1, sb))) {
-        if (nin == 1)
-            err = c->un(n, ptrs[0], ptrs[1]);
-        else
-            err = c->bin(n, ptrs[0], ptrs[1], sa, ptrs[2], sb, &c->alpha);
+    int direct_all = output_direct(c, so);
+    for (int k = 0; k < nin && direct_all; k++)
+        direct_all = input_direct(c, k, strides[k + 1]) && (nin > 1 || strides[k + 1] == 1);
+    if (direct_all) {
+        const void *in[3] = {ptrs[1], nin > 1 ? ptrs[2] : NULL, nin > 2 ? ptrs[3] : NULL};
+        int64_t ks[3] = {strides[1], nin > 1 ? strides[2] : 0, nin > 2 ? strides[3] : 0};
+        err = call_kernel(c, n, ptrs[0], in, ks);
         if (err) atomic_store_explicit(&c->zero_div, 1, memory_order_relaxed);
         return;
     }
 
-    _Alignas(64) unsigned char abuf[CHUNK * 8], bbuf[CHUNK * 8], rbuf[CHUNK * 8], tmp[CHUNK * 8];
-    size_t es[3] = {c->it.elsize[0], c->it.elsize[1], nin > 1 ? c->it.elsize[2] : 0};
+    _Alignas(64) unsigned char ibuf[3][CHUNK * 8], rbuf[CHUNK * 8], tmp[CHUNK * 8];
     for (int64_t off = 0; off < n; off += CHUNK) {
         int64_t m = n - off < CHUNK ? n - off : CHUNK;
-        char *po = ptrs[0] + off * so * (int64_t)es[0];
-        const char *pa = ptrs[1] + off * sa * (int64_t)es[1];
-        int64_t ka, kb = 0;
-        const void *a = stage_input(c, 0, pa, sa, m, abuf, tmp, &ka);
-        const void *b = NULL;
-        if (nin > 1) {
-            const char *pb = ptrs[2] + off * sb * (int64_t)es[2];
-            b = stage_input(c, 1, pb, sb, m, bbuf, tmp, &kb);
+        char *po = ptrs[0] + off * so * (int64_t)c->it.elsize[0];
+        const void *in[3] = {NULL, NULL, NULL};
+        int64_t ks[3] = {0, 0, 0};
+        int scalar = 1; /* every input a scalar: compute one element, broadcast it on store */
+        for (int k = 0; k < nin; k++) {
+            const char *pk = ptrs[k + 1] + off * strides[k + 1] * (int64_t)c->it.elsize[k + 1];
+            in[k] = stage_input(c, k, pk, strides[k + 1], m, ibuf[k], tmp, &ks[k]);
+            scalar &= ks[k] == 0;
         }
-        int scalar = ka == 0 && kb == 0; /* compute one element, broadcast it on store */
         int64_t cnt = scalar ? 1 : m;
         int direct = !scalar && output_direct(c, so);
         void *r = direct ? (void *)po : (void *)rbuf;
-        if (nin == 1) {
-            err |= c->un(cnt, r, a);
-        } else {
-            err |= c->bin(cnt, r, a, ka, b, kb, &c->alpha);
-        }
+        err |= call_kernel(c, cnt, r, in, ks);
         if (!direct) store_result(c, rbuf, scalar ? 0 : 1, po, so, m, tmp);
     }
     if (err) atomic_store_explicit(&c->zero_div, 1, memory_order_relaxed);
@@ -152,7 +178,7 @@ static vt_status ew_prepare(ew_ctx *c, const vt_tensor *out, int nin, const vt_t
     if (s) return s;
     if ((unsigned)compute >= VT_DTYPE_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
-    vt_tensor ops[3];
+    vt_tensor ops[4];
     ops[0] = *out;
     for (int k = 0; k < nin; k++) {
         if ((s = vt_tensor_validate(in[k], what))) return s;
@@ -175,7 +201,32 @@ static vt_status ew_execute(ew_ctx *c) {
     return VT_OK;
 }
 
-vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute) {
+/* alpha into slot 0 and params into slots 1.. of the class-typed block,
+ * converted as PyTorch converts a Scalar to the kernel's scalar type. */
+static void set_params(ew_ctx *c, vt_scalar alpha, const double *params) {
+    double p[VT_EW_MAX_PARAMS] = {0};
+    if (params) memcpy(p, params, sizeof p);
+    switch (c->cls_dt) {
+    case VT_F32:
+        c->prm.f[0] = alpha.is_float ? (float)alpha.f : (float)alpha.i;
+        for (int k = 0; k < VT_EW_MAX_PARAMS; k++) c->prm.f[1 + k] = (float)p[k];
+        break;
+    case VT_F64:
+        c->prm.d[0] = alpha.is_float ? alpha.f : (double)alpha.i;
+        for (int k = 0; k < VT_EW_MAX_PARAMS; k++) c->prm.d[1 + k] = p[k];
+        break;
+    default:
+        if (alpha.is_float)
+            vt_convert(VT_F64, &alpha.f, 1, VT_I64, &c->prm.i[0], 1, 1);
+        else
+            c->prm.i[0] = alpha.i;
+        vt_convert(VT_F64, p, 1, VT_I64, &c->prm.i[1], 1, VT_EW_MAX_PARAMS);
+        break;
+    }
+}
+
+vt_status vt_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                      const double *params) {
     if ((unsigned)op >= VT_UNARY_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
     ew_ctx c;
@@ -187,16 +238,23 @@ vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_
     /* On bool, bitwise_not is logical not (~1 would read back as true). */
     if (compute == VT_BOOL && op == VT_BITWISE_NOT) op = VT_LOGICAL_NOT;
     c.un = vt_unary_ukernels[cls][op];
+    if (!c.un) c.un = vt_math_unary_ukernels[cls][op];
     c.bin = NULL;
+    c.ter = NULL;
     c.is_bool = vt_unary_op_is_bool(op);
     if (!c.un)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", unary_names[op],
                             vt_dtype_name(compute));
+    set_params(&c, vt_scalar_from_int(0), params);
     return ew_execute(&c);
 }
 
-vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
-                    vt_dtype compute, vt_scalar alpha) {
+vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute) {
+    return vt_unary_ex(op, out, a, compute, NULL);
+}
+
+vt_status vt_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                       vt_dtype compute, vt_scalar alpha, const double *params) {
     if ((unsigned)op >= VT_BINARY_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
     ew_ctx c;
@@ -207,21 +265,40 @@ vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, c
     c.cls_dt = class_dtype(compute, &cls);
     c.bin = vt_narrow_ukernel(op, compute);
     if (!c.bin) c.bin = vt_binary_ukernels[cls][op];
+    if (!c.bin) c.bin = vt_math_binary_ukernels[cls][op];
     c.un = NULL;
+    c.ter = NULL;
     c.is_bool = vt_binary_op_is_bool(op);
     if (!c.bin)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", binary_names[op],
                             vt_dtype_name(compute));
-    switch (cls) {
-    case VT_CLASS_FLOAT: c.alpha.f = alpha.is_float ? (float)alpha.f : (float)alpha.i; break;
-    case VT_CLASS_DOUBLE: c.alpha.d = alpha.is_float ? alpha.f : (double)alpha.i; break;
-    default:
-        if (alpha.is_float)
-            vt_convert(VT_F64, &alpha.f, 1, VT_I64, &c.alpha.i, 1, 1);
-        else
-            c.alpha.i = alpha.i;
-        break;
-    }
+    set_params(&c, alpha, params);
+    return ew_execute(&c);
+}
+
+vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                    vt_dtype compute, vt_scalar alpha) {
+    return vt_binary_ex(op, out, a, b, compute, alpha, NULL);
+}
+
+vt_status vt_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                     const vt_tensor *cc, vt_dtype compute, vt_scalar alpha) {
+    if ((unsigned)op >= VT_TERNARY_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ternary: invalid op %d", (int)op);
+    ew_ctx c;
+    const vt_tensor *in[3] = {a, b, cc};
+    vt_status s = ew_prepare(&c, out, 3, in, compute, ternary_names[op]);
+    if (s) return s;
+    vt_compute_class cls;
+    c.cls_dt = class_dtype(compute, &cls);
+    c.ter = vt_ternary_ukernels[cls][op];
+    c.un = NULL;
+    c.bin = NULL;
+    c.is_bool = 0;
+    if (!c.ter)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", ternary_names[op],
+                            vt_dtype_name(compute));
+    set_params(&c, alpha, NULL);
     return ew_execute(&c);
 }
 

@@ -40,3 +40,140 @@ F32_AVX512(mul_avx512, _mm512_mul_ps, *)
 F32_AVX512(div_avx512, _mm512_div_ps, /)
 
 const vt_f32_binary_table vt_f32_binary_avx512 = {add_avx512, sub_avx512, mul_avx512, div_avx512};
+
+/* ------------------------------------------------------------ activations
+ * silu, gelu and addcmul with PyTorch's vector formulas. exp is Cephes'
+ * single-precision range reduction and polynomial (about 1 ulp) with
+ * scalef doing the 2^n, so overflow, underflow and NaN come out as libm's;
+ * gelu's erf is the same Abramowitz-Stegun form PyTorch's AVX-512 erf uses.
+ * Tails run through masked loads and stores: every element sees one path. */
+
+static inline __m512 exp512(__m512 x) {
+    const __m512 hi = _mm512_set1_ps(88.8f), lo = _mm512_set1_ps(-104.0f);
+    x = _mm512_min_ps(hi, _mm512_max_ps(lo, x)); /* NaN (second operand) passes */
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, fx);
+}
+
+/* Cephes tanhf: odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above. */
+static inline __m512 tanh512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 ax = _mm512_abs_ps(x);
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.06390887954E-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-5.37397155531E-2f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(1.33314422036E-1f));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-3.33332819422E-1f));
+    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    __m512 e = exp512(_mm512_add_ps(ax, ax));
+    __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
+    big = _mm512_or_ps(big, _mm512_and_ps(x, _mm512_set1_ps(-0.0f))); /* sign of x */
+    __mmask16 m = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(m, big, small);
+}
+
+static inline __m512 erf512(__m512 x) {
+    const __m512 neg_zero = _mm512_set1_ps(-0.f), one = _mm512_set1_ps(1.0f);
+    __m512 sign = _mm512_and_ps(neg_zero, x);
+    __m512 ax = _mm512_abs_ps(x);
+    __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), ax, one));
+    __m512 r = _mm512_fmadd_ps(_mm512_set1_ps(1.061405429f), t, _mm512_set1_ps(-1.453152027f));
+    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(1.421413741f));
+    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(-0.284496736f));
+    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(0.254829592f));
+    __m512 e = exp512(_mm512_xor_ps(neg_zero, _mm512_mul_ps(x, x)));
+    __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_xor_ps(neg_zero, e), t), r, one);
+    return _mm512_xor_ps(sign, y);
+}
+
+static inline __m512 silu512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_xor_ps(x, _mm512_set1_ps(-0.f)))));
+}
+
+static inline __m512 gelu512(__m512 x) {
+    __m512 e = erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.707106781186547524f)));
+    __m512 r = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    /* +-inf give NaN, as CPU PyTorch's float gelu */
+    __mmask16 inf = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+    return _mm512_mask_blend_ps(inf, r, _mm512_set1_ps(NAN));
+}
+
+static inline __m512 gelu_tanh512(__m512 x) {
+    const __m512 beta = _mm512_set1_ps((float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5));
+    __m512 cube = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    __m512 inner = _mm512_mul_ps(beta, _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(0.044715f), cube)));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh512(inner)));
+}
+
+static inline __m512 silu_bw512(__m512 dy, __m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_xor_ps(x, _mm512_set1_ps(-0.f)))));
+    return _mm512_mul_ps(_mm512_mul_ps(dy, s), _mm512_add_ps(one, _mm512_mul_ps(x, _mm512_sub_ps(one, s))));
+}
+
+/* Streaming stores once the output is 64-byte aligned and large. */
+#define ACT_LOOP(n, out, EXPR_OF_I)                                                                            \
+    do {                                                                                                       \
+        int64_t i = 0;                                                                                         \
+        if ((n) >= NT_MIN_ELEMS) {                                                                             \
+            int64_t head = (int64_t)((64 - ((uintptr_t)(out) & 63)) & 63) / 4;                                 \
+            if (((uintptr_t)(out) & 3) == 0 && head > 0) {                                                     \
+                __mmask16 m = (__mmask16)((1u << head) - 1);                                                   \
+                _mm512_mask_storeu_ps((out), m, EXPR_OF_I(m));                                                 \
+                i = head;                                                                                      \
+            }                                                                                                  \
+            if (((uintptr_t)((out) + i) & 63) == 0) {                                                          \
+                for (; i + 16 <= (n); i += 16) _mm512_stream_ps((out) + i, EXPR_OF_I((__mmask16)0xffff));      \
+                _mm_sfence();                                                                                  \
+            }                                                                                                  \
+        }                                                                                                      \
+        for (; i + 16 <= (n); i += 16) _mm512_storeu_ps((out) + i, EXPR_OF_I((__mmask16)0xffff));             \
+        if (i < (n)) {                                                                                         \
+            __mmask16 m = (__mmask16)((1u << ((n) - i)) - 1);                                                  \
+            _mm512_mask_storeu_ps((out) + i, m, EXPR_OF_I(m));                                                 \
+        }                                                                                                      \
+    } while (0)
+
+#define LD(p, m) _mm512_maskz_loadu_ps((m), (p) + i)
+
+static void silu_avx512(int64_t n, float *out, const float *x) {
+#define E(m) silu512(LD(x, m))
+    ACT_LOOP(n, out, E);
+#undef E
+}
+static void gelu_avx512(int64_t n, float *out, const float *x) {
+#define E(m) gelu512(LD(x, m))
+    ACT_LOOP(n, out, E);
+#undef E
+}
+static void gelu_tanh_avx512(int64_t n, float *out, const float *x) {
+#define E(m) gelu_tanh512(LD(x, m))
+    ACT_LOOP(n, out, E);
+#undef E
+}
+static void silu_bw_avx512(int64_t n, float *out, const float *g, const float *x) {
+#define E(m) silu_bw512(LD(g, m), LD(x, m))
+    ACT_LOOP(n, out, E);
+#undef E
+}
+static void addcmul_avx512(int64_t n, float *out, const float *a, const float *b, const float *c, float v) {
+    const __m512 vv = _mm512_set1_ps(v);
+#define E(m) _mm512_add_ps(LD(a, m), _mm512_mul_ps(_mm512_mul_ps(vv, LD(b, m)), LD(c, m)))
+    ACT_LOOP(n, out, E);
+#undef E
+}
+
+const vt_f32_act_table vt_f32_act_avx512 = {silu_avx512, gelu_avx512, gelu_tanh_avx512, silu_bw_avx512,
+                                            addcmul_avx512};

@@ -51,8 +51,9 @@
     }
 
 #define UN_KERNEL(NAME, T, O, EXPR)                                                                            \
-    static int NAME(int64_t n, void *out_, const void *a_) {                                                   \
+    static int NAME(int64_t n, void *out_, const void *a_, const void *prm_) {                                 \
         O *out = out_;                                                                                         \
+        (void)prm_;                                                                                            \
         const T *a = a_;                                                                                       \
         VLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                         \
         return 0;                                                                                              \
@@ -202,6 +203,7 @@ unsigned vt_elementwise_force_isa(unsigned mask) {
     pthread_once(&f32_once, f32_table_init);
     unsigned chosen = pick_f32_table(mask, &tab);
     atomic_store_explicit(&f32_active, tab, memory_order_release);
+    vt_elementwise_act_force(mask);
     return chosen;
 }
 
@@ -405,5 +407,6 @@ const vt_unary_ukernel vt_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT] = {
 int vt_binary_op_is_bool(vt_binary_op op) { return op >= VT_EQ && op <= VT_LOGICAL_XOR; }
 
 int vt_unary_op_is_bool(vt_unary_op op) {
-    return op == VT_LOGICAL_NOT || op == VT_ISNAN || op == VT_ISINF || op == VT_ISFINITE;
+    return op == VT_LOGICAL_NOT || op == VT_ISNAN || op == VT_ISINF || op == VT_ISFINITE || op == VT_ISNEGINF ||
+           op == VT_ISPOSINF || op == VT_SIGNBIT;
 }

@@ -376,6 +376,7 @@ static int ref_float_supported_binary(vt_binary_op op) { return op < VT_BITWISE_
 
 vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                         vt_dtype compute, vt_scalar alpha) {
+    if (op >= VT_SILU_BACKWARD && op < VT_BINARY_OP_COUNT) return vt_ref_binary_ex(op, out, a, b, compute, alpha, NULL);
     const vt_tensor *in[2] = {a, b};
     vt_status st = ref_check(out, 2, in);
     if (st) return st;
@@ -422,6 +423,7 @@ vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *
 }
 
 vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute) {
+    if (op >= VT_SILU && op < VT_UNARY_OP_COUNT) return vt_ref_unary_ex(op, out, a, compute, NULL);
     const vt_tensor *in[1] = {a};
     vt_status st = ref_check(out, 1, in);
     if (st) return st;
@@ -463,6 +465,329 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
         else
             r = ref_cast(compute, r);
         ref_store(out->dtype, ref_addr(out, out->ndim, idx), r);
+    }
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ activations and more math
+ * PyTorch's scalar formulas, written out again in the class type T with
+ * libm, one element at a time. */
+
+#define REF_PI 3.14159265358979323846
+
+/* libm in the class type: the reference evaluates the formula in T, as the
+ * kernels and PyTorch's scalar code do. */
+#define M_f32(fn) fn##f
+#define M_f64(fn) fn
+#define L_f32 lgammaf_r
+#define L_f64 lgamma_r
+
+#define REF_MATH(SUF, T)                                                                                       \
+    static T ref_clamp06_##SUF(T t) { return t < 0 ? 0 : (t > 6 ? 6 : t); }                                    \
+    static T ref_digamma_##SUF(T x) {                                                                          \
+        if (x == 0) return M_##SUF(copysign)(INFINITY, -(double)x);                                                  \
+        if (x < 0) {                                                                                           \
+            if (x == (T)trunc((double)x)) return (T)NAN;                                                       \
+            double ip, r = modf((double)x, &ip);                                                               \
+            return ref_digamma_##SUF(1 - x) - (T)(REF_PI / tan(REF_PI * r));                                   \
+        }                                                                                                      \
+        T acc = 0;                                                                                             \
+        for (; x < 10; x += 1) acc -= 1 / x;                                                                   \
+        if (x == 10) return acc + (T)2.25175258906672110764;                                                   \
+        const T A[7] = {(T)8.33333333333333333333E-2, (T)-2.10927960927960927961E-2,                           \
+                        (T)7.57575757575757575758E-3, (T)-4.16666666666666666667E-3,                           \
+                        (T)3.96825396825396825397E-3, (T)-8.33333333333333333333E-3,                           \
+                        (T)8.33333333333333333333E-2};                                                         \
+        T tail = 0;                                                                                            \
+        if (x < (T)1e17) {                                                                                     \
+            T z = 1 / (x * x), poly = 0;                                                                       \
+            for (int k = 0; k < 7; k++) poly = poly * z + A[k];                                                \
+            tail = z * poly;                                                                                   \
+        }                                                                                                      \
+        return acc + M_##SUF(log)(x) - ((T)0.5 / x) - tail;                                                          \
+    }                                                                                                          \
+    static T ref_erfinv_##SUF(T y) {                                                                           \
+        T ay = y < 0 ? -y : y, x;                                                                              \
+        if (ay > 1) return (T)NAN;                                                                             \
+        if (ay == 1) return y > 0 ? (T)INFINITY : (T)-INFINITY;                                                \
+        if (ay <= (T)0.7) {                                                                                    \
+            T z = y * y;                                                                                       \
+            T num = ((((T)-0.140543331 * z + (T)0.914624893) * z + (T)-1.645349621) * z + (T)0.886226899);     \
+            T den = (((((T)0.012229801 * z + (T)-0.329097515) * z + (T)1.442710462) * z + (T)-2.118377725) *    \
+                         z + 1);                                                                               \
+            x = y * num / den;                                                                                 \
+        } else {                                                                                               \
+            T z = M_##SUF(sqrt)(-M_##SUF(log)((1 - ay) / 2));                                                                 \
+            T num = (((T)1.641345311 * z + (T)3.429567803) * z + (T)-1.624906493) * z + (T)-1.970840454;        \
+            T den = ((T)1.637067800 * z + (T)3.543889200) * z + 1;                                             \
+            x = M_##SUF(copysign)(num, y) / den;                                                                     \
+        }                                                                                                      \
+        for (int k = 0; k < 2; k++)                                                                            \
+            x = x - (M_##SUF(erf)(x) - y) / (((T)2 * (T)0.564189583547756286948079451560772586) * M_##SUF(exp)(-x * x));  \
+        return x;                                                                                              \
+    }                                                                                                          \
+    static T ref_math_unary_##SUF(vt_unary_op op, T x, const T *p, int *is_bool) {                             \
+        const T s2 = (T)0.707106781186547524400844362104849039;                                                \
+        *is_bool = 0;                                                                                          \
+        switch (op) {                                                                                          \
+        case VT_SILU: return x / (1 + M_##SUF(exp)(-x));                                                             \
+        case VT_GELU: return sizeof(T) == 4 && isinf(x) ? (T)NAN : x * (T)0.5 * (1 + M_##SUF(erf)(x * s2));                                                \
+        case VT_GELU_TANH: {                                                                                   \
+            T beta = (T)(1.41421356237309504880 * 1.12837916709551257390 * 0.5);                              \
+            return (T)0.5 * x * (1 + M_##SUF(tanh)(beta * (x + (T)0.044715 * (x * x * x))));                         \
+        }                                                                                                      \
+        case VT_SOFTPLUS: return x * p[0] > p[1] ? x : M_##SUF(log1p)(M_##SUF(exp)(x * p[0])) / p[0];                         \
+        case VT_MISH: return x * M_##SUF(tanh)(M_##SUF(log1p)(M_##SUF(exp)(x)));                                                       \
+        case VT_ELU: return x <= 0 ? M_##SUF(expm1)(x * p[2]) * (p[0] * p[1]) : x * p[1];                            \
+        case VT_LEAKY_RELU: return x > 0 ? x : x * p[0];                                                       \
+        case VT_HARDSIGMOID: return ref_clamp06_##SUF(x + 3) / 6;                                              \
+        case VT_HARDSWISH: return x * ref_clamp06_##SUF(x + 3) / 6;                                            \
+        case VT_LOG_SIGMOID: return (x < 0 ? x : 0) - M_##SUF(log1p)(M_##SUF(exp)(-fabs(x)));                                 \
+        case VT_LOGIT: {                                                                                       \
+            if (p[0] < 0) return x == 1 ? (T)INFINITY : M_##SUF(log)(x / (1 - x));                                   \
+            T lo = p[0], hi = 1 - p[0], c = x < lo ? lo : x > hi ? hi : x;                                     \
+            return M_##SUF(log)(c / (1 - c));                                                                        \
+        }                                                                                                      \
+        case VT_NAN_TO_NUM: return isnan(x) ? p[0] : isinf(x) ? (x > 0 ? p[1] : p[2]) : x;                     \
+        case VT_SINH: return M_##SUF(sinh)(x);                                                                       \
+        case VT_COSH: return M_##SUF(cosh)(x);                                                                       \
+        case VT_ASIN: return M_##SUF(asin)(x);                                                                       \
+        case VT_ACOS: return M_##SUF(acos)(x);                                                                       \
+        case VT_ATAN: return M_##SUF(atan)(x);                                                                       \
+        case VT_ASINH: return M_##SUF(asinh)(x);                                                                     \
+        case VT_ACOSH: return M_##SUF(acosh)(x);                                                                     \
+        case VT_ATANH: return M_##SUF(atanh)(x);                                                                     \
+        case VT_EXP2: return M_##SUF(exp2)(x);                                                                       \
+        case VT_ERFC: return M_##SUF(erfc)(x);                                                                       \
+        case VT_ERFINV: return ref_erfinv_##SUF(x);                                                            \
+        case VT_LGAMMA: {                                                                                      \
+            int sg;                                                                                            \
+            return L_##SUF(x, &sg);                                                                            \
+        }                                                                                                      \
+        case VT_DIGAMMA: return ref_digamma_##SUF(x);                                                          \
+        default: break;                                                                                        \
+        }                                                                                                      \
+        *is_bool = 1;                                                                                          \
+        switch (op) {                                                                                          \
+        case VT_ISNEGINF: return isinf(x) && x < 0;                                                            \
+        case VT_ISPOSINF: return isinf(x) && x > 0;                                                            \
+        default: return signbit(x) != 0;                                                                       \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* g: the incoming gradient (or a), x: the forward input (or b); p[0] alpha, p[1..] params */            \
+    static T ref_math_binary_##SUF(vt_binary_op op, T g, T x, const T *p) {                                    \
+        switch (op) {                                                                                          \
+        case VT_SILU_BACKWARD: {                                                                               \
+            T sg = 1 / (1 + M_##SUF(exp)(-x));                                                                       \
+            return g * sg * (1 + x * (1 - sg));                                                                \
+        }                                                                                                      \
+        case VT_GELU_BACKWARD: {                                                                               \
+            T cdf = (T)0.5 * (1 + M_##SUF(erf)(x * (T)0.707106781186547524400844362104849039));                      \
+            T pdf = (T)(1.12837916709551257390 * 0.707106781186547524400844362104849039 * 0.5) *               \
+                    M_##SUF(exp)(x * x * (T)-0.5);                                                                   \
+            return g * (cdf + x * pdf);                                                                        \
+        }                                                                                                      \
+        case VT_GELU_TANH_BACKWARD: {                                                                          \
+            T beta = (T)(1.41421356237309504880 * 1.12837916709551257390 * 0.5), kappa = (T)0.044715;         \
+            T th = M_##SUF(tanh)(beta * (x + kappa * (x * x * x)));                                                  \
+            T right_d = (T)0.5 * x * (1 - th * th) * (beta * (1 + 3 * kappa * (x * x)));                       \
+            return g * ((T)0.5 * (1 + th) + right_d);                                                          \
+        }                                                                                                      \
+        case VT_MISH_BACKWARD: {                                                                               \
+            T sg = 1 / (1 + M_##SUF(exp)(-x)), ts = M_##SUF(tanh)(M_##SUF(log1p)(M_##SUF(exp)(x)));                                          \
+            return g * (ts + x * sg * (1 - ts * ts));                                                          \
+        }                                                                                                      \
+        case VT_SOFTPLUS_BACKWARD: {                                                                           \
+            T z = M_##SUF(exp)(x * p[1]);                                                                            \
+            return x * p[1] > p[2] ? g : g * z / (z + 1);                                                      \
+        }                                                                                                      \
+        case VT_ELU_BACKWARD: {                                                                                \
+            T neg = p[1] * p[2];                                                                               \
+            if (!(x <= 0)) return g * p[2]; /* NaN takes the positive branch, as PyTorch */                                                                        \
+            return p[4] != 0 ? g * p[3] * (x + neg) : g * p[3] * neg * M_##SUF(exp)(x * p[3]);                       \
+        }                                                                                                      \
+        case VT_LEAKY_RELU_BACKWARD: return x > 0 ? g : g * p[1];                                              \
+        case VT_HARDTANH_BACKWARD: return x <= p[1] || x >= p[2] ? 0 : g;                                      \
+        case VT_HARDSIGMOID_BACKWARD: return x > -3 && x < 3 ? g * (T)(1.0f / 6.0f) : 0;                             \
+        case VT_HARDSWISH_BACKWARD: return x <= -3 ? 0 : x < 3 ? g * (x / 3 + (T)0.5) : g;                     \
+        case VT_LOG_SIGMOID_BACKWARD: {                                                                        \
+            T z = M_##SUF(exp)(-fabs(x));                                                                            \
+            return x < 0 ? g * (1 - z / (1 + z)) : g * (0 + z / (1 + z));                                      \
+        }                                                                                                      \
+        case VT_LOGIT_BACKWARD: {                                                                              \
+            T lo = p[1] < 0 ? 0 : p[1], hi = p[1] < 0 ? 1 : 1 - p[1];                                          \
+            if (x < lo || x > hi) return p[1] < 0 ? (T)NAN : 0;                                                \
+            return x == 0 || x == 1 ? g * (T)INFINITY : g / (x * (1 - x));                                     \
+        }                                                                                                      \
+        case VT_XLOGY: return isnan(x) ? (T)NAN : g == 0 ? 0 : g * M_##SUF(log)(x);                                  \
+        case VT_HYPOT: return M_##SUF(hypot)(g, x);                                                                  \
+        case VT_COPYSIGN: return M_##SUF(copysign)(g, x);                                                            \
+        case VT_LOGADDEXP:                                                                                     \
+        case VT_LOGADDEXP2: {                                                                                  \
+            if (isinf(g) && g == x) return g;                                                                  \
+            T m = g < x ? x : g, d = -(T)fabs(g - x);                                                          \
+            if (op == VT_LOGADDEXP) return m + M_##SUF(log1p)(M_##SUF(exp)(d));                                               \
+            return m + M_##SUF(log1p)(M_##SUF(exp2)(d)) * (T)(1.0 / 0.693147180559945309417232121458176568);                  \
+        }                                                                                                      \
+        case VT_FMIN: return M_##SUF(fmin)(g, x);                                                                    \
+        case VT_FMAX: return M_##SUF(fmax)(g, x);                                                                    \
+        case VT_HEAVISIDE: return g == 0 ? x : (T)(g > 0);                                                     \
+        case VT_CLAMP_MIN: return g < x ? x : g;                                                               \
+        case VT_CLAMP_MAX: return g > x ? x : g;                                                               \
+        default: { /* VT_LERP_SCALAR */                                                                        \
+            T w = p[1];                                                                                        \
+            return fabs(w) < (T)0.5 ? M_##SUF(fma)(w, x - g, g) : M_##SUF(fma)(w - 1, x - g, x);                            \
+        }                                                                                                      \
+        }                                                                                                      \
+    }                                                                                                          \
+    static T ref_ternary_##SUF(vt_ternary_op op, T a, T b, T c, T al) {                                        \
+        switch (op) {                                                                                          \
+        case VT_ADDCMUL: return a + al * b * c;                                                                \
+        case VT_ADDCDIV: return a + al * b / c;                                                                \
+        case VT_LERP: return fabs(c) < (T)0.5 ? M_##SUF(fma)(c, b - a, a) : M_##SUF(fma)(c - 1, b - a, b);                  \
+        default:                                                                                               \
+            if (isnan(b) || isnan(c)) return (T)NAN;                                                           \
+            if (isnan(a)) return a;                                                                            \
+            return a < b ? (b > c ? c : b) : (a > c ? c : a);                                                  \
+        }                                                                                                      \
+    }
+REF_MATH(f32, float)
+REF_MATH(f64, double)
+
+static void ref_params(int cls, vt_scalar alpha, const double *params, float *pf, double *pd, int64_t *pi) {
+    double p[VT_EW_MAX_PARAMS] = {0};
+    if (params) memcpy(p, params, sizeof p);
+    pf[0] = alpha.is_float ? (float)alpha.f : (float)alpha.i;
+    pd[0] = alpha.is_float ? alpha.f : (double)alpha.i;
+    pi[0] = alpha.is_float ? ref_cast(VT_I64, rv_f(alpha.f)).i : alpha.i;
+    for (int k = 0; k < VT_EW_MAX_PARAMS; k++) {
+        pf[1 + k] = (float)p[k];
+        pd[1 + k] = p[k];
+        pi[1 + k] = ref_cast(VT_I64, rv_f(p[k])).i;
+    }
+    (void)cls;
+}
+
+static int ref_math_unary_int_ok(vt_unary_op op) {
+    return op == VT_NAN_TO_NUM || op == VT_ISNEGINF || op == VT_ISPOSINF || op == VT_SIGNBIT;
+}
+
+vt_status vt_ref_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                          const double *params) {
+    if ((unsigned)op < VT_SILU) return vt_ref_unary(op, out, a, compute);
+    const vt_tensor *in[1] = {a};
+    vt_status st = ref_check(out, 1, in);
+    if (st) return st;
+    if ((unsigned)op >= VT_UNARY_OP_COUNT || (unsigned)compute >= VT_DTYPE_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ref_unary: bad op or dtype");
+    int cls = ref_class(compute);
+    if (cls == CLS_INT && !ref_math_unary_int_ok(op))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ref_unary: %s not supported for %s", vt_unary_op_name(op),
+                            vt_dtype_name(compute));
+    float pf[1 + VT_EW_MAX_PARAMS];
+    double pd[1 + VT_EW_MAX_PARAMS];
+    int64_t pi[1 + VT_EW_MAX_PARAMS];
+    ref_params(cls, vt_scalar_from_int(0), params, pf, pd, pi);
+    int64_t idx[VT_MAX_DIMS] = {0}, n = vt_tensor_numel(out);
+    for (int64_t li = 0; li < n; li++, ref_next(out, idx)) {
+        rval x = ref_cast(compute, ref_load(a->dtype, ref_addr(a, out->ndim, idx)));
+        int is_bool = 0;
+        rval r;
+        if (cls == CLS_F32) {
+            r = rv_f(ref_math_unary_f32(op, (float)x.d, pf + 1, &is_bool));
+        } else if (cls == CLS_F64) {
+            r = rv_f(ref_math_unary_f64(op, x.d, pd + 1, &is_bool));
+        } else {
+            is_bool = op != VT_NAN_TO_NUM;
+            r = rv_i(op == VT_NAN_TO_NUM ? x.i : op == VT_SIGNBIT ? x.i < 0 : 0);
+        }
+        r = is_bool ? rv_i(r.is_int ? r.i != 0 : r.d != 0) : ref_cast(compute, r);
+        ref_store(out->dtype, ref_addr(out, out->ndim, idx), r);
+    }
+    return VT_OK;
+}
+
+static int ref_math_binary_ok(vt_binary_op op, int cls) {
+    if (cls != CLS_INT) return op != VT_SHIFT_LEFT && op != VT_SHIFT_RIGHT;
+    return op == VT_FMIN || op == VT_FMAX || op == VT_HEAVISIDE || op == VT_SHIFT_LEFT || op == VT_SHIFT_RIGHT ||
+           op == VT_CLAMP_MIN || op == VT_CLAMP_MAX;
+}
+
+vt_status vt_ref_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                           vt_dtype compute, vt_scalar alpha, const double *params) {
+    if ((unsigned)op < VT_SILU_BACKWARD) return vt_ref_binary(op, out, a, b, compute, alpha);
+    const vt_tensor *in[2] = {a, b};
+    vt_status st = ref_check(out, 2, in);
+    if (st) return st;
+    if ((unsigned)op >= VT_BINARY_OP_COUNT || (unsigned)compute >= VT_DTYPE_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ref_binary: bad op or dtype");
+    int cls = ref_class(compute);
+    if (!ref_math_binary_ok(op, cls))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ref_binary: %s not supported for %s", vt_binary_op_name(op),
+                            vt_dtype_name(compute));
+    float pf[1 + VT_EW_MAX_PARAMS];
+    double pd[1 + VT_EW_MAX_PARAMS];
+    int64_t pi[1 + VT_EW_MAX_PARAMS];
+    ref_params(cls, alpha, params, pf, pd, pi);
+    int64_t idx[VT_MAX_DIMS] = {0}, n = vt_tensor_numel(out);
+    for (int64_t li = 0; li < n; li++, ref_next(out, idx)) {
+        rval x = ref_cast(compute, ref_load(a->dtype, ref_addr(a, out->ndim, idx)));
+        rval y = ref_cast(compute, ref_load(b->dtype, ref_addr(b, out->ndim, idx)));
+        rval r;
+        if (cls == CLS_F32) {
+            r = rv_f(ref_math_binary_f32(op, (float)x.d, (float)y.d, pf));
+        } else if (cls == CLS_F64) {
+            r = rv_f(ref_math_binary_f64(op, x.d, y.d, pd));
+        } else {
+            int64_t xa = x.i, yb = y.i, w;
+            switch (op) {
+            case VT_FMIN: w = xa < yb ? xa : yb; break;
+            case VT_FMAX: w = xa > yb ? xa : yb; break;
+            case VT_HEAVISIDE: w = xa == 0 ? yb : xa > 0; break;
+            case VT_SHIFT_LEFT: w = yb < 0 || yb >= 64 ? 0 : s(u(xa) << yb); break;
+            case VT_SHIFT_RIGHT: w = yb < 0 || yb >= 64 ? (xa < 0 ? -1 : 0) : xa >> yb; break;
+            case VT_CLAMP_MIN: w = xa < yb ? yb : xa; break;
+            default: w = xa > yb ? yb : xa; break;
+            }
+            r = rv_i(w);
+        }
+        ref_store(out->dtype, ref_addr(out, out->ndim, idx), ref_cast(compute, r));
+    }
+    return VT_OK;
+}
+
+vt_status vt_ref_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                         const vt_tensor *c, vt_dtype compute, vt_scalar alpha) {
+    const vt_tensor *in[3] = {a, b, c};
+    vt_status st = ref_check(out, 3, in);
+    if (st) return st;
+    if ((unsigned)op >= VT_TERNARY_OP_COUNT || (unsigned)compute >= VT_DTYPE_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ref_ternary: bad op or dtype");
+    int cls = ref_class(compute);
+    if (cls == CLS_INT && (op == VT_ADDCDIV || op == VT_LERP))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ref_ternary: %s not supported for %s",
+                            vt_ternary_op_name(op), vt_dtype_name(compute));
+    float pf[1 + VT_EW_MAX_PARAMS];
+    double pd[1 + VT_EW_MAX_PARAMS];
+    int64_t pi[1 + VT_EW_MAX_PARAMS];
+    ref_params(cls, alpha, NULL, pf, pd, pi);
+    int64_t idx[VT_MAX_DIMS] = {0}, n = vt_tensor_numel(out);
+    for (int64_t li = 0; li < n; li++, ref_next(out, idx)) {
+        rval x = ref_cast(compute, ref_load(a->dtype, ref_addr(a, out->ndim, idx)));
+        rval y = ref_cast(compute, ref_load(b->dtype, ref_addr(b, out->ndim, idx)));
+        rval z = ref_cast(compute, ref_load(c->dtype, ref_addr(c, out->ndim, idx)));
+        rval r;
+        if (cls == CLS_F32) {
+            r = rv_f(ref_ternary_f32(op, (float)x.d, (float)y.d, (float)z.d, pf[0]));
+        } else if (cls == CLS_F64) {
+            r = rv_f(ref_ternary_f64(op, x.d, y.d, z.d, pd[0]));
+        } else if (op == VT_ADDCMUL) {
+            r = rv_i(s(u(x.i) + u(pi[0]) * u(y.i) * u(z.i)));
+        } else {
+            int64_t m = x.i < y.i ? y.i : x.i;
+            r = rv_i(m > z.i ? z.i : m);
+        }
+        ref_store(out->dtype, ref_addr(out, out->ndim, idx), ref_cast(compute, r));
     }
     return VT_OK;
 }
