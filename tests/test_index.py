@@ -148,7 +148,7 @@ def test_index_add_copy_fill(dtype, native):
     if dtype not in (torch.bfloat16, torch.float16):  # narrow sums: see test_kernels_index.c
         same(t.index_add(0, it, st), x.index_add(0, idx, src), TOL.get(dtype))
         same(t.index_add(0, it, st, alpha=2), x.index_add(0, idx, src, alpha=2), TOL.get(dtype))
-    same(t.index_add(1, it[:4] % 7, st[:9, :4]), x.index_add(1, idx[:4] % 7, src[:9, :4]), TOL.get(dtype))
+        same(t.index_add(1, it[:4] % 7, st[:9, :4]), x.index_add(1, idx[:4] % 7, src[:9, :4]), TOL.get(dtype))
     u = torch.tensor([4, 0, 7, 2])
     same(t.index_copy(0, u.to("tpu"), st[:4]), x.index_copy(0, u, src[:4]))
     v = torch.tensor([1, -1, 3])  # index_fill wraps negative indices
