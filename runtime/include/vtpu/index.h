@@ -68,7 +68,8 @@ vt_status vt_op_topk(int dev, const char *name, const vt_tensor *values, const v
 vt_status vt_arange(const vt_tensor *out, vt_scalar start, vt_scalar step, int64_t vec, int64_t chunk);
 /* linspace over out's n elements: step = (end - start) / (n - 1) in out's
  * dtype (double for integers); the first half counts up from start, the
- * second down from end. n == 1 gives start. */
+ * second down from end. n == 1 gives start. PyTorch's kernel is scalar:
+ * pass vec = 0 to match it. */
 vt_status vt_linspace(const vt_tensor *out, vt_scalar start, vt_scalar end, int64_t vec, int64_t chunk);
 vt_status vt_op_arange(int dev, const char *name, const vt_tensor *out, vt_scalar start, vt_scalar step, int64_t vec,
                        int64_t chunk);

@@ -46,6 +46,7 @@ typedef struct range_ctx {
     float fs, fe, fstep;   /* float accumulate (bf16/f16 arange, f32 linspace) */
     int64_t is, istep;     /* int arange */
     int64_t halfway;
+    int exact; /* arange whose every value is an integer exact in out's dtype */
 } range_ctx;
 
 /* Narrow-type arithmetic of c10::BFloat16 / c10::Half: each operation rounds. */
@@ -60,6 +61,11 @@ static void range_batch(const range_ctx *c, int64_t b, int64_t m, void *tmp, vt_
             int64_t *t = tmp;
             for (int64_t k = 0; k < m; k++) t[k] = (int64_t)((uint64_t)c->is + (uint64_t)c->istep * (uint64_t)(b + k));
             *tdt = VT_I64;
+        } else if (c->exact) {
+            /* integral start and step, every value exact in the type: all formulas agree */
+            double *t = tmp;
+            for (int64_t k = 0; k < m; k++) t[k] = c->ds + c->dstep * (double)(b + k);
+            *tdt = VT_F64;
         } else if (dt == VT_F32 || dt == VT_F64) {
             double *t = tmp;
             for (int64_t k = 0; k < m; k++) {
@@ -159,6 +165,10 @@ vt_status vt_arange(const vt_tensor *out, vt_scalar start, vt_scalar step, int64
     c.fstep = (float)c.dstep;
     c.is = start.is_float ? (int64_t)start.f : start.i;
     c.istep = step.is_float ? (int64_t)step.f : step.i;
+    double lim = out->dtype == VT_F32 ? 0x1p24 : out->dtype == VT_F64 ? 0x1p53 : out->dtype == VT_BF16 ? 0x1p8 : 0x1p11;
+    double last = c.ds + c.dstep * (double)(out->sizes[0] > 0 ? out->sizes[0] - 1 : 0);
+    c.exact = vt_dtype_is_float(out->dtype) && c.ds == floor(c.ds) && c.dstep == floor(c.dstep) && fabs(c.ds) <= lim &&
+              fabs(last) <= lim;
     return range_run(&c, vec, chunk);
 }
 

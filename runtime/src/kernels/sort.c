@@ -181,6 +181,7 @@ typedef struct sel_ctx {
     int64_t len, k; /* k == len: full sort */
     int descending;
     int dim;
+    _Atomic int failed; /* a worker could not get scratch memory */
 } sel_ctx;
 
 static void write_line(const sel_ctx *c, const int64_t off[3], const kv *r, int64_t m) {
@@ -235,7 +236,8 @@ static void sel_range(void *vctx, int64_t b, int64_t e) {
     int heap = use_heap(len, k);
     kv *buf = malloc(sizeof(kv) * (size_t)(heap ? k : 2 * len) + 1);
     uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)len + 1);
-    if (!buf || !keys) { /* cannot happen in practice; leave a visible mark rather than crash */
+    if (!buf || !keys) {
+        ((sel_ctx *)c)->failed = 1;
         free(buf);
         free(keys);
         return;
@@ -296,8 +298,9 @@ static vt_status select_run(const vt_tensor *values, const vt_tensor *indices, c
         int64_t grain = VT_ELEMENTWISE_GRAIN / work;
         vt_parallel_for(c->g.count, grain < 1 ? 1 : grain, sel_range, c);
     }
+    int failed = c->failed;
     free(c);
-    return VT_OK;
+    return failed ? vt_set_error(VT_ERR_OUT_OF_MEMORY, "sort: no host memory for a line's scratch") : VT_OK;
 }
 
 vt_status vt_sort(const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in, int dim, int descending) {
