@@ -84,10 +84,11 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   return out;
 }
 
-at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+at::Tensor roll_impl(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
   TORCH_CHECK(!shifts.empty(), "`shifts` required");
   if (dims.empty() && shifts.size() == 1) {
-    return roll(self.contiguous().view(-1), shifts, {0}).view(self.sizes());
+    const int64_t first = 0;  // PyTorch rolls the flattened tensor along dim 0
+    return roll_impl(self.contiguous().view(-1), shifts, at::IntArrayRef(first)).view(self.sizes());
   }
   TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
               ", dims:", dims.size());
@@ -273,7 +274,7 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
   return out;
 }
 
-at::Tensor searchsorted(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
+at::Tensor searchsorted_impl(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
                         std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
   at::Tensor out = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
   return searchsorted_out(sorted, self, out_int32, right, side, sorter, out);
@@ -281,7 +282,7 @@ at::Tensor searchsorted(const at::Tensor& sorted, const at::Tensor& self, bool o
 
 at::Tensor bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
   TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
-  return searchsorted(boundaries, self, out_int32, right, std::nullopt, std::nullopt);
+  return searchsorted_impl(boundaries, self, out_int32, right, std::nullopt, std::nullopt);
 }
 
 }  // namespace
@@ -290,7 +291,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
   m.impl("flip", flip);
-  m.impl("roll", roll);
+  m.impl("roll", roll_impl);
   m.impl("tril", tri<0>);
   m.impl("triu", tri<1>);
   m.impl("tril_", tri_<0>);
@@ -311,7 +312,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linspace.out", linspace_out);
   m.impl("eye.out", [](int64_t n, at::Tensor& out) -> at::Tensor& { return eye_m_out(n, n, out); });
   m.impl("eye.m_out", eye_m_out);
-  m.impl("searchsorted.Tensor", searchsorted);
+  m.impl("searchsorted.Tensor", searchsorted_impl);
   m.impl("searchsorted.Tensor_out", searchsorted_out);
   m.impl("bucketize.Tensor", bucketize);
 }
