@@ -1,0 +1,320 @@
+// shape_ops.cpp — adapters for data movement, sorting and range factories:
+// PyTorch's argument checks, output shapes and dtypes (cat's through its
+// meta kernel, so errors and promotion are PyTorch's own), then one queued
+// C call per op.
+#include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/RangeUtils.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "common.h"
+
+namespace vtpu {
+namespace {
+
+vt_tensor desc_of(const at::Tensor& t, const char* op) {
+  vt_tensor d{};
+  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " with ", t.dim(),
+                              " dims is not supported on tpu");
+  return d;
+}
+
+bool takes(const at::Tensor& t) {
+  vt_tensor d{};
+  return describe(t, &d);
+}
+
+at::Tensor meta_of(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+// ------------------------------------------------------------------ cat
+
+// The meta kernel gives PyTorch's checks, messages, result dtype and layout.
+at::Tensor cat_meta(const at::ITensorListRef& tensors, int64_t dim) {
+  std::vector<at::Tensor> metas;
+  for (const at::Tensor& t : tensors) metas.push_back(meta_of(t));
+  return at::cat(metas, dim);
+}
+
+void cat_into(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor& out) {
+  if (out.numel() == 0) return;
+  std::vector<vt_tensor> ins;
+  const int64_t d = at::maybe_wrap_dim(dim, out.dim());
+  for (const at::Tensor& t : tensors) {
+    if (t.dim() == 1 && t.size(0) == 0 && out.dim() != 1) continue;  // legacy empty inputs are skipped
+    if (t.numel() == 0) continue;
+    TORCH_CHECK(t.device() == out.device(), "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", out.device(), " and ", t.device(), "!");
+    ins.push_back(desc_of(t, "aten::cat"));
+  }
+  const vt_tensor o = desc_of(out, "aten::cat");
+  check(vt_op_cat(device_index(out), "aten::cat", &o, static_cast<int>(ins.size()), ins.data(), static_cast<int>(d)),
+        "aten::cat");
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  const at::Tensor m = cat_meta(tensors, dim);
+  const at::Tensor& first = *tensors.begin();
+  at::Tensor out = at::empty_strided(m.sizes(), m.strides(), first.options().dtype(m.scalar_type()));
+  cat_into(tensors, dim, out);
+  return out;
+}
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  const at::Tensor m = cat_meta(tensors, dim);
+  TORCH_CHECK(c10::canCast(m.scalar_type(), out.scalar_type()), "torch.cat(): input types can't be cast to the desired "
+              "output type ", out.scalar_type());
+  at::native::resize_output(out, m.sizes());
+  cat_into(tensors, dim, out);
+  return out;
+}
+
+// ------------------------------------------------------------------ flip, roll, tril/triu
+
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  const auto bits = at::dim_list_to_bitset(dims, self.dim());
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  if (out.numel() == 0) return out;
+  const vt_tensor o = desc_of(out, "aten::flip"), i = desc_of(self, "aten::flip");
+  check(vt_op_flip(device_index(self), "aten::flip", &o, &i, bits.to_ullong()), "aten::flip");
+  return out;
+}
+
+at::Tensor roll_impl(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  if (dims.empty() && shifts.size() == 1) {
+    const int64_t first = 0;  // PyTorch rolls the flattened tensor along dim 0
+    return roll_impl(self.contiguous().view(-1), shifts, at::IntArrayRef(first)).view(self.sizes());
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
+  if (out.numel() == 0) return out;
+  std::vector<int> ds;
+  for (int64_t d : dims) ds.push_back(static_cast<int>(at::maybe_wrap_dim(d, self.dim())));
+  const vt_tensor o = desc_of(out, "aten::roll"), i = desc_of(self, "aten::roll");
+  check(vt_op_roll(device_index(self), "aten::roll", &o, &i, static_cast<int>(ds.size()), ds.data(), shifts.data()),
+        "aten::roll");
+  return out;
+}
+
+template <int Upper>
+at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  TORCH_CHECK(self.dim() >= 2, Upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
+  if (out.numel() == 0) return out;
+  const char* name = Upper ? "aten::triu" : "aten::tril";
+  at::Tensor src = self;
+  if (out.scalar_type() != self.scalar_type()) src = self.to(out.scalar_type());
+  const vt_tensor o = desc_of(out, name), i = desc_of(src, name);
+  check(vt_op_tri(device_index(self), name, &o, &i, diagonal, Upper), name);
+  return out;
+}
+
+template <int Upper>
+at::Tensor tri(const at::Tensor& self, int64_t diagonal) {
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  return tri_out<Upper>(self, diagonal, out);
+}
+
+template <int Upper>
+at::Tensor& tri_(at::Tensor& self, int64_t diagonal) {
+  return tri_out<Upper>(self, diagonal, self);
+}
+
+// ------------------------------------------------------------------ sort, topk
+
+void prepare_out(at::Tensor& t, at::IntArrayRef sizes, at::IntArrayRef strides, const at::TensorOptions& opts) {
+  if (t.defined()) {
+    TORCH_CHECK(t.device() == opts.device(), "Expected out tensor on ", opts.device(), " but got ", t.device());
+    at::native::resize_output(t, sizes);
+  } else {
+    t = at::empty_strided(sizes, strides, opts);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> sort_impl(const at::Tensor& self, int64_t dim, bool descending, at::Tensor values,
+                                             at::Tensor indices) {
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const auto strides = at::infer_dense_strides(self.sizes(), self.strides());
+  prepare_out(values, self.sizes(), strides, self.options());
+  prepare_out(indices, self.sizes(), strides, self.options().dtype(at::kLong));
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.scalar_type(),
+              ", but got ", values.scalar_type(), " instead");
+  if (self.numel() == 0) return {values, indices};
+  const bool scalar = self.dim() == 0;
+  const vt_tensor v = desc_of(scalar ? values.view({1}) : values, "aten::sort"),
+                  i = desc_of(scalar ? indices.view({1}) : indices, "aten::sort"),
+                  x = desc_of(scalar ? self.view({1}) : self, "aten::sort");
+  check(vt_op_sort(device_index(self), "aten::sort", &v, &i, &x, static_cast<int>(scalar ? 0 : d), descending ? 1 : 0),
+        "aten::sort");
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> sort_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                               bool descending) {
+  return sort_impl(self, dim, descending, {}, {});
+}
+
+std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self, std::optional<bool> stable, int64_t dim,
+                                                        bool descending, at::Tensor& values, at::Tensor& indices) {
+  sort_impl(self, dim, descending, values, indices);
+  return std::forward_as_tuple(values, indices);
+}
+
+std::tuple<at::Tensor, at::Tensor> topk_impl(const at::Tensor& self, int64_t k, int64_t dim, bool largest,
+                                             at::Tensor values, at::Tensor indices) {
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim(), true);
+  TORCH_CHECK(k >= 0 && k <= (self.dim() > 0 ? self.size(d) : 1), "selected index k out of range");
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  if (self.dim() > 0) shape[d] = k;
+  const auto strides = c10::contiguous_strides(shape);
+  prepare_out(values, shape, strides, self.options());
+  prepare_out(indices, shape, strides, self.options().dtype(at::kLong));
+  if (values.numel() == 0) return {values, indices};
+  const bool scalar = self.dim() == 0;
+  const vt_tensor v = desc_of(scalar ? values.view({1}) : values, "aten::topk"),
+                  i = desc_of(scalar ? indices.view({1}) : indices, "aten::topk"),
+                  x = desc_of(scalar ? self.view({1}) : self, "aten::topk");
+  check(vt_op_topk(device_index(self), "aten::topk", &v, &i, &x, static_cast<int>(scalar ? 0 : d), k, largest ? 1 : 0),
+        "aten::topk");
+  return {values, indices};
+}
+
+// ------------------------------------------------------------------ arange, linspace, eye
+
+// PyTorch's x86-64 CPU kernels run 32-byte vectors; parallel_for splits
+// n > GRAIN_SIZE elements evenly over the intra-op threads.
+int64_t vec_of(const at::Tensor& t) { return 32 / static_cast<int64_t>(t.element_size()); }
+int64_t chunk_of(int64_t n) {
+  const int64_t grain = at::internal::GRAIN_SIZE, nt = at::get_num_threads();
+  if (n <= grain || nt <= 1) return n;
+  const int64_t threads = std::min(nt, (n + grain - 1) / grain);
+  return (n + threads - 1) / threads;
+}
+
+vt_scalar to_vt(const at::Scalar& s) {
+  return s.isIntegral(true) ? vt_scalar_from_int(s.toLong()) : vt_scalar_from_double(s.toDouble());
+}
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  int64_t size = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_tpu", [&]() {
+    size = at::native::compute_arange_size<scalar_t>(start, end, step);
+  });
+  if (out.numel() != size) {
+    if (out.numel() > 0)
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", size,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (", size, ",).");
+    out.resize_({size});
+  }
+  if (size == 0) return out;
+  at::Tensor r = out.is_contiguous() ? out : at::empty({size}, out.options());
+  const vt_tensor o = desc_of(r.view({size}), "aten::arange");
+  check(vt_op_arange(device_index(out), "aten::arange", &o, to_vt(start), to_vt(step), vec_of(r), chunk_of(size)),
+        "aten::arange");
+  if (!r.is_same(out)) out.copy_(r);
+  return out;
+}
+
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  if (out.numel() != steps) out.resize_({steps});
+  if (steps == 0) return out;
+  at::Tensor r = out.is_contiguous() ? out : at::empty({steps}, out.options());
+  const vt_tensor o = desc_of(r.view({steps}), "aten::linspace");
+  // PyTorch's linspace kernel is scalar (no SIMD blocks).
+  check(vt_op_linspace(device_index(out), "aten::linspace", &o, to_vt(start), to_vt(end), 0, chunk_of(steps)),
+        "aten::linspace");
+  if (!r.is_same(out)) out.copy_(r);
+  return out;
+}
+
+at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  out.resize_({n, m});
+  out.zero_();
+  const int64_t sz = std::min(n, m);
+  if (sz > 0) out.as_strided({sz}, {out.stride(0) + out.stride(1)}).fill_(1);
+  return out;
+}
+
+// ------------------------------------------------------------------ searchsorted, bucketize
+
+at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
+                             std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
+                             at::Tensor& out) {
+  const bool simple = (!sorter || !sorter->defined()) && sorted.scalar_type() == self.scalar_type() &&
+                      sorted.dim() >= 1 && takes(sorted) && takes(self) &&
+                      (sorted.dim() == 1 || (sorted.dim() == self.dim() &&
+                                             sorted.sizes().slice(0, sorted.dim() - 1) ==
+                                                 self.sizes().slice(0, self.dim() - 1))) &&
+                      (!side || (*side == "right") == right || !right);
+  if (!simple) {
+    at::Tensor r = via_fallback("aten::searchsorted", "Tensor", sorted, self, out_int32, right, side, sorter).toTensor();
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+  }
+  const bool rt = side ? *side == "right" : right;
+  at::native::resize_output(out, self.sizes());
+  TORCH_CHECK(out.scalar_type() == (out_int32 ? at::kInt : at::kLong), "torch.searchsorted(): output tensor's dtype is "
+              "wrong, it can only be Int(int32) or Long(int64) depending on whether out_int32 flag is True, but we got "
+              "output tensor's dtype ", out.scalar_type(), " and out_int32 flag is ", out_int32 ? "True" : "False");
+  if (out.numel() == 0) return out;
+  const vt_tensor o = desc_of(out, "aten::searchsorted"), s = desc_of(sorted, "aten::searchsorted"),
+                  v = desc_of(self, "aten::searchsorted");
+  check(vt_op_searchsorted(device_index(self), "aten::searchsorted", &o, &s, &v, rt ? 1 : 0), "aten::searchsorted");
+  return out;
+}
+
+at::Tensor searchsorted_impl(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
+                        std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter) {
+  at::Tensor out = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  return searchsorted_out(sorted, self, out_int32, right, side, sorter, out);
+}
+
+at::Tensor bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32, bool right) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(", boundaries.dim(), ")");
+  return searchsorted_impl(boundaries, self, out_int32, right, std::nullopt, std::nullopt);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("cat", cat);
+  m.impl("cat.out", cat_out);
+  m.impl("flip", flip);
+  m.impl("roll", roll_impl);
+  m.impl("tril", tri<0>);
+  m.impl("triu", tri<1>);
+  m.impl("tril_", tri_<0>);
+  m.impl("triu_", tri_<1>);
+  m.impl("tril.out", tri_out<0>);
+  m.impl("triu.out", tri_out<1>);
+  m.impl("sort.stable", sort_stable);
+  m.impl("sort.values_stable", sort_values_stable);
+  m.impl("topk", [](const at::Tensor& s, int64_t k, int64_t d, bool largest, bool sorted) {
+    return topk_impl(s, k, d, largest, {}, {});
+  });
+  m.impl("topk.values", [](const at::Tensor& s, int64_t k, int64_t d, bool largest, bool sorted, at::Tensor& v,
+                           at::Tensor& i) {
+    topk_impl(s, k, d, largest, v, i);
+    return std::forward_as_tuple(v, i);
+  });
+  m.impl("arange.start_out", arange_out);
+  m.impl("linspace.out", linspace_out);
+  m.impl("eye.out", [](int64_t n, at::Tensor& out) -> at::Tensor& { return eye_m_out(n, n, out); });
+  m.impl("eye.m_out", eye_m_out);
+  m.impl("searchsorted.Tensor", searchsorted_impl);
+  m.impl("searchsorted.Tensor_out", searchsorted_out);
+  m.impl("bucketize.Tensor", bucketize);
+}
+
+}  // namespace vtpu

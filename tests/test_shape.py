@@ -1,0 +1,191 @@
+"""Native data movement, sorting and range factories against CPU PyTorch:
+cat/stack, flip, roll, tril/triu, sort/argsort/topk (NaN order, ties,
+stability), arange/linspace/eye (bit for bit), searchsorted/bucketize,
+gradients through PyTorch's formulas, and PyTorch's errors."""
+
+import pytest
+import torch
+
+import vtpu
+from conftest import DTYPES, make
+
+FLOATS = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+
+
+def same(got, want):
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    assert torch.equal(got, want) or (want.is_floating_point() and torch.equal(got.isnan(), want.isnan())
+                                      and torch.equal(got.nan_to_num(), want.nan_to_num()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cat_stack(dtype, dim):
+    xs = [make((4, 5, 6), dtype, k) for k in range(3)]
+    xs[1] = make((6, 5, 4), dtype, 7).transpose(0, 2)  # non-contiguous input
+    ts = [x.to("tpu") for x in xs]
+    with vtpu.cpu_fallback(False):
+        same(torch.cat(ts, dim), torch.cat(xs, dim))
+        same(torch.stack(ts, dim), torch.stack(xs, dim))
+        same(torch.cat(ts + [ts[0].narrow(dim, 0, 0)], dim), torch.cat(xs, dim))  # empty piece
+        same(torch.cat(ts * 3, dim), torch.cat(xs * 3, dim))  # more inputs than one command holds
+        out = torch.empty(0, dtype=dtype, device="tpu")
+        torch.cat(ts, dim, out=out)
+        same(out, torch.cat(xs, dim))
+
+
+def test_cat_promotion_legacy_empty_and_errors():
+    a, b = make((3, 4), torch.float32, 1), make((3, 2), torch.int64, 2)
+    with vtpu.cpu_fallback(False):
+        same(torch.cat([a.to("tpu"), b.to("tpu")], 1), torch.cat([a, b], 1))
+        same(torch.cat([a.to("tpu"), torch.empty(0).to("tpu")], 0), torch.cat([a, torch.empty(0)], 0))
+        same(torch.cat([a.bfloat16().to("tpu"), a.half().to("tpu")]), torch.cat([a.bfloat16(), a.half()]))
+    for bad in ([a, make((4, 4), torch.float32)], [a, make((3,), torch.float32)]):
+        with pytest.raises(RuntimeError) as want:
+            torch.cat(bad, 1)
+        with pytest.raises(RuntimeError) as got:
+            torch.cat([t.to("tpu") for t in bad], 1)
+        assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_flip_roll_tri(dtype):
+    x = make((3, 7, 9), dtype, 3)
+    xt = make((9, 7, 3), dtype, 4).transpose(0, 2)
+    with vtpu.cpu_fallback(False):
+        for v in (x, xt):
+            t = v.to("tpu")
+            for dims in ((0,), (1, 2), (-1,), (0, 1, 2), ()):
+                same(t.flip(dims), v.flip(dims))
+            for shifts, dims in ((2, 1), (-3, -1), ((1, 20), (0, 2)), (11, None)):
+                same(t.roll(shifts, dims), v.roll(shifts, dims))
+            for k in (0, 1, -2, 8, -9):
+                same(t.tril(k), v.tril(k))
+                same(t.triu(k), v.triu(k))
+                same(t.clone().tril_(k), v.clone().tril_(k))
+                same(t.clone().triu_(k), v.clone().triu_(k))
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.ones(3, device="tpu").tril()
+
+
+def ties_and_nans(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-3, 4, shape, generator=g).to(torch.float64)
+    if dtype.is_floating_point:
+        x[torch.rand(shape, generator=g) < 0.05] = float("nan")
+        x[torch.rand(shape, generator=g) < 0.05] = float("inf")
+        x[torch.rand(shape, generator=g) < 0.05] = -0.0
+    if dtype == torch.uint8:
+        x = x.abs()
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.bool] + [torch.bool], ids=str)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_sort_stable_matches_cpu(dtype, dim):
+    for x in (ties_and_nans((6, 300), dtype, 1), make((6, 300), dtype, 2), ties_and_nans((40, 3), dtype, 3).t()):
+        t = x.to("tpu")
+        with vtpu.cpu_fallback(False):
+            for desc in (False, True):
+                vg, ig = torch.sort(t, dim=dim, descending=desc, stable=True)
+                vw, iw = torch.sort(x, dim=dim, descending=desc, stable=True)
+                same(vg, vw)
+                same(ig, iw)
+                same(torch.argsort(t, dim=dim, descending=desc, stable=True),
+                     torch.argsort(x, dim=dim, descending=desc, stable=True))
+                # the default sort is stable on tpu: values equal CPU, indices select them
+                vg, ig = torch.sort(t, dim=dim, descending=desc)
+                same(vg, torch.sort(x, dim=dim, descending=desc).values)
+                same(x.gather(dim, ig.cpu()), vw)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_topk(dtype):
+    distinct = torch.randperm(8 * 3000, generator=torch.Generator().manual_seed(5)).reshape(8, 3000)
+    distinct = (distinct % 2000 if dtype in (torch.bfloat16, torch.float16) else distinct).to(dtype)
+    if dtype == torch.uint8:
+        distinct = torch.arange(200, dtype=dtype).repeat(8, 1)
+    for x in (distinct, ties_and_nans((8, 500), dtype, 6)):
+        t = x.to("tpu")
+        for k in (1, 5, 50, x.shape[1]):
+            for largest in (True, False):
+                with vtpu.cpu_fallback(False):
+                    vg, ig = t.topk(k, largest=largest)
+                vw, iw = x.topk(k, largest=largest)
+                same(vg, vw)
+                same(x.gather(1, ig.cpu()), vw)  # ties may be ordered differently (CPU's top-k is unstable)
+                if x is distinct and dtype not in (torch.bfloat16, torch.float16):
+                    same(ig, iw)
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        torch.ones(3, device="tpu").topk(4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+                                   torch.int32, torch.int16, torch.int8, torch.uint8], ids=str)
+def test_range_factories_bit_exact(dtype):
+    cases = [(0, 10, 1), (0.3, 17.7, 0.37), (-5, 5, 0.013), (3, -20, -0.77), (0, 100000, 1.1), (0, 1000003, 1)]
+    with vtpu.cpu_fallback(False):
+        for s, e, st in cases:
+            if not dtype.is_floating_point and (isinstance(st, float) or e > 100):
+                continue
+            if dtype in (torch.bfloat16, torch.float16) and e > 1000:
+                continue
+            same(torch.arange(s, e, st, dtype=dtype, device="tpu"), torch.arange(s, e, st, dtype=dtype))
+        for s, e, n in ((0, 1, 10), (-3.3, 7.1, 97), (0, 1, 1), (2, 2, 5), (0, 1000, 100001), (5, -5, 33), (0, 0, 0)):
+            if not dtype.is_floating_point and n > 1000:
+                continue
+            same(torch.linspace(s, e, n, dtype=dtype, device="tpu"), torch.linspace(s, e, n, dtype=dtype))
+        if dtype != torch.uint8:
+            same(torch.eye(5, dtype=dtype, device="tpu"), torch.eye(5, dtype=dtype))
+            same(torch.eye(3, 6, dtype=dtype, device="tpu"), torch.eye(3, 6, dtype=dtype))
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        torch.arange(0, 1, 0, device="tpu")
+    with pytest.raises(RuntimeError, match="upper bound and lower bound inconsistent with step sign"):
+        torch.arange(0, 1, -1, device="tpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64], ids=str)
+def test_searchsorted_bucketize(dtype):
+    seq = ties_and_nans((50,), dtype, 8).sort().values
+    vals = ties_and_nans((4, 30), dtype, 9)
+    seq2 = ties_and_nans((4, 20), dtype, 10).sort(-1).values
+    with vtpu.cpu_fallback(False):
+        for right in (False, True):
+            same(torch.searchsorted(seq.to("tpu"), vals.to("tpu"), right=right), torch.searchsorted(seq, vals, right=right))
+            same(torch.searchsorted(seq2.to("tpu"), vals.to("tpu"), right=right, out_int32=True),
+                 torch.searchsorted(seq2, vals, right=right, out_int32=True))
+            same(torch.bucketize(vals.to("tpu"), seq.to("tpu"), right=right), torch.bucketize(vals, seq, right=right))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gradients(dtype):
+    x = make((4, 6, 8), dtype, 11)
+    fns = [
+        lambda v: torch.cat([v, v * 2], 1),
+        lambda v: torch.stack([v, v], -1),
+        lambda v: v.flip(0, 2),
+        lambda v: v.roll((1, -2), (0, 2)),
+        lambda v: v.tril(1),
+        lambda v: v.triu(-1),
+        lambda v: v.sort(-1, stable=True).values,
+        lambda v: v.topk(3, 1).values,
+    ]
+    for f in fns:
+        a = x.clone().requires_grad_()
+        b = x.to("tpu").requires_grad_()
+        g = make(tuple(f(a).shape), dtype, 12)
+        f(a).backward(g)
+        f(b).backward(g.to("tpu"))
+        same(b.grad, a.grad)
+
+
+def test_fallback_report_is_empty_for_forward_ops():
+    x = make((4, 5, 6), torch.float32, 13).to("tpu")
+    vtpu.reset_fallback_report()
+    torch.cat([x, x], 2), torch.stack([x, x]), x.flip(1), x.roll(2, 1), x.tril(), x.triu(1)
+    x.sort(-1), x.argsort(-1), x.topk(3), torch.arange(10, device="tpu"), torch.linspace(0, 1, 5, device="tpu")
+    torch.eye(4, device="tpu"), torch.searchsorted(x[0, 0].sort().values, x[0]), x.split(2, 1), x.chunk(2, 2)
+    x.unbind(0), x.repeat(2, 1, 1), torch.full((3, 3), 2.0, device="tpu"), torch.zeros(3, device="tpu")
+    torch.tpu.synchronize()
+    assert vtpu.fallback_report() == {}
