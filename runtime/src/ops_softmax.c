@@ -1,0 +1,179 @@
+/* ops_softmax.c — queued softmax and losses: the kernels' argument checks
+ * run on the calling thread (bad shapes and dtypes fail at the op), the
+ * descriptors are copied into a command, and the synchronous kernel runs on
+ * the device queue, where data-dependent errors (a target out of range, a
+ * BCE input outside [0, 1]) are latched for the next synchronisation. */
+#include "internal.h"
+#include "kernels/softmax.h"
+
+
+static vt_status fail(vt_status s, const char *name) {
+    return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name);
+}
+
+/* ------------------------------------------------------------ softmax */
+
+typedef struct softmax_cmd {
+    int dim, log, bwd;
+    vt_tensor a, b, c; /* fwd: out, in; bwd: grad_in, grad_out, y */
+} softmax_cmd;
+
+static vt_status softmax_kernel(void *p) {
+    const softmax_cmd *c = p;
+    return c->bwd ? vt_softmax_backward(&c->a, &c->b, &c->c, c->dim, c->log) : vt_softmax(&c->a, &c->b, c->dim, c->log);
+}
+
+vt_status vt_op_softmax(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int dim, int log) {
+    if (!name) name = "vt_op_softmax";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    int d;
+    if ((s = vt_softmax_check(out, in, dim, &d)) != VT_OK) return fail(s, name);
+    softmax_cmd c;
+    memset(&c, 0, sizeof c);
+    c.dim = d;
+    c.log = log;
+    c.a = *out;
+    c.b = *in;
+    return vt_enqueue(dev, name, softmax_kernel, &c, sizeof c);
+}
+
+vt_status vt_op_softmax_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad_out,
+                                 const vt_tensor *y, int dim, int log) {
+    if (!name) name = "vt_op_softmax_backward";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    int d;
+    if ((s = vt_softmax_backward_check(grad_in, grad_out, y, dim, &d)) != VT_OK) return fail(s, name);
+    softmax_cmd c;
+    memset(&c, 0, sizeof c);
+    c.dim = d;
+    c.log = log;
+    c.bwd = 1;
+    c.a = *grad_in;
+    c.b = *grad_out;
+    c.c = *y;
+    return vt_enqueue(dev, name, softmax_kernel, &c, sizeof c);
+}
+
+/* ------------------------------------------------------------ nll */
+
+typedef struct nll_cmd {
+    int bwd, has_weight, has_tw;
+    vt_loss_reduction reduction;
+    int64_t ignore_index;
+    vt_tensor out, tw, input, target, weight, grad_out;
+} nll_cmd;
+
+static vt_status nll_kernel(void *p) {
+    const nll_cmd *c = p;
+    const vt_tensor *w = c->has_weight ? &c->weight : NULL, *tw = c->has_tw ? &c->tw : NULL;
+    if (c->bwd) return vt_nll_loss_backward(&c->out, &c->grad_out, &c->input, &c->target, w, c->reduction,
+                                            c->ignore_index, tw);
+    return vt_nll_loss(&c->out, tw, &c->input, &c->target, w, c->reduction, c->ignore_index);
+}
+
+static void nll_fill(nll_cmd *c, const vt_tensor *out, const vt_tensor *tw, const vt_tensor *input,
+                     const vt_tensor *target, const vt_tensor *weight, vt_loss_reduction reduction, int64_t ignore) {
+    memset(c, 0, sizeof *c);
+    c->reduction = reduction;
+    c->ignore_index = ignore;
+    c->out = *out;
+    c->input = *input;
+    c->target = *target;
+    if ((c->has_weight = weight != NULL)) c->weight = *weight;
+    if ((c->has_tw = tw != NULL)) c->tw = *tw;
+}
+
+vt_status vt_op_nll_loss(int dev, const char *name, const vt_tensor *out, const vt_tensor *total_weight,
+                         const vt_tensor *input, const vt_tensor *target, const vt_tensor *weight,
+                         vt_loss_reduction reduction, int64_t ignore_index) {
+    if (!name) name = "vt_op_nll_loss";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if ((s = vt_nll_loss_check(out, total_weight, input, target, weight, reduction)) != VT_OK) return fail(s, name);
+    nll_cmd c;
+    nll_fill(&c, out, total_weight, input, target, weight, reduction, ignore_index);
+    return vt_enqueue(dev, name, nll_kernel, &c, sizeof c);
+}
+
+vt_status vt_op_nll_loss_backward(int dev, const char *name, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                  const vt_tensor *input, const vt_tensor *target, const vt_tensor *weight,
+                                  vt_loss_reduction reduction, int64_t ignore_index, const vt_tensor *total_weight) {
+    if (!name) name = "vt_op_nll_loss_backward";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if ((s = vt_nll_loss_backward_check(grad_input, grad_out, input, target, weight, reduction, total_weight)) !=
+        VT_OK)
+        return fail(s, name);
+    nll_cmd c;
+    nll_fill(&c, grad_input, total_weight, input, target, weight, reduction, ignore_index);
+    c.bwd = 1;
+    c.grad_out = *grad_out;
+    return vt_enqueue(dev, name, nll_kernel, &c, sizeof c);
+}
+
+/* ------------------------------------------------------------ pointwise losses */
+
+typedef struct pw_cmd {
+    int bwd, has_weight, has_pw;
+    vt_loss_kind kind;
+    vt_loss_reduction reduction;
+    double param;
+    vt_tensor out, input, target, weight, pos_weight, grad_out;
+} pw_cmd;
+
+static vt_status pw_kernel(void *p) {
+    const pw_cmd *c = p;
+    const vt_tensor *w = c->has_weight ? &c->weight : NULL, *pw = c->has_pw ? &c->pos_weight : NULL;
+    if (c->bwd)
+        return vt_pointwise_loss_backward(c->kind, &c->out, &c->grad_out, &c->input, &c->target, w, pw, c->reduction,
+                                          c->param);
+    return vt_pointwise_loss(c->kind, &c->out, &c->input, &c->target, w, pw, c->reduction, c->param);
+}
+
+static void pw_fill(pw_cmd *c, vt_loss_kind kind, const vt_tensor *out, const vt_tensor *input,
+                    const vt_tensor *target, const vt_tensor *weight, const vt_tensor *pos_weight,
+                    vt_loss_reduction reduction, double param) {
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->reduction = reduction;
+    c->param = param;
+    c->out = *out;
+    c->input = *input;
+    c->target = *target;
+    if ((c->has_weight = weight != NULL)) c->weight = *weight;
+    if ((c->has_pw = pos_weight != NULL)) c->pos_weight = *pos_weight;
+}
+
+vt_status vt_op_pointwise_loss(int dev, const char *name, vt_loss_kind kind, const vt_tensor *out,
+                               const vt_tensor *input, const vt_tensor *target, const vt_tensor *weight,
+                               const vt_tensor *pos_weight, vt_loss_reduction reduction, double param) {
+    if (!name) name = "vt_op_pointwise_loss";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if ((s = vt_pointwise_loss_check(kind, out, input, target, weight, pos_weight, reduction, 0)) != VT_OK)
+        return fail(s, name);
+    pw_cmd c;
+    pw_fill(&c, kind, out, input, target, weight, pos_weight, reduction, param);
+    return vt_enqueue(dev, name, pw_kernel, &c, sizeof c);
+}
+
+vt_status vt_op_pointwise_loss_backward(int dev, const char *name, vt_loss_kind kind,
+                                        const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                        const vt_tensor *input, const vt_tensor *target, const vt_tensor *weight,
+                                        const vt_tensor *pos_weight, vt_loss_reduction reduction, double param) {
+    if (!name) name = "vt_op_pointwise_loss_backward";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if ((s = vt_pointwise_loss_check(kind, grad_input, input, target, weight, pos_weight, reduction, 1)) != VT_OK)
+        return fail(s, name);
+    if (!grad_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_output is NULL", name);
+    vt_tensor b;
+    if ((s = vt_broadcast_to(grad_out, input->ndim, input->sizes, &b)) != VT_OK) return fail(s, name);
+    pw_cmd c;
+    pw_fill(&c, kind, grad_input, input, target, weight, pos_weight, reduction, param);
+    c.bwd = 1;
+    c.grad_out = *grad_out;
+    return vt_enqueue(dev, name, pw_kernel, &c, sizeof c);
+}
