@@ -4,6 +4,9 @@
 // "mixed dtype" rules of the CPU kernels), one queued C call per op.
 #include <torch/library.h>
 
+#include <limits>
+#include <sstream>
+
 #include "common.h"
 
 namespace vtpu {
@@ -233,8 +236,11 @@ T3 batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, cons
                        std::array<bool, 3> mask) {
   const at::Tensor w = value(w_), rm = value(rm_), rv = value(rv_), sm = value(sm_), si = value(si_);
   TORCH_CHECK(input.dim() >= 2, "batch_norm_backward: expected input with at least 2 dims, got ", input.dim());
-  if (train) TORCH_CHECK(sm.defined() && si.defined(), "batch_norm_backward: save_mean and save_invstd are required");
-  else TORCH_CHECK(rm.defined() && rv.defined(), "batch_norm_backward: running_mean and running_var are required");
+  if (train) {
+    TORCH_CHECK(sm.defined() && si.defined(), "batch_norm_backward: save_mean and save_invstd are required");
+  } else {
+    TORCH_CHECK(rm.defined() && rv.defined(), "batch_norm_backward: running_mean and running_var are required");
+  }
   const int64_t C = input.size(1);
   const at::Tensor ref = w.defined() ? w : train ? sm : rm;
   at::Tensor dx, dw, db;
