@@ -1,0 +1,57 @@
+/* kernels/norm.h — private to the normalisation family: the contiguous
+ * microkernels every layer is built from (per ISA for f32, portable for
+ * f64), the argument checks shared by kernels, references and queued ops,
+ * and the ISA test aid. */
+#ifndef VTPU_KERNELS_NORM_H
+#define VTPU_KERNELS_NORM_H
+
+#include "internal.h"
+
+/* Microkernels on n contiguous values of T (float or double). Sums use 16
+ * running lanes folded pairwise, so a chunk's result depends only on n.
+ * Nullable vector operands (w, b, dw, db) count as absent (1, 0, skipped). */
+#define NORM_UKERNELS(T)                                                                                      \
+    struct {                                                                                                  \
+        /* sum of x */                                                                                        \
+        T (*sum)(const T *x, int64_t n);                                                                      \
+        /* sum of (x - m)^2 */                                                                                \
+        T (*sqdev)(const T *x, int64_t n, T m);                                                               \
+        /* y = x * a + b */                                                                                   \
+        void (*scale_shift)(T *y, const T *x, int64_t n, T a, T b);                                           \
+        /* y = (x - m) * r * w[j] + b[j] */                                                                   \
+        void (*affine)(T *y, const T *x, int64_t n, T m, T r, const T *w, const T *b);                        \
+        /* *sg = sum of dy * w[j], *sgx = sum of dy * w[j] * (x - m) */                                       \
+        void (*grad_sums)(const T *dy, const T *x, const T *w, int64_t n, T m, T *sg, T *sgx);                \
+        /* dx = a * w[j] * dy + c2 * (x - m) + c3 */                                                          \
+        void (*grad_in)(T *dx, const T *dy, const T *x, const T *w, int64_t n, T a, T m, T c2, T c3);        \
+        /* dw[j] += dy * (x - m) * r, db[j] += dy */                                                          \
+        void (*grad_params)(T *dw, T *db, const T *dy, const T *x, int64_t n, T m, T r);                      \
+    }
+
+typedef NORM_UKERNELS(float) vt_norm_f32_kernels;
+typedef NORM_UKERNELS(double) vt_norm_f64_kernels;
+
+extern const vt_norm_f32_kernels vt_norm_f32_portable;
+extern const vt_norm_f64_kernels vt_norm_f64_portable;
+#if defined(__x86_64__)
+extern const vt_norm_f32_kernels vt_norm_f32_avx512;
+#endif
+
+/* Test aid: make the norm kernels use the best f32 path within mask
+ * (VT_ISA_* bits, limited to what the CPU has); returns the bits of the
+ * path chosen. vt_norm_force_isa(vt_isa_active()) restores. */
+unsigned vt_norm_force_isa(unsigned mask);
+
+/* Argument checks (shapes, dtypes, element counts), shared by the kernels,
+ * the references and the queued ops. *rows / *cols receive M and N. */
+vt_status vt_layer_norm_check(const char *op, const vt_tensor *in, const vt_tensor *out, const vt_tensor *mean,
+                              const vt_tensor *rstd, const vt_tensor *weight, const vt_tensor *bias,
+                              const vt_tensor *grad_in, int32_t norm_ndim, int64_t *rows, int64_t *cols);
+/* in [N, C, *]: *n, *c, *hw. groups <= 0 for batch norm (per-channel
+ * tensors have C elements), else per-(n, group) tensors have N * groups. */
+vt_status vt_channel_norm_check(const char *op, const vt_tensor *in, const vt_tensor *out, const vt_tensor *grad_in,
+                                int64_t groups, int64_t *n, int64_t *c, int64_t *hw);
+/* t (nullable) must be a float tensor of `want` elements. */
+vt_status vt_norm_check_vec(const char *op, const char *what, const vt_tensor *t, int64_t want);
+
+#endif

@@ -1,0 +1,92 @@
+/* norm_avx512.c — AVX-512 f32 microkernels of the normalisation family.
+ * Same lanes (element i in lane i % 16), same pairwise fold and no fused
+ * multiply-adds, so they give the portable kernels' results bit for bit. */
+#include <immintrin.h>
+
+#include "kernels/norm.h"
+
+static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+static inline float fold(__m512 acc) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+static float sum(const float *x, int64_t n) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+    return fold(a);
+}
+
+static float sqdev(const float *x, int64_t n, float m) {
+    __m512 a = _mm512_setzero_ps(), vm = _mm512_set1_ps(m);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 d = _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + i), vm);
+        a = _mm512_add_ps(a, _mm512_mul_ps(d, d));
+    }
+    return fold(a);
+}
+
+static void scale_shift(float *y, const float *x, int64_t n, float a, float b) {
+    __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), va), vb);
+        _mm512_mask_storeu_ps(y + i, k, v);
+    }
+}
+
+static void affine(float *y, const float *x, int64_t n, float m, float r, const float *w, const float *b) {
+    __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vr);
+        if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, w + i));
+        if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, b + i));
+        _mm512_mask_storeu_ps(y + i, k, v);
+    }
+}
+
+static void grad_sums(const float *dy, const float *x, const float *w, int64_t n, float m, float *sg, float *sgx) {
+    __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps(), vm = _mm512_set1_ps(m);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 g = _mm512_maskz_loadu_ps(k, dy + i);
+        if (w) g = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, w + i));
+        a = _mm512_add_ps(a, g);
+        b = _mm512_add_ps(b, _mm512_mul_ps(g, _mm512_maskz_sub_ps(k, _mm512_maskz_loadu_ps(k, x + i), vm)));
+    }
+    *sg = fold(a);
+    *sgx = fold(b);
+}
+
+static void grad_in(float *dx, const float *dy, const float *x, const float *w, int64_t n, float a, float m, float c2,
+                    float c3) {
+    __m512 va = _mm512_set1_ps(a), vm = _mm512_set1_ps(m), v2 = _mm512_set1_ps(c2), v3 = _mm512_set1_ps(c3);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 g = w ? _mm512_mul_ps(va, _mm512_maskz_loadu_ps(k, w + i)) : va;
+        __m512 v = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, dy + i));
+        v = _mm512_add_ps(v, _mm512_mul_ps(v2, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
+        _mm512_mask_storeu_ps(dx + i, k, _mm512_add_ps(v, v3));
+    }
+}
+
+static void grad_params(float *dw, float *db, const float *dy, const float *x, int64_t n, float m, float r) {
+    __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 g = _mm512_maskz_loadu_ps(k, dy + i);
+        if (dw) {
+            __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vr);
+            _mm512_mask_storeu_ps(dw + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dw + i), _mm512_mul_ps(g, xh)));
+        }
+        if (db) _mm512_mask_storeu_ps(db + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, db + i), g));
+    }
+}
+
+const vt_norm_f32_kernels vt_norm_f32_avx512 = {sum, sqdev, scale_shift, affine, grad_sums, grad_in, grad_params};

@@ -1,0 +1,183 @@
+/* norm_driver.h — the normalisation drivers, written once for the compute
+ * type T (float or double) and included by norm.c for each. Every layer is
+ * the same walk: "units" (a layer-norm row, a group of one sample, a batch
+ * channel) made of R runs of L contiguous elements; statistics per unit in
+ * fixed chunks of CH elements whose sums meet in double, so the result
+ * depends on the shapes alone, never on the threads.
+ * Expects T, SFX (f32 / f64), TDT (the vt_dtype of T), KT (kernel table). */
+
+#define NJ(a, b) a##_##b
+#define NJOIN(a, b) NJ(a, b)
+#define N_(name) NJOIN(name, SFX)
+
+/* Pointer to n elements of tensor data at element offset off, as T: the
+ * memory itself when it holds T, else converted into buf. */
+static const T *N_(load)(const char *base, vt_dtype dt, int64_t off, int64_t n, T *buf) {
+    if (dt == TDT) return (const T *)base + off;
+    vt_convert(dt, base + off * (int64_t)vt_dtype_size(dt), 1, TDT, buf, 1, n);
+    return buf;
+}
+
+/* Where a result of n elements is computed: the output itself when it
+ * holds T, else buf (then N_(flush) converts it). */
+static T *N_(target)(char *base, vt_dtype dt, int64_t off, T *buf) {
+    return dt == TDT ? (T *)base + off : buf;
+}
+static void N_(flush)(char *base, vt_dtype dt, int64_t off, int64_t n, const T *buf) {
+    if (dt != TDT) vt_convert(TDT, buf, 1, dt, base + off * (int64_t)vt_dtype_size(dt), 1, n);
+}
+
+typedef struct N_(fwd_ctx) {
+    const norm_geo *g;
+    const KT *k;
+    const char *x;
+    vt_dtype xdt;
+    char *y;
+    vt_dtype ydt;
+    double eps;
+    int rms, have_stats;
+    const T *w, *b; /* per element (vector mode) or per channel; nullable */
+    T *mean, *rstd; /* per unit: outputs, or inputs when have_stats */
+    T *var;         /* per unit (nullable): the biased variance */
+} N_(fwd_ctx);
+
+static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
+    const N_(fwd_ctx) *c = p;
+    const norm_geo *g = c->g;
+    const KT *k = c->k;
+    T xb[NORM_CH], yb[NORM_CH];
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t ub = u * g->ustride;
+        T m, r;
+        if (c->have_stats) {
+            m = c->mean[u];
+            r = c->rstd[u];
+        } else {
+            double s = 0, q = 0, mean = 0;
+            if (!c->rms) {
+                for (int64_t rr = 0; rr < g->R; rr++)
+                    for (int64_t j = 0; j < g->L; j += NORM_CH) {
+                        int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH;
+                        s += (double)k->sum(N_(load)(c->x, c->xdt, ub + rr * g->rstride + j, n, xb), n);
+                    }
+                mean = s / (double)g->count;
+            }
+            for (int64_t rr = 0; rr < g->R; rr++)
+                for (int64_t j = 0; j < g->L; j += NORM_CH) {
+                    int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH;
+                    q += (double)k->sqdev(N_(load)(c->x, c->xdt, ub + rr * g->rstride + j, n, xb), n, (T)mean);
+                }
+            double var = q / (double)g->count;
+            m = (T)mean;
+            r = (T)(1.0 / sqrt(var + c->eps));
+            if (c->mean) c->mean[u] = m;
+            if (c->rstd) c->rstd[u] = r;
+            if (c->var) c->var[u] = (T)var;
+        }
+        for (int64_t rr = 0; rr < g->R; rr++) {
+            int64_t ch = g->cmod ? (u % g->cmod) * g->cmul + rr * g->rmul : 0;
+            T a = r, sh = 0;
+            if (g->cmod) { /* per-channel scale and shift, as PyTorch's kernels */
+                if (c->w) a = r * c->w[ch];
+                sh = (c->b ? c->b[ch] : (T)0) - m * a;
+            }
+            for (int64_t j = 0; j < g->L; j += NORM_CH) {
+                int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH, off = ub + rr * g->rstride + j;
+                const T *xs = N_(load)(c->x, c->xdt, off, n, xb);
+                T *ys = N_(target)(c->y, c->ydt, off, yb);
+                if (g->cmod) k->scale_shift(ys, xs, n, a, sh);
+                else k->affine(ys, xs, n, c->rms ? (T)0 : m, r, c->w ? c->w + j : NULL, c->b ? c->b + j : NULL);
+                N_(flush)(c->y, c->ydt, off, n, ys);
+            }
+        }
+    }
+}
+
+/* Backward of the channel layouts (group norm, batch norm): per-run sums
+ * of dy and dy * (x - m) (kept for the parameter gradients), the unit's
+ * coefficients, then dx = rstd * w * dy + c2 * (x - m) + c3. */
+typedef struct N_(bwd_ctx) {
+    const norm_geo *g;
+    const KT *k;
+    const char *x, *dy;
+    vt_dtype xdt, dydt;
+    char *dx;
+    vt_dtype dxdt;
+    const T *w, *mean, *rstd;
+    int stats_fixed;      /* batch norm eval: statistics are constants */
+    int rms;              /* no mean: the constant term vanishes */
+    double *run_sg, *run_sgx; /* [U * R] */
+    T *dwp, *dbp;         /* vector mode: per-block partials [nblocks * L] */
+    int64_t block_rows;
+} N_(bwd_ctx);
+
+static void N_(bwd_unit)(const N_(bwd_ctx) *c, int64_t u, T *xb, T *db_, T *ob, T *dwp, T *dbp) {
+    const norm_geo *g = c->g;
+    const KT *k = c->k;
+    const int64_t ub = u * g->ustride;
+    const T m = c->mean ? c->mean[u] : (T)0, r = c->rstd[u];
+    double A = 0, B = 0;
+    for (int64_t rr = 0; rr < g->R; rr++) {
+        int64_t ch = g->cmod ? (u % g->cmod) * g->cmul + rr * g->rmul : 0;
+        double sg = 0, sgx = 0;
+        for (int64_t j = 0; j < g->L; j += NORM_CH) {
+            int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH, off = ub + rr * g->rstride + j;
+            T a, b;
+            const T *w = g->cmod ? NULL : (c->w ? c->w + j : NULL);
+            k->grad_sums(N_(load)(c->dy, c->dydt, off, n, db_), N_(load)(c->x, c->xdt, off, n, xb), w, n, m, &a, &b);
+            sg += a, sgx += b;
+        }
+        if (g->cmod) {
+            c->run_sg[u * g->R + rr] = sg;
+            c->run_sgx[u * g->R + rr] = sgx;
+            double wc = c->w ? (double)c->w[ch] : 1.0;
+            A += wc * sg, B += wc * sgx;
+        } else {
+            A += sg, B += sgx;
+        }
+    }
+    T c2 = 0, c3 = 0;
+    if (!c->stats_fixed) {
+        double rd = (double)r, cnt = (double)g->count;
+        c2 = (T)(-rd * rd * rd * B / cnt);
+        c3 = c->rms ? (T)0 : (T)(-rd * A / cnt);
+    }
+    for (int64_t rr = 0; rr < g->R; rr++) {
+        int64_t ch = g->cmod ? (u % g->cmod) * g->cmul + rr * g->rmul : 0;
+        T a = r;
+        if (g->cmod && c->w) a = r * c->w[ch];
+        for (int64_t j = 0; j < g->L; j += NORM_CH) {
+            int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH, off = ub + rr * g->rstride + j;
+            const T *dys = N_(load)(c->dy, c->dydt, off, n, db_);
+            const T *xs = N_(load)(c->x, c->xdt, off, n, xb);
+            if (c->dx) {
+                T *o = N_(target)(c->dx, c->dxdt, off, ob);
+                k->grad_in(o, dys, xs, g->cmod ? NULL : (c->w ? c->w + j : NULL), n, a, m, c2, c3);
+                N_(flush)(c->dx, c->dxdt, off, n, o);
+            }
+            if (!g->cmod && (dwp || dbp)) k->grad_params(dwp ? dwp + j : NULL, dbp ? dbp + j : NULL, dys, xs, n, m, r);
+        }
+    }
+}
+
+static void N_(bwd_range)(void *p, int64_t t0, int64_t t1) {
+    const N_(bwd_ctx) *c = p;
+    const norm_geo *g = c->g;
+    T xb[3 * NORM_CH];
+    for (int64_t t = t0; t < t1; t++) {
+        if (g->cmod) {
+            N_(bwd_unit)(c, t, xb, xb + NORM_CH, xb + 2 * NORM_CH, NULL, NULL);
+            continue;
+        }
+        /* vector mode: t is a block of rows sharing one partial dw / db */
+        T *dwp = c->dwp ? c->dwp + t * g->L : NULL, *dbp = c->dbp ? c->dbp + t * g->L : NULL;
+        if (dwp) memset(dwp, 0, (size_t)g->L * sizeof(T));
+        if (dbp) memset(dbp, 0, (size_t)g->L * sizeof(T));
+        int64_t u1 = (t + 1) * c->block_rows < g->U ? (t + 1) * c->block_rows : g->U;
+        for (int64_t u = t * c->block_rows; u < u1; u++) N_(bwd_unit)(c, u, xb, xb + NORM_CH, xb + 2 * NORM_CH, dwp, dbp);
+    }
+}
+
+#undef N_
+#undef NJOIN
+#undef NJ
