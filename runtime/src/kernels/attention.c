@@ -181,17 +181,36 @@ const float *vt_attn_mask_row(const vt_attn_problem *p, int64_t b, int64_t h, in
 /* ------------------------------------------------------------ shared helpers */
 
 /* rows x cols of t[b][h] starting at row r0, as f32 into dst (row stride ld),
- * or transposed (dst[c * ld + r]) when tr. */
+ * or transposed (dst[c * ld + r]) when tr: 16 rows at a time are converted
+ * into a small buffer first, so each column writes one 64-byte run. */
 static void load_f32(const vt_tensor *t, int64_t b, int64_t h, int64_t r0, int64_t rows, int64_t cols, int tr,
                      float *dst, int64_t ld) {
     size_t es = vt_dtype_size(t->dtype);
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = t->offset + b * t->strides[0] + h * t->strides[1] + (r0 + r) * t->strides[2];
-        const char *src = (const char *)t->data + off * (int64_t)es;
-        if (tr) vt_convert(t->dtype, src, t->strides[3], VT_F32, dst + r, ld, cols);
-        else if (t->dtype == VT_F32 && t->strides[3] == 1) memcpy(dst + r * ld, src, (size_t)cols * 4);
-        else vt_convert(t->dtype, src, t->strides[3], VT_F32, dst + r * ld, 1, cols);
+    if (!tr) {
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t off = t->offset + b * t->strides[0] + h * t->strides[1] + (r0 + r) * t->strides[2];
+            const char *src = (const char *)t->data + off * (int64_t)es;
+            if (t->dtype == VT_F32 && t->strides[3] == 1) memcpy(dst + r * ld, src, (size_t)cols * 4);
+            else vt_convert(t->dtype, src, t->strides[3], VT_F32, dst + r * ld, 1, cols);
+        }
+        return;
     }
+    float small[16 * 256];
+    float *buf = cols <= 256 ? small : malloc((size_t)cols * 16 * sizeof(float));
+    if (!buf) { /* no scratch: convert straight into the strided columns */
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t off = t->offset + b * t->strides[0] + h * t->strides[1] + (r0 + r) * t->strides[2];
+            vt_convert(t->dtype, (const char *)t->data + off * (int64_t)es, t->strides[3], VT_F32, dst + r, ld, cols);
+        }
+        return;
+    }
+    for (int64_t g = 0; g < rows; g += 16) {
+        int64_t n = rows - g < 16 ? rows - g : 16;
+        load_f32(t, b, h, r0 + g, n, cols, 0, buf, cols);
+        for (int64_t c = 0; c < cols; c++)
+            for (int64_t r = 0; r < n; r++) dst[c * ld + g + r] = buf[r * cols + c];
+    }
+    if (buf != small) free(buf);
 }
 
 /* rows x cols of f32 src (row stride ld; transposed source when tr: element
@@ -463,7 +482,7 @@ typedef struct bwd_ws {
 
 static int bwd_ws_alloc(bwd_ws *w, const bwd_job *j) {
     const geom *g = &j->g;
-    int64_t G = j->G, tile = panel_of(g, BK / 32) * (BK / 16);
+    int64_t G = j->G, tile = panel_of(g, BK / 32) * (BQ / 16); /* = panel_of(BQ / 32) * (BK / 16) */
     int64_t kbt = g->Sp / 16 * panel_of(g, g->ktD), kb = g->Dp / 16 * panel_of(g, g->ktS),
             vbt = g->Sp / 16 * panel_of(g, g->ktDv);
     w->qa_h = g->Lp / 16 * panel_of(g, g->ktD), w->qat_h = g->Dp / 16 * panel_of(g, g->ktL);
@@ -556,7 +575,8 @@ static void bwd_unit(bwd_job *j, bwd_ws *w, int64_t u) {
     R->pack_b(st, g->Sp, g->Dvp, g->Sp, p->prec, g->ktDv, 0, w->vbt, panel_of(g, g->ktDv));
     for (int64_t gi = 0; gi < G; gi++) bwd_pack_head(j, w, b, hk * G + gi, gi);
     memset(w->dq, 0, (size_t)(G * g->Lp * g->Dp) * 4);
-    int64_t tpanel = panel_of(g, BK / 32), tseg = (BK / 32) * CH;
+    /* P, dS as B (K = the block's queries, 16-key panels); dS as A (K = its keys) */
+    int64_t bpanel = panel_of(g, BQ / 32), bseg = (BQ / 32) * CH, apanel = panel_of(g, BK / 32), aseg = (BK / 32) * CH;
     int64_t kbt_panel = panel_of(g, g->ktD), kb_panel = panel_of(g, g->ktS), vbt_panel = panel_of(g, g->ktDv);
     int64_t qa_panel = panel_of(g, g->ktD), doa_panel = panel_of(g, g->ktDv), t_panel = panel_of(g, g->ktL);
     for (int64_t kb = 0; kb < g->Sp / BK; kb++) {
@@ -580,16 +600,16 @@ static void bwd_unit(bwd_job *j, bwd_ws *w, int64_t u) {
                     R->bwd_p(w->s + r * BK, BK, nv, scale, bias, lse[i]);
                     R->bwd_ds(w->ds + r * BK, w->s + r * BK, w->dp + r * BK, BK, delta[i], scale);
                 }
-                R->pack_b(w->s, BK, BQ, BK, p->prec, BQ / 32, 0, w->pb, tpanel);
-                R->pack_b(w->ds, BK, BQ, BK, p->prec, BQ / 32, 0, w->dsb, tpanel);
-                R->pack_a(w->ds, BK, BQ, BK, p->prec, BK / 32, 0, w->dsa, tpanel);
+                R->pack_b(w->s, BK, BQ, BK, p->prec, BQ / 32, 0, w->pb, bpanel);
+                R->pack_b(w->ds, BK, BQ, BK, p->prec, BQ / 32, 0, w->dsb, bpanel);
+                R->pack_a(w->ds, BK, BQ, BK, p->prec, BK / 32, 0, w->dsa, apanel);
                 /* dV^T += dO^T P, dK^T += Q^T dS (K = this block's queries) */
                 mm(e, p->prec, BQ / 32, g->Dvp, BK, w->doat + gi * w->doat_h + (i0 / 32) * CH, t_panel, g->ktL * CH,
-                   w->pb, tpanel, tseg, w->dvt, BK, 1, w->tmp);
+                   w->pb, bpanel, bseg, w->dvt, BK, 1, w->tmp);
                 mm(e, p->prec, BQ / 32, g->Dp, BK, w->qat + gi * w->qat_h + (i0 / 32) * CH, t_panel, g->ktL * CH,
-                   w->dsb, tpanel, tseg, w->dkt, BK, 1, w->tmp);
+                   w->dsb, bpanel, bseg, w->dkt, BK, 1, w->tmp);
                 /* dQ += dS K (K = this block's keys) */
-                mm(e, p->prec, BK / 32, BQ, g->Dp, w->dsa, tpanel, tseg, w->kb + (j0 / 32) * CH, kb_panel, g->ktS * CH,
+                mm(e, p->prec, BK / 32, BQ, g->Dp, w->dsa, apanel, aseg, w->kb + (j0 / 32) * CH, kb_panel, g->ktS * CH,
                    w->dq + (gi * g->Lp + i0) * g->Dp, g->Dp, 1, w->tmp);
             }
         }
