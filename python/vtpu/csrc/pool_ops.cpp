@@ -47,10 +47,11 @@ vt_pool2d_params parse_pool(const char* op, const at::Tensor& input, at::IntArra
   p.dilation[1] = dil.size() == 1 ? dil[0] : dil[1];
   p.ceil_mode = ceil_mode;
   const auto mf = input.suggest_memory_format();
-  if (mf == at::MemoryFormat::ChannelsLast)
+  if (mf == at::MemoryFormat::ChannelsLast) {
     TORCH_CHECK(input.dim() == 4, "non-empty 4D (batch mode) tensor expected for input with channels_last layout");
-  else
+  } else {
     TORCH_CHECK(input.dim() == 3 || input.dim() == 4, "non-empty 3D or 4D (batch mode) tensor expected for input");
+  }
   TORCH_CHECK(p.stride[0] != 0 && p.stride[1] != 0, "stride should not be zero");
   const int64_t ih = input.size(-2), iw = input.size(-1), planes = input.size(-3);
   const int64_t oh = at::native::pooling_output_shape<int64_t>(ih, p.kernel[0], p.padding[0], p.stride[0],
@@ -150,7 +151,7 @@ void adaptive_check(const char* op, const at::Tensor& self, at::IntArrayRef osz)
 }
 
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef osym) {
-  const auto osz = c10::asIntArrayRefSlow(osym);
+  const auto osz = C10_AS_INTARRAYREF_SLOW(osym);
   adaptive_check("adaptive_avg_pool2d", self, osz);
   at::Tensor out = new_like_spatial(self, osz[0], osz[1], self.scalar_type());
   if (out.numel() == 0) return out;
@@ -190,11 +191,11 @@ double scale_or_none(std::optional<double> s) { return s ? *s : 0.0; }
 
 at::Tensor upsample(vt_upsample_mode mode, const char* name, const at::Tensor& self, c10::SymIntArrayRef osym,
                     bool align, std::optional<double> sh, std::optional<double> sw) {
-  const auto osz = c10::asIntArrayRefSlow(osym);
+  const auto osz = C10_AS_INTARRAYREF_SLOW(osym);
   const auto full = at::native::upsample_2d_common_check(self.sizes(), osz);
   TORCH_CHECK(self.numel() != 0 || c10::multiply_integers(self.sizes().begin() + 1, self.sizes().end()),
               "Non-empty 4D data tensor expected but got a tensor with sizes ", self.sizes());
-  at::Tensor out = at::empty({full[0], full[1], full[2], full[3]},
+  at::Tensor out = at::empty(std::vector<int64_t>{full[0], full[1], full[2], full[3]},
                              self.options().memory_format(self.suggest_memory_format()));
   if (out.numel() == 0) return out;
   const vt_tensor o = desc4(out, name), x = desc4(self, name);
@@ -205,8 +206,8 @@ at::Tensor upsample(vt_upsample_mode mode, const char* name, const at::Tensor& s
 at::Tensor upsample_backward(vt_upsample_mode mode, const char* name, const at::Tensor& grad,
                              c10::SymIntArrayRef osym, c10::SymIntArrayRef isym, bool align,
                              std::optional<double> sh, std::optional<double> sw) {
-  const auto osz = c10::asIntArrayRefSlow(osym);
-  const auto isz = c10::asIntArrayRefSlow(isym);
+  const auto osz = C10_AS_INTARRAYREF_SLOW(osym);
+  const auto isz = C10_AS_INTARRAYREF_SLOW(isym);
   const auto full = at::native::upsample_2d_common_check(isz, osz);
   for (int i = 0; i < 4; i++)
     TORCH_CHECK(grad.size(i) == full[i], "Expected grad_output to have the same shape as output;",
