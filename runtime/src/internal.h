@@ -175,6 +175,46 @@ float vt_ref_f16_to_f32(uint16_t h);
  * elements of dtype consumes; the generator offset advances by this. */
 /* One Philox4x32-10 block: the four words for (counter, key). */
 void vt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* Philox words of nblocks consecutive counters first, first+1, ... (high
+ * 64 bits of the counter zero): out[4*j + w] = word w of block j. Picks the
+ * widest path at run time (pure integer: every path gives the same bits). */
+void vt_philox_blocks(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
+void vt_philox_blocks_portable(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
+#if defined(__x86_64__)
+void vt_philox_blocks_avx512(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
+#endif
+/* Test aid: use the best Philox path within mask; returns the bits chosen. */
+unsigned vt_rng_force_isa(unsigned mask);
+/* 16 counters at once, lane-wise (vectorises where the ISA allows). */
+static inline void vt_philox16(const uint32_t key[2], uint64_t first, uint32_t *out) {
+    uint32_t c0[16], c1[16], c2[16], c3[16];
+    for (int l = 0; l < 16; l++) {
+        uint64_t ctr = first + (uint64_t)l;
+        c0[l] = (uint32_t)ctr;
+        c1[l] = (uint32_t)(ctr >> 32);
+        c2[l] = 0;
+        c3[l] = 0;
+    }
+    uint32_t k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        for (int l = 0; l < 16; l++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * c0[l], p1 = (uint64_t)0xCD9E8D57u * c2[l];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
+            c1[l] = (uint32_t)p1;
+            c3[l] = (uint32_t)p0;
+            c0[l] = n0;
+            c2[l] = n2;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    for (int l = 0; l < 16; l++) {
+        out[4 * l] = c0[l];
+        out[4 * l + 1] = c1[l];
+        out[4 * l + 2] = c2[l];
+        out[4 * l + 3] = c3[l];
+    }
+}
 
 /* ---- kernels: MXU (kernels/mxu/)
  * fp32 inputs become bf16 "parts" for the passes of numerics_amx.md §1. A

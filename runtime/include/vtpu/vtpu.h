@@ -338,6 +338,45 @@ vt_status vt_rng_normal(const vt_tensor *out, uint64_t seed, uint64_t offset, do
 /* Counter values one vt_rng_* call on n elements of dtype consumes: the
  * caller's generator advances its offset by this much per call. */
 uint64_t vt_rng_counters_used(vt_dtype dtype, int64_t n);
+/* More draws on the same scheme. "4/block" calls consume
+ * vt_rng_counters_used(VT_F32, n) counter values for n draws, "2/block"
+ * calls vt_rng_counters_used(VT_F64, n); draw i depends only on (seed,
+ * offset, i), i in row-major logical order of `out` unless stated. */
+/* out = -log1p(-u) / lambd (u uniform in [0, 1)); counters as vt_rng_uniform. */
+vt_status vt_rng_exponential(const vt_tensor *out, uint64_t seed, uint64_t offset, double lambd);
+/* Integers uniform in [from, from + range) (range 0: the whole 64-bit span),
+ * a 64-bit draw modulo range; any out dtype (converted as vt_copy). 2/block. */
+vt_status vt_rng_random(const vt_tensor *out, uint64_t seed, uint64_t offset, int64_t from, uint64_t range);
+/* out = (u < p) with u a 32-bit uniform; p a tensor broadcast to out (NULL:
+ * p_scalar). p outside [0, 1] fails with VT_ERR_INVALID_ARGUMENT. 4/block. */
+vt_status vt_rng_bernoulli(const vt_tensor *out, const vt_tensor *p, double p_scalar, uint64_t seed,
+                           uint64_t offset);
+/* Dropout in one pass: keep = (u < 1 - p); out = (in * keep) * scale with
+ * scale = 1 / (1 - p) (0 when p == 1), in in's float dtype (as PyTorch's
+ * input.mul(mask).mul_(scale)); mask (nullable, bool, out's shape) = keep.
+ * out, in same float dtype and shape; out may alias in. 4/block. */
+vt_status vt_rng_dropout(const vt_tensor *out, const vt_tensor *mask, const vt_tensor *in, double p, uint64_t seed,
+                         uint64_t offset);
+/* grad_in = grad * (mask * scale), mask bool, (mask * scale) rounded to
+ * grad's dtype first as PyTorch's native_dropout_backward. No randomness. */
+vt_status vt_dropout_backward(const vt_tensor *grad_in, const vt_tensor *grad, const vt_tensor *mask, double scale);
+/* Samples of category indices (out: int64 [rows, k]) from the rows of probs
+ * ([rows, cats], float, unnormalised weights). With replacement draw
+ * (r, s) = index r*k + s, inverse CDF on a 53-bit uniform; without, category
+ * (r, c) = index r*cats + c gets key -log(u)/w and the k smallest keys are
+ * the samples in draw order. Consumes vt_rng_counters_used(VT_F64,
+ * rows * (replacement ? k : cats)). Negative, inf or NaN weights, a zero
+ * row, or too few non-zero weights without replacement fail with
+ * VT_ERR_INVALID_ARGUMENT (PyTorch's messages). */
+vt_status vt_rng_multinomial(const vt_tensor *out, const vt_tensor *probs, int replacement, uint64_t seed,
+                             uint64_t offset);
+/* out (1-D, n elements, any dtype holding n-1) = a random permutation of
+ * 0..n-1: element i gets a 64-bit key, indices sorted by key. 2/block. */
+vt_status vt_rng_randperm(const vt_tensor *out, uint64_t seed, uint64_t offset);
+/* out = mean + std * z, z as vt_rng_normal(0, 1); mean / std tensors
+ * broadcast to out (NULL: the scalar). A negative std fails. */
+vt_status vt_rng_normal_tensor(const vt_tensor *out, const vt_tensor *mean, double mean_scalar, const vt_tensor *std,
+                               double std_scalar, uint64_t seed, uint64_t offset);
 
 /* ---- MXU: matrix products with TPU numerics */
 
@@ -478,6 +517,23 @@ vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uin
                             double from, double to);
 vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
                            double mean, double std);
+/* Queued forms of the rng kernels above (runtime/src/ops_rng.c). */
+vt_status vt_op_rng_exponential(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
+                                double lambd);
+vt_status vt_op_rng_random(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
+                           int64_t from, uint64_t range);
+vt_status vt_op_rng_bernoulli(int dev, const char *name, const vt_tensor *out, const vt_tensor *p, double p_scalar,
+                              uint64_t seed, uint64_t offset);
+vt_status vt_op_rng_dropout(int dev, const char *name, const vt_tensor *out, const vt_tensor *mask,
+                            const vt_tensor *in, double p, uint64_t seed, uint64_t offset);
+vt_status vt_op_dropout_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad,
+                                 const vt_tensor *mask, double scale);
+vt_status vt_op_rng_multinomial(int dev, const char *name, const vt_tensor *out, const vt_tensor *probs,
+                                int replacement, uint64_t seed, uint64_t offset);
+vt_status vt_op_rng_randperm(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset);
+vt_status vt_op_rng_normal_tensor(int dev, const char *name, const vt_tensor *out, const vt_tensor *mean,
+                                  double mean_scalar, const vt_tensor *std, double std_scalar, uint64_t seed,
+                                  uint64_t offset);
 
 vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                        const vt_tensor *bias, double alpha, double beta, vt_precision prec);

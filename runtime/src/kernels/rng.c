@@ -50,6 +50,7 @@ typedef struct rng_ctx {
     vt_iter it;
     vt_dtype dt;
     int normal;
+    int exponential; /* uniform u, then -log1p(-u) / lambd (lambd in b) */
     uint32_t key[2];
     uint64_t offset;
     double a, b;     /* uniform: from, to - from; normal: mean, std */
@@ -78,6 +79,7 @@ static double sample(const rng_ctx *c, uint64_t i, uint64_t *cached_j, uint32_t 
     }
     if (!c->normal) {
         double u = f64 ? u53(w[2 * (i % 2)], w[2 * (i % 2) + 1]) : (double)(w[i % 4] >> 8) * 0x1p-24;
+        if (c->exponential) return -log1p(-u) / c->b;
         return c->a + u * c->b;
     }
     double u1, u2;
@@ -136,7 +138,7 @@ static void rng_run(void *vr, char *const *p, const int64_t *s, int64_t n) {
     for (int64_t k = 0; k < n; k++) {
         uint64_t i = rr->pos + (uint64_t)k;
         double v = sample(c, i, &cached, w);
-        if (!c->normal) {
+        if (!c->normal && !c->exponential) {
             if (c->degenerate)
                 v = c->a;
             else if (dtype_round(c->dt, v) >= c->to)
@@ -159,6 +161,7 @@ static void rng_range_fn(void *vctx, int64_t b, int64_t e) {
 }
 
 static vt_status rng_common(rng_ctx *c, const vt_tensor *out, uint64_t seed, uint64_t offset, const char *what) {
+    memset(c, 0, sizeof *c);
     vt_status s = vt_tensor_validate(out, what);
     if (s) return s;
     if (!vt_dtype_is_float(out->dtype))
@@ -198,6 +201,23 @@ vt_status vt_rng_normal(const vt_tensor *out, uint64_t seed, uint64_t offset, do
     c.normal = 1;
     c.a = mean;
     c.b = std;
+    c.to = 0;
+    c.below_to = 0;
+    c.degenerate = 0;
+    if (c.it.numel) vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN / 4, rng_range_fn, &c);
+    return VT_OK;
+}
+
+vt_status vt_rng_exponential(const vt_tensor *out, uint64_t seed, uint64_t offset, double lambd) {
+    rng_ctx c;
+    vt_status s = rng_common(&c, out, seed, offset, "exponential");
+    if (s) return s;
+    if (!(lambd > 0.0))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "exponential_ expects lambda > 0.0, but found lambda=%g", lambd);
+    c.normal = 0;
+    c.exponential = 1;
+    c.a = 0;
+    c.b = lambd;
     c.to = 0;
     c.below_to = 0;
     c.degenerate = 0;
