@@ -29,6 +29,13 @@ at::Tensor new_like_spatial(const at::Tensor& self, int64_t oh, int64_t ow, c10:
   return at::empty(s, self.options().dtype(dt).memory_format(fmt_of(self)));
 }
 
+// int64 indices, seen as 4-D like desc4.
+vt_tensor desc4_index(const at::Tensor& t) {
+  vt_tensor d{};
+  TORCH_CHECK(describe(t.dim() == 3 ? t.unsqueeze(0) : t, &d) && d.dtype == VT_I64, "vtpu: pooling indices must be int64");
+  return d;
+}
+
 vt_pool2d_params parse_pool(const char* op, const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef st,
                             at::IntArrayRef pad, at::IntArrayRef dil, bool ceil_mode, bool is_max) {
   TORCH_CHECK(k.size() == 1 || k.size() == 2, op, ": kernel_size must either be a single int, or a tuple of two ints");
@@ -76,7 +83,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& sel
   at::Tensor out = new_like_spatial(self, pooled(p, self, 0, true), pooled(p, self, 1, true), self.scalar_type());
   at::Tensor idx = new_like_spatial(self, out.size(-2), out.size(-1), at::kLong);
   if (out.numel() == 0) return {out, idx};
-  const vt_tensor o = desc4(out, "max_pool2d"), i = desc4(idx, "max_pool2d"), x = desc4(self, "max_pool2d");
+  const vt_tensor o = desc4(out, "max_pool2d"), i = desc4_index(idx), x = desc4(self, "max_pool2d");
   check(vt_op_max_pool2d(device_index(self), "aten::max_pool2d_with_indices", &o, &i, &x, &p),
         "aten::max_pool2d_with_indices");
   return {out, idx};
@@ -176,7 +183,7 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, a
   at::Tensor out = new_like_spatial(self, osz[0], osz[1], self.scalar_type());
   at::Tensor idx = new_like_spatial(self, osz[0], osz[1], at::kLong);
   if (out.numel() == 0) return {out, idx};
-  const vt_tensor o = desc4(out, "adaptive_max_pool2d"), i = desc4(idx, "adaptive_max_pool2d"),
+  const vt_tensor o = desc4(out, "adaptive_max_pool2d"), i = desc4_index(idx),
                   x = desc4(self, "adaptive_max_pool2d");
   check(vt_op_adaptive_max_pool2d(device_index(self), "aten::adaptive_max_pool2d", &o, &i, &x),
         "aten::adaptive_max_pool2d");

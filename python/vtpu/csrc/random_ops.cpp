@@ -225,6 +225,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout_backward", native_dropout_backward);
   m.impl("multinomial", multinomial);
   m.impl("randperm.generator", randperm);
+  m.impl("randperm", [](int64_t n, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                        std::optional<at::Device> device, std::optional<bool> pin) {
+    return randperm(n, std::nullopt, dtype, layout, device, pin);
+  });
   m.impl("normal.Tensor_float", [](const at::Tensor& mean, double std, std::optional<at::Generator> g) {
     return normal_tensor(&mean, 0.0, nullptr, std, std::move(g));
   });
