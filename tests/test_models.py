@@ -17,11 +17,15 @@ from vtpu.models import GPT, GPTConfig, SmallCNN
 CFG = GPTConfig(vocab=256, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq=64)
 
 
-def gpt():
+def gpt(block_std=None):
     torch.manual_seed(0)
     m = GPT(CFG)
     with torch.no_grad():  # well-separated logits, so greedy tokens are not decided by rounding
         m.embed.weight.normal_(0, 1.0)
+        if block_std:  # blocks strong enough to move the next token off the tied head's echo of the input
+            for n, p in m.named_parameters():
+                if p.dim() == 2 and not n.startswith("embed"):
+                    p.normal_(0, block_std)
     return m
 
 
@@ -59,7 +63,7 @@ def test_gpt_training_step_native_and_matches_cpu():
 
 
 def test_gpt_generation_with_kv_cache_native_and_matches_cpu():
-    base = gpt().eval()
+    base = gpt(block_std=0.3).eval()
     prompt = tokens(2, 8, seed=2)
     want = base.generate(prompt, 16)
     m = copy.deepcopy(base).to("tpu")
@@ -143,3 +147,15 @@ def test_gpt_trains_in_bf16_autocast(dtype):
             opt.step()
             losses.append(loss.item())
     assert losses[-1] < losses[0]
+
+
+def test_module_to_keeps_parameters_and_ties():
+    # Module.to() swaps each Parameter's data in place, as for CUDA, so a
+    # tied head stays tied and references held by an optimizer stay valid.
+    m = GPT(CFG)
+    emb = m.embed.weight
+    m.to("tpu")
+    assert m.embed.weight is emb and m.head.weight is emb
+    assert emb.device.type == "tpu" and isinstance(emb, nn.Parameter)
+    m.to("cpu")
+    assert m.head.weight is m.embed.weight and emb.device.type == "cpu"

@@ -146,9 +146,28 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
+// `param.data = t` (what Module.to() does) needs the two tensors' impls to
+// be interchangeable. PyTorch 2.13 grants that to dense CPU/CUDA/XPU...
+// tensors but not to PrivateUse1, so Module.to("tpu") would make a new
+// Parameter per module and silently untie shared weights (a tied LM head).
+// Dense CPU and tpu tensors are plain TensorImpls: say so, as for CUDA.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](c10::DispatchKeySet ks) {
+    return ks.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) &&
+           (ks.has_backend(c10::BackendComponent::CPUBit) || ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self.key_set()) && dense(from.key_set()));
+}
+
 }  // namespace
 
 at::Tensor host_alias_of(const at::Tensor& t) { return host_alias(t); }
+
+// Mixed CPU/tpu arguments dispatch here (the tpu backend outranks CPU).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
