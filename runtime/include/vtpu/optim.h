@@ -38,8 +38,8 @@ typedef enum vt_foreach_op {
  * float, and rounds once to out's dtype. The scalar S of tensor i is
  * scalar_tensor's value (read when the kernel runs) if given, else
  * scalars[i] if given, else scalar; S and alpha are rounded to the compute
- * type (alpha to out's dtype when it is BF16/F16 and b is a tensor, as CPU
- * PyTorch's vector loop does). */
+ * type (alpha to out's dtype when it is BF16/F16, and for add/sub without b
+ * S too, as CPU PyTorch's TensorIterator casts them). */
 typedef struct vt_foreach_args {
     vt_foreach_op op;
     int64_t n;

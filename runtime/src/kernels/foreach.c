@@ -142,11 +142,13 @@ static void plan_item(const vt_foreach_args *x, int64_t i, double st, int has_st
     it->p32.s = (float)s;
     it->p32.alpha = it->has_b ? round_to(out->dtype, alpha) : (float)alpha;
     if (!it->has_b && (x->op == VT_FOREACH_ADD || x->op == VT_FOREACH_SUB)) {
-        /* add(t, scalar, alpha): PyTorch folds alpha into the scalar first. */
-        it->p32.s = (float)(s * alpha);
-        it->p32.alpha = 1.0f;
-        it->p64.s = s * alpha;
-        it->p64.alpha = 1.0;
+        /* add/sub(t, Scalar or 0-dim tensor, alpha): CPU's TensorIterator casts
+         * the scalar operand to the common dtype, so a BF16/F16 tensor adds
+         * the scalar rounded to BF16/F16 (unlike mul/div, whose reduced-float
+         * scalar branch keeps it in float), and its vector loop computes
+         * fma(S, alpha, t) with alpha rounded to the dtype too. */
+        it->p32.s = round_to(out->dtype, s);
+        it->p32.alpha = round_to(out->dtype, alpha);
     }
     int fast = !it->f64;
     for (int j = 0; j < k && fast; j++) {
