@@ -123,6 +123,40 @@ TEST(foreach_inplace_and_scalar_tensor) {
     ht_free(&s);
 }
 
+/* CPU PyTorch's scalar rounding for BF16 lists: add/sub round the Scalar to
+ * BF16; mul rounds it only in place (out aliases self); out of place it stays
+ * float. */
+TEST(foreach_bf16_scalar_rounding) {
+    const int n = 100;
+    host_tensor a = ht_1d(VT_BF16, n), o = ht_1d(VT_BF16, n), r = ht_1d(VT_BF16, n);
+    ht_fill_random(&a, 0, 0);
+    memcpy(r.block, a.block, (size_t)n * 2);
+    const uint16_t *pa = r.block;
+    const double s = 0.3; /* BF16: 0.30078125 */
+    const float s16 = vt_bf16_to_f32(vt_f32_to_bf16((float)s));
+    vt_foreach_args x = {0};
+    x.n = 1;
+    x.out = &o.t;
+    x.a = &a.t;
+    x.scalar = s;
+    x.alpha = 1;
+    x.op = VT_FOREACH_ADD;
+    CHECK_OK(vt_foreach(&x));
+    for (int i = 0; i < n; i++)
+        CHECK(((uint16_t *)o.block)[i] == vt_f32_to_bf16(vt_bf16_to_f32(pa[i]) + s16));
+    x.op = VT_FOREACH_MUL;
+    CHECK_OK(vt_foreach(&x));
+    for (int i = 0; i < n; i++)
+        CHECK(((uint16_t *)o.block)[i] == vt_f32_to_bf16(vt_bf16_to_f32(pa[i]) * (float)s));
+    x.out = &a.t; /* in place */
+    CHECK_OK(vt_foreach(&x));
+    for (int i = 0; i < n; i++)
+        CHECK(((uint16_t *)a.block)[i] == vt_f32_to_bf16(vt_bf16_to_f32(pa[i]) * s16));
+    ht_free(&a);
+    ht_free(&o);
+    ht_free(&r);
+}
+
 TEST(foreach_norm_and_max) {
     host_tensor a[3] = {ht_1d(VT_F32, 100003), ht_1d(VT_BF16, 17), ht_strided(VT_F32, 33, 2)};
     host_tensor o[3], r[3];

@@ -150,6 +150,14 @@ static void plan_item(const vt_foreach_args *x, int64_t i, double st, int has_st
         it->p32.s = round_to(out->dtype, s);
         it->p32.alpha = round_to(out->dtype, alpha);
     }
+    if (x->op == VT_FOREACH_MUL && !it->has_b && !has_st && it->has_a && x->a[i].data == out->data &&
+        x->a[i].offset == out->offset) {
+        /* CPU PyTorch's in-place _foreach_mul_(BF16/F16 list, Scalar or
+         * ScalarList) multiplies by the scalar rounded to the dtype, while the
+         * out-of-place _foreach_mul (and div/div_) keep it in float:
+         * measured on PyTorch 2.13. An in-place call is out aliasing self. */
+        it->p32.s = round_to(out->dtype, s);
+    }
     int fast = !it->f64;
     for (int j = 0; j < k && fast; j++) {
         const vt_tensor *t = &it->ops[j];
