@@ -39,7 +39,9 @@ typedef enum vt_foreach_op {
  * scalar_tensor's value (read when the kernel runs) if given, else
  * scalars[i] if given, else scalar; S and alpha are rounded to the compute
  * type (alpha to out's dtype when it is BF16/F16, and for add/sub without b
- * S too, as CPU PyTorch's TensorIterator casts them). */
+ * S too, as CPU PyTorch's TensorIterator casts them; for mul without b or
+ * scalar_tensor S too when out aliases a, as CPU's in-place _foreach_mul_
+ * does). */
 typedef struct vt_foreach_args {
     vt_foreach_op op;
     int64_t n;
