@@ -54,9 +54,30 @@ static void adam_f32(const optim_adam_f32 *p, int64_t n, float *restrict param, 
     OPTIM_ADAM_BODY
 }
 
+/* OPTIM_SGD_BODY with intrinsics (its per-element flag tests kept the
+ * auto-vectoriser out); the flags are uniform, so testing them per 16 lanes
+ * costs nothing. Same per-lane operations and order. */
 static void sgd_f32(const optim_sgd_f32 *p, int64_t n, float *restrict param, float *restrict grad,
                     float *restrict buf) {
-    OPTIM_SGD_BODY
+    const __m512 gs = _mm512_set1_ps(p->grad_scale), wd = _mm512_set1_ps(p->wd), mo = _mm512_set1_ps(p->momentum);
+    const __m512 omd = _mm512_set1_ps(p->one_minus_damp), nlr = _mm512_set1_ps(p->neg_lr);
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u));
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 pv = _mm512_maskz_loadu_ps(k, param + i), g = _mm512_maskz_loadu_ps(k, grad + i);
+        if (p->has_scale) {
+            g = _mm512_div_ps(g, gs);
+            _mm512_mask_storeu_ps(grad + i, k, g);
+        }
+        if (p->maximize) g = _mm512_xor_ps(g, sign);
+        if (p->wd != 0) g = _mm512_fmadd_ps(pv, wd, g);
+        if (p->has_momentum) {
+            __m512 bv = p->first ? g : _mm512_fmadd_ps(omd, g, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, buf + i), mo));
+            _mm512_mask_storeu_ps(buf + i, k, bv);
+            g = p->nesterov ? _mm512_fmadd_ps(bv, mo, g) : bv;
+        }
+        _mm512_mask_storeu_ps(param + i, k, _mm512_fmadd_ps(g, nlr, pv));
+    }
 }
 
 const optim_table optim_table_avx512 = {"avx512", fe_f32, adam_f32, sgd_f32};
