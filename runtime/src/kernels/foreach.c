@@ -1,0 +1,428 @@
+/* foreach.c — the multi-tensor (_foreach_*) driver: one call runs an op over
+ * a whole list of tensors, its work cut into element ranges across all the
+ * tensors (so many small tensors and one large one both fill the pool).
+ * Contiguous f32 runs go straight to the ISA block kernels; other dtypes and
+ * strides are staged through small float/double buffers. */
+#include <stdlib.h>
+
+#include "kernels/optim.h"
+
+#define STAGE 512                /* elements staged per block: L1-sized buffers */
+#define FE_GRAIN 32768           /* elements per parallel task */
+#define NORM_BLOCK 16384         /* fixed partial-sum blocks: results independent of threads */
+
+static const char *const fe_names[VT_FOREACH_OP_COUNT] = {
+    "add", "sub", "mul", "div", "maximum", "minimum", "clamp_min", "clamp_max", "pow", "rpow",
+    "addcmul", "addcdiv", "lerp", "neg", "abs", "sqrt", "exp", "sign", "reciprocal", "zero", "copy",
+    "norm", "max",
+};
+
+const char *vt_foreach_op_name(vt_foreach_op op) {
+    return (unsigned)op < VT_FOREACH_OP_COUNT ? fe_names[op] : "invalid";
+}
+
+static int is_float_dt(vt_dtype d) { return d == VT_F32 || d == VT_BF16 || d == VT_F16 || d == VT_F64; }
+static int fe_is_reduction(vt_foreach_op op) { return op == VT_FOREACH_NORM || op == VT_FOREACH_MAX; }
+static int fe_needs_a(vt_foreach_op op) { return op != VT_FOREACH_ZERO; }
+
+static vt_status check_list_tensor(const char *what, int64_t i, const vt_tensor *t) {
+    vt_status s = vt_tensor_validate(t, what);
+    if (s != VT_OK) return s;
+    if (!is_float_dt(t->dtype))
+        return vt_set_error(VT_ERR_UNSUPPORTED, "%s[%lld]: dtype %s is not a float dtype", what, (long long)i,
+                            vt_dtype_name(t->dtype));
+    if (!t->data && vt_tensor_numel(t) > 0)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s[%lld] has no data", what, (long long)i);
+    return VT_OK;
+}
+
+static vt_status check_bcast(const char *what, int64_t i, const vt_tensor *t, const vt_tensor *out) {
+    vt_tensor tmp;
+    if (vt_broadcast_to(t, out->ndim, out->sizes, &tmp) != VT_OK)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s[%lld] does not broadcast to the output's shape", what,
+                            (long long)i);
+    return VT_OK;
+}
+
+vt_status vt_foreach_check(const vt_foreach_args *x) {
+    if (!x) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach: args is NULL");
+    if ((unsigned)x->op >= VT_FOREACH_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach: invalid op %d", (int)x->op);
+    if (x->n < 0) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach: negative list length");
+    if (x->n == 0) return VT_OK;
+    vt_foreach_op op = x->op;
+    if (!x->out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach %s: out is NULL", fe_names[op]);
+    if (fe_needs_a(op) && !x->a) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach %s: self is NULL", fe_names[op]);
+    if ((op == VT_FOREACH_ADDCMUL || op == VT_FOREACH_ADDCDIV) && (!x->b || !x->c))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach %s: tensor1 and tensor2 are required", fe_names[op]);
+    if (op == VT_FOREACH_LERP && !x->b)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach lerp: end tensors are required");
+    if (x->scalar_tensor) {
+        vt_status s = check_list_tensor("scalar tensor", 0, x->scalar_tensor);
+        if (s != VT_OK) return s;
+        if (vt_tensor_numel(x->scalar_tensor) != 1)
+            return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach %s: the scalar tensor has %lld elements, not 1",
+                                fe_names[op], (long long)vt_tensor_numel(x->scalar_tensor));
+    }
+    for (int64_t i = 0; i < x->n; i++) {
+        vt_status s = check_list_tensor("out", i, &x->out[i]);
+        if (s == VT_OK && x->a) s = check_list_tensor("self", i, &x->a[i]);
+        if (s == VT_OK && x->b) s = check_list_tensor("other", i, &x->b[i]);
+        if (s == VT_OK && x->c) s = check_list_tensor("tensor2", i, &x->c[i]);
+        if (s != VT_OK) return s;
+        if (fe_is_reduction(op)) {
+            if (vt_tensor_numel(&x->out[i]) != 1)
+                return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach %s: out[%lld] must have one element",
+                                    fe_names[op], (long long)i);
+            if (op == VT_FOREACH_MAX && vt_tensor_numel(&x->a[i]) == 0)
+                return vt_set_error(VT_ERR_INVALID_ARGUMENT,
+                                    "max(): Expected reduction dim to be specified for input.numel() == 0. "
+                                    "Specify the reduction dim with the 'dim' argument.");
+            continue;
+        }
+        if (x->a && (s = check_bcast("self", i, &x->a[i], &x->out[i])) != VT_OK) return s;
+        if (x->b && (s = check_bcast("other", i, &x->b[i], &x->out[i])) != VT_OK) return s;
+        if (x->c && (s = check_bcast("tensor2", i, &x->c[i], &x->out[i])) != VT_OK) return s;
+    }
+    if (op == VT_FOREACH_NORM) {
+        double p = x->scalar;
+        if (!(p >= 0) && !isinf(p))
+            return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach norm: ord %g is not supported", p);
+    }
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ per-tensor plan */
+
+typedef struct fe_item {
+    vt_tensor ops[4]; /* out, a, b, c (broadcast to out's shape) */
+    int nops;         /* how many of ops are present: out [a [b [c]]] */
+    int has_a, has_b, has_c;
+    int f64;
+    int fast; /* every operand F32, contiguous, full shape */
+    optim_fe_f32 p32;
+    optim_fe_f64 p64;
+} fe_item;
+
+static double read_scalar_tensor(const vt_tensor *t) {
+    double v;
+    vt_convert(t->dtype, (const char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype), 0, VT_F64, &v, 0, 1);
+    return v;
+}
+
+static float round_to(vt_dtype dt, double v) {
+    if (dt == VT_BF16) return vt_bf16_to_f32(vt_f32_to_bf16((float)v));
+    if (dt == VT_F16) return vt_f16_to_f32(vt_f32_to_f16((float)v));
+    return (float)v;
+}
+
+static void plan_item(const vt_foreach_args *x, int64_t i, double st, int has_st, fe_item *it) {
+    memset(it, 0, sizeof *it);
+    const vt_tensor *out = &x->out[i];
+    it->ops[0] = *out;
+    it->has_a = x->a != NULL;
+    it->has_b = x->b != NULL;
+    it->has_c = x->c != NULL;
+    int k = 1;
+    /* Operands keep a fixed slot order; a missing middle one reuses out's view (never read). */
+    if (it->has_a) vt_broadcast_to(&x->a[i], out->ndim, out->sizes, &it->ops[1]); else it->ops[1] = *out;
+    if (it->has_a || it->has_b || it->has_c) k = 2;
+    if (it->has_b) { vt_broadcast_to(&x->b[i], out->ndim, out->sizes, &it->ops[2]); k = 3; }
+    else it->ops[2] = *out;
+    if (it->has_c) { vt_broadcast_to(&x->c[i], out->ndim, out->sizes, &it->ops[3]); k = 4; }
+    it->nops = k;
+    it->f64 = 0;
+    for (int j = 0; j < k; j++)
+        if (it->ops[j].dtype == VT_F64) it->f64 = 1;
+    double s = has_st ? st : (x->scalars ? x->scalars[i] : x->scalar);
+    double alpha = x->op == VT_FOREACH_SUB ? -x->alpha : x->alpha;
+    it->p32.op = it->p64.op = (int)x->op;
+    it->p64.s = s;
+    it->p64.alpha = alpha;
+    it->p32.s = (float)s;
+    it->p32.alpha = it->has_b ? round_to(out->dtype, alpha) : (float)alpha;
+    if (!it->has_b && (x->op == VT_FOREACH_ADD || x->op == VT_FOREACH_SUB)) {
+        /* add/sub(t, Scalar or 0-dim tensor, alpha): CPU's TensorIterator casts
+         * the scalar operand to the common dtype, so a BF16/F16 tensor adds
+         * the scalar rounded to BF16/F16 (unlike mul/div, whose reduced-float
+         * scalar branch keeps it in float), and its vector loop computes
+         * fma(S, alpha, t) with alpha rounded to the dtype too. */
+        it->p32.s = round_to(out->dtype, s);
+        it->p32.alpha = round_to(out->dtype, alpha);
+    }
+    if (x->op == VT_FOREACH_MUL && !it->has_b && !has_st && it->has_a && x->a[i].data == out->data &&
+        x->a[i].offset == out->offset) {
+        /* CPU PyTorch's in-place _foreach_mul_(BF16/F16 list, Scalar or
+         * ScalarList) multiplies by the scalar rounded to the dtype, while the
+         * out-of-place _foreach_mul (and div/div_) keep it in float:
+         * measured on PyTorch 2.13. An in-place call is out aliasing self. */
+        it->p32.s = round_to(out->dtype, s);
+    }
+    int fast = !it->f64;
+    for (int j = 0; j < k && fast; j++) {
+        const vt_tensor *t = &it->ops[j];
+        if (j == 1 && !it->has_a) continue;
+        if (t->dtype != VT_F32 || !vt_tensor_is_contiguous(t)) fast = 0;
+    }
+    it->fast = fast;
+}
+
+static char *elem_ptr(const vt_tensor *t) {
+    return (char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype);
+}
+
+/* ------------------------------------------------------------ staged runs */
+
+typedef struct fe_run_ctx {
+    const fe_item *it;
+    const optim_table *tab;
+    int ref;
+} fe_run_ctx;
+
+static void stage_in(const fe_item *it, int j, char *p, int64_t s, int64_t m, vt_dtype to, void *buf) {
+    vt_convert(it->ops[j].dtype, p, s, to, buf, 1, m);
+}
+
+static void fe_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n) {
+    const fe_run_ctx *c = vctx;
+    const fe_item *it = c->it;
+    if (it->f64) {
+        double bo[STAGE], ba[STAGE], bb[STAGE], bc[STAGE];
+        for (int64_t o = 0; o < n; o += STAGE) {
+            int64_t m = n - o < STAGE ? n - o : STAGE;
+            if (it->has_a) stage_in(it, 1, ptrs[1] + o * strides[1] * (int64_t)vt_dtype_size(it->ops[1].dtype), strides[1], m, VT_F64, ba);
+            if (it->has_b) stage_in(it, 2, ptrs[2] + o * strides[2] * (int64_t)vt_dtype_size(it->ops[2].dtype), strides[2], m, VT_F64, bb);
+            if (it->has_c) stage_in(it, 3, ptrs[3] + o * strides[3] * (int64_t)vt_dtype_size(it->ops[3].dtype), strides[3], m, VT_F64, bc);
+            if (c->ref) {
+                for (int64_t e = 0; e < m; e++)
+                    optim_fe_f64_block(&it->p64, 1, bo + e, ba + e, it->has_b ? bb + e : NULL, it->has_c ? bc + e : NULL);
+            } else {
+                optim_fe_f64_block(&it->p64, m, bo, ba, it->has_b ? bb : NULL, it->has_c ? bc : NULL);
+            }
+            vt_convert(VT_F64, bo, 1, it->ops[0].dtype, ptrs[0] + o * strides[0] * (int64_t)vt_dtype_size(it->ops[0].dtype), strides[0], m);
+        }
+        return;
+    }
+    float bo[STAGE], ba[STAGE], bb[STAGE], bc[STAGE];
+    for (int64_t o = 0; o < n; o += STAGE) {
+        int64_t m = n - o < STAGE ? n - o : STAGE;
+        if (it->has_a) stage_in(it, 1, ptrs[1] + o * strides[1] * (int64_t)vt_dtype_size(it->ops[1].dtype), strides[1], m, VT_F32, ba);
+        if (it->has_b) stage_in(it, 2, ptrs[2] + o * strides[2] * (int64_t)vt_dtype_size(it->ops[2].dtype), strides[2], m, VT_F32, bb);
+        if (it->has_c) stage_in(it, 3, ptrs[3] + o * strides[3] * (int64_t)vt_dtype_size(it->ops[3].dtype), strides[3], m, VT_F32, bc);
+        if (c->ref) {
+            for (int64_t e = 0; e < m; e++)
+                optim_table_portable.foreach(&it->p32, 1, bo + e, ba + e, it->has_b ? bb + e : NULL, it->has_c ? bc + e : NULL);
+        } else {
+            c->tab->foreach(&it->p32, m, bo, ba, it->has_b ? bb : NULL, it->has_c ? bc : NULL);
+        }
+        vt_convert(VT_F32, bo, 1, it->ops[0].dtype, ptrs[0] + o * strides[0] * (int64_t)vt_dtype_size(it->ops[0].dtype), strides[0], m);
+    }
+}
+
+/* Elements [lo, hi) of one tensor. */
+static void fe_item_range(const fe_item *it, const optim_table *tab, int ref, int64_t lo, int64_t hi) {
+    if (it->fast && !ref) {
+        float *o = (float *)elem_ptr(&it->ops[0]) + lo;
+        const float *a = it->has_a ? (const float *)elem_ptr(&it->ops[1]) + lo : NULL;
+        const float *b = it->has_b ? (const float *)elem_ptr(&it->ops[2]) + lo : NULL;
+        const float *c = it->has_c ? (const float *)elem_ptr(&it->ops[3]) + lo : NULL;
+        tab->foreach(&it->p32, hi - lo, o, a, b, c);
+        return;
+    }
+    vt_iter iter;
+    vt_iter_init(&iter, it->nops, it->ops);
+    fe_run_ctx c = {it, tab, ref};
+    vt_iter_range(&iter, lo, hi, fe_run, &c);
+}
+
+/* ------------------------------------------------------------ reductions */
+
+typedef struct norm_acc {
+    double v;
+    int nan;
+} norm_acc;
+
+static void norm_block(vt_foreach_op op, double p, const vt_tensor *t, int64_t lo, int64_t hi, norm_acc *acc);
+
+typedef struct fe_job {
+    const vt_foreach_args *x;
+    fe_item *items;
+    int64_t *start; /* n+1 prefix offsets (elements, or blocks for reductions) */
+    int64_t n;
+    const optim_table *tab;
+    int ref;
+    norm_acc *partials;
+} fe_job;
+
+static int64_t find_item(const int64_t *start, int64_t n, int64_t pos) {
+    int64_t lo = 0, hi = n; /* start[lo] <= pos < start[hi] */
+    while (hi - lo > 1) {
+        int64_t mid = (lo + hi) / 2;
+        if (start[mid] <= pos) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void fe_chunk(void *vctx, int64_t begin, int64_t end) {
+    const fe_job *j = vctx;
+    int64_t i = find_item(j->start, j->n, begin);
+    int64_t pos = begin;
+    while (pos < end && i < j->n) {
+        int64_t s0 = j->start[i], s1 = j->start[i + 1];
+        if (s1 > pos) {
+            int64_t hi = end < s1 ? end : s1;
+            fe_item_range(&j->items[i], j->tab, j->ref, pos - s0, hi - s0);
+            pos = hi;
+        }
+        i++;
+    }
+}
+
+static void red_chunk(void *vctx, int64_t begin, int64_t end) {
+    const fe_job *j = vctx;
+    for (int64_t blk = begin; blk < end; blk++) {
+        int64_t i = find_item(j->start, j->n, blk);
+        while (j->start[i + 1] <= blk) i++;
+        const vt_tensor *t = &j->x->a[i];
+        int64_t numel = vt_tensor_numel(t);
+        int64_t lo = (blk - j->start[i]) * NORM_BLOCK;
+        int64_t hi = lo + NORM_BLOCK < numel ? lo + NORM_BLOCK : numel;
+        norm_block(j->x->op, j->x->scalar, t, lo, hi, &j->partials[blk]);
+    }
+}
+
+typedef struct norm_run_ctx {
+    vt_foreach_op op;
+    double p;
+    vt_dtype dt;
+    norm_acc *acc;
+} norm_run_ctx;
+
+static void norm_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n) {
+    norm_run_ctx *c = vctx;
+    double buf[STAGE];
+    double acc = c->acc->v;
+    for (int64_t o = 0; o < n; o += STAGE) {
+        int64_t m = n - o < STAGE ? n - o : STAGE;
+        vt_convert(c->dt, ptrs[0] + o * strides[0] * (int64_t)vt_dtype_size(c->dt), strides[0], VT_F64, buf, 1, m);
+        for (int64_t e = 0; e < m; e++) {
+            double v = buf[e];
+            if (v != v) c->acc->nan = 1;
+            if (c->op == VT_FOREACH_MAX) {
+                if (v > acc) acc = v;
+                continue;
+            }
+            double av = fabs(v);
+            if (c->p == 2) acc += av * av;
+            else if (c->p == 1) acc += av;
+            else if (isinf(c->p) && c->p > 0) acc = av > acc ? av : acc;
+            else if (isinf(c->p)) acc = av < acc ? av : acc;
+            else if (c->p == 0) acc += av != 0;
+            else acc += pow(av, c->p);
+        }
+    }
+    c->acc->v = acc;
+}
+
+static double norm_identity(vt_foreach_op op, double p) {
+    if (op == VT_FOREACH_MAX) return -INFINITY;
+    if (isinf(p) && p < 0) return INFINITY;
+    return 0;
+}
+
+static void norm_block(vt_foreach_op op, double p, const vt_tensor *t, int64_t lo, int64_t hi, norm_acc *acc) {
+    acc->v = norm_identity(op, p);
+    acc->nan = 0;
+    vt_iter iter;
+    vt_iter_init(&iter, 1, t);
+    norm_run_ctx c = {op, p, t->dtype, acc};
+    if (hi > lo) vt_iter_range(&iter, lo, hi, norm_run, &c);
+}
+
+static double norm_combine(vt_foreach_op op, double p, double acc, double v) {
+    if (op == VT_FOREACH_MAX) return v > acc ? v : acc;
+    if (isinf(p)) return p > 0 ? (v > acc ? v : acc) : (v < acc ? v : acc);
+    return acc + v;
+}
+
+static double norm_finish(vt_foreach_op op, double p, double acc) {
+    if (op == VT_FOREACH_MAX || isinf(p) || p == 0 || p == 1) return acc;
+    if (p == 2) return sqrt(acc);
+    return pow(acc, 1.0 / p);
+}
+
+static vt_status run_reduction(const vt_foreach_args *x, int ref) {
+    int64_t n = x->n;
+    int64_t *start = malloc((size_t)(n + 1) * sizeof *start);
+    if (!start) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "foreach %s: out of host memory", fe_names[x->op]);
+    start[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t numel = vt_tensor_numel(&x->a[i]);
+        int64_t nb = (numel + NORM_BLOCK - 1) / NORM_BLOCK;
+        if (nb == 0) nb = 1;
+        start[i + 1] = start[i] + nb;
+    }
+    int64_t total = start[n];
+    norm_acc *partials = malloc((size_t)total * sizeof *partials);
+    if (!partials) {
+        free(start);
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "foreach %s: out of host memory", fe_names[x->op]);
+    }
+    if (ref) {
+        /* Plain logical-order accumulation of each tensor. */
+        for (int64_t i = 0; i < n; i++) {
+            norm_acc a;
+            norm_block(x->op, x->scalar, &x->a[i], 0, vt_tensor_numel(&x->a[i]), &a);
+            double r = a.nan ? NAN : norm_finish(x->op, x->scalar, a.v);
+            vt_convert(VT_F64, &r, 0, x->out[i].dtype, elem_ptr(&x->out[i]), 0, 1);
+        }
+    } else {
+        fe_job j = {x, NULL, start, n, NULL, 0, partials};
+        vt_parallel_for(total, 1, red_chunk, &j);
+        for (int64_t i = 0; i < n; i++) {
+            double acc = norm_identity(x->op, x->scalar);
+            int nan = 0;
+            for (int64_t b = start[i]; b < start[i + 1]; b++) {
+                acc = norm_combine(x->op, x->scalar, acc, partials[b].v);
+                nan |= partials[b].nan;
+            }
+            double r = nan ? NAN : norm_finish(x->op, x->scalar, acc);
+            vt_convert(VT_F64, &r, 0, x->out[i].dtype, elem_ptr(&x->out[i]), 0, 1);
+        }
+    }
+    free(partials);
+    free(start);
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ entry points */
+
+static vt_status run_foreach(const vt_foreach_args *x, int ref) {
+    vt_status s = vt_foreach_check(x);
+    if (s != VT_OK || x->n == 0) return s;
+    if (fe_is_reduction(x->op)) return run_reduction(x, ref);
+    int64_t n = x->n;
+    fe_item *items = malloc((size_t)n * sizeof *items);
+    int64_t *start = malloc((size_t)(n + 1) * sizeof *start);
+    if (!items || !start) {
+        free(items);
+        free(start);
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "foreach %s: out of host memory", fe_names[x->op]);
+    }
+    double st = x->scalar_tensor ? read_scalar_tensor(x->scalar_tensor) : 0;
+    start[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        plan_item(x, i, st, x->scalar_tensor != NULL, &items[i]);
+        start[i + 1] = start[i] + vt_tensor_numel(&x->out[i]);
+    }
+    fe_job j = {x, items, start, n, ref ? &optim_table_portable : optim_active_table(), ref, NULL};
+    if (ref) fe_chunk(&j, 0, start[n]);
+    else vt_parallel_for(start[n], FE_GRAIN, fe_chunk, &j);
+    free(items);
+    free(start);
+    return VT_OK;
+}
+
+vt_status vt_foreach(const vt_foreach_args *x) { return run_foreach(x, 0); }
+vt_status vt_ref_foreach(const vt_foreach_args *x) { return run_foreach(x, 1); }

@@ -1,0 +1,48 @@
+/* optim_kernels.c — the portable block kernels of the foreach and fused
+ * optimizer family, the f64 foreach block, and the run-time choice of the
+ * per-ISA table. */
+#include <stdatomic.h>
+
+#include "kernels/optim.h"
+
+static void fe_f32(const optim_fe_f32 *p, int64_t n, float *out, const float *a, const float *b, const float *c) {
+    OPTIM_FE_BODY(float, fmaf, sqrtf, expf, powf)
+}
+
+void optim_fe_f64_block(const optim_fe_f64 *p, int64_t n, double *out, const double *a, const double *b,
+                        const double *c) {
+    OPTIM_FE_BODY(double, fma, sqrt, exp, pow)
+}
+
+static void adam_f32(const optim_adam_f32 *p, int64_t n, float *param, float *grad, float *m, float *v, float *mx) {
+    OPTIM_ADAM_BODY
+}
+
+static void sgd_f32(const optim_sgd_f32 *p, int64_t n, float *param, float *grad, float *buf) { OPTIM_SGD_BODY }
+
+const optim_table optim_table_portable = {"portable", fe_f32, adam_f32, sgd_f32};
+
+static _Atomic(const optim_table *) active;
+
+static const optim_table *pick(unsigned mask) {
+#if defined(__x86_64__)
+    if (mask & VT_ISA_AVX512) return &optim_table_avx512;
+#endif
+    (void)mask;
+    return &optim_table_portable;
+}
+
+const optim_table *optim_active_table(void) {
+    const optim_table *t = atomic_load_explicit(&active, memory_order_acquire);
+    if (!t) {
+        t = pick(vt_isa_active());
+        atomic_store_explicit(&active, t, memory_order_release);
+    }
+    return t;
+}
+
+unsigned vt_optim_force_isa(unsigned mask) {
+    const optim_table *t = pick(mask & vt_isa_available());
+    atomic_store_explicit(&active, t, memory_order_release);
+    return t == &optim_table_portable ? 0u : VT_ISA_AVX512;
+}
