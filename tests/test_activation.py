@@ -340,10 +340,8 @@ def test_every_op_here_runs_without_fallback():
     outs += [getattr(torch, n)(x.tanh() * 0.9) for n in ("sinh", "cosh", "asin", "acos", "atan", "asinh", "atanh",
                                                          "exp2", "erfc", "erfinv")]
     outs += [torch.lgamma(y), torch.digamma(y), torch.acosh(y + 1)]
-    # the gradients of xlogy, copysign, fmin and fmax use masked_fill_ (the indexing family's op):
-    # their forwards only here
-    outs += [getattr(torch, n)(x, y) for n in ("hypot", "logaddexp", "logaddexp2")]
-    outs += [getattr(torch, n)(x.detach(), y) for n in ("xlogy", "copysign", "fmin", "fmax", "heaviside")]
+    outs += [getattr(torch, n)(x, y) for n in ("hypot", "logaddexp", "logaddexp2", "xlogy", "copysign", "fmin", "fmax")]
+    outs += [torch.heaviside(x.detach(), y)]
     outs += [torch.clamp(x, -1, 1), torch.lerp(x, y, 0.4), torch.addcmul(x, x, y), torch.addcdiv(x, x, y)]
     sum(o.sum() for o in outs).backward()
     torch.tpu.synchronize()

@@ -6,6 +6,7 @@
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -174,6 +175,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
   m.impl("view", view);
+  m.impl("unfold", at::native::unfold);  // a strided view (repeat uses it)
   m.impl("_reshape_alias", reshape_alias);
   m.impl("resize_", resize_);
   m.impl("_copy_from", copy_from);

@@ -227,10 +227,17 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
+  // As CPU, the ends are first converted to the output dtype: that raises
+  // when they do not fit, and integer ends wrap (-5 is 251 for uint8).
+  at::Scalar lo = start, hi = end;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "linspace_tpu", [&]() {
+    const scalar_t a = start.to<scalar_t>(), b = end.to<scalar_t>();
+    if (c10::isIntegralType(out.scalar_type(), /*includeBool=*/false)) lo = a, hi = b;
+  });
   at::Tensor r = out.is_contiguous() ? out : at::empty({steps}, out.options());
   const vt_tensor o = desc_of(r.view({steps}), "aten::linspace");
   // PyTorch's linspace kernel is scalar (no SIMD blocks).
-  check(vt_op_linspace(device_index(out), "aten::linspace", &o, to_vt(start), to_vt(end), 0, chunk_of(steps)),
+  check(vt_op_linspace(device_index(out), "aten::linspace", &o, to_vt(lo), to_vt(hi), 0, chunk_of(steps)),
         "aten::linspace");
   if (!r.is_same(out)) out.copy_(r);
   return out;
