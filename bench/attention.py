@@ -32,9 +32,9 @@ def main():
     rows, bars = {}, {}
     for dtype in (torch.float32, torch.bfloat16):
         for causal in (False, True):
-            cq, ck, cv = (t.to(dtype).requires_grad_() for t in base[:3])
+            cq, ck, cv = (t.to(dtype).clone().requires_grad_() for t in base[:3])
             cdo = base[3].to(dtype)
-            tq, tk, tv = (t.to(dtype).to("tpu").requires_grad_() for t in base[:3])
+            tq, tk, tv = (t.detach().to(dtype).to("tpu").requires_grad_() for t in base[:3])
             tdo = base[3].to(dtype).to("tpu")
             cpu = best_time(fwd_bwd(cq, ck, cv, cdo, causal), repeat=3)
             tpu_run = fwd_bwd(tq, tk, tv, tdo, causal)
