@@ -122,3 +122,15 @@ def test_empty_and_errors_match_cpu():
             torch.ones(2, 2, device="tpu").sum(5)
         with pytest.raises(RuntimeError, match="mean\\(\\): could not infer output dtype"):
             torch.ones(3, dtype=torch.int64, device="tpu").mean()
+
+
+def test_max_min_arg_on_0dim_tensor():
+    x = torch.tensor(3.5)
+    with vtpu.cpu_fallback(False):
+        for f in (lambda v: v.argmax(), lambda v: v.argmin(0), lambda v: torch.argmax(v, 0, keepdim=True),
+                  lambda v: v.max(0), lambda v: v.min(0, keepdim=True)):
+            want, got = f(x), f(x.to("tpu"))
+            want = want if isinstance(want, tuple) else (want,)
+            got = got if isinstance(got, tuple) else (got,)
+            for w, g in zip(want, got):
+                assert g.shape == w.shape and torch.equal(g.cpu(), w)

@@ -39,13 +39,6 @@ uint64_t dim_mask(const at::Tensor& self, at::OptionalIntArrayRef dims) {
   return m;
 }
 
-std::vector<int64_t> kept_shape(const at::Tensor& self, uint64_t mask) {
-  std::vector<int64_t> s(self.sizes().begin(), self.sizes().end());
-  for (int64_t d = 0; d < self.dim(); d++)
-    if (mask & (1ull << d)) s[d] = 1;
-  return s;
-}
-
 std::vector<int64_t> final_shape(const at::Tensor& self, uint64_t mask, bool keepdim) {
   std::vector<int64_t> s;
   for (int64_t d = 0; d < self.dim(); d++) {
@@ -213,10 +206,12 @@ std::tuple<at::Tensor, at::Tensor> arg_reduce(bool is_max, const at::Tensor& sel
   if (indices.defined()) at::native::resize_output(indices, shape);
   else indices = at::empty(shape, self.options().dtype(at::kLong));
   if (indices.numel() == 0) return {values, indices};
+  // A 0-dim input reduces as one element of a 1-d line, results included.
+  const bool scalar = self.dim() == 0;
   vt_tensor tv{}, ti{};
-  if (want_values) tv = desc_of(keepdim_view(values, self, mask, keepdim), name);
-  ti = desc_of(keepdim_view(indices, self, mask, keepdim), name);
-  const at::Tensor src = self.dim() ? self : self.reshape({1});
+  if (want_values) tv = desc_of(scalar ? values.view({1}) : keepdim_view(values, self, mask, keepdim), name);
+  ti = desc_of(scalar ? indices.view({1}) : keepdim_view(indices, self, mask, keepdim), name);
+  const at::Tensor src = scalar ? self.reshape({1}) : self;
   const vt_tensor ts = desc_of(src, name);
   check(vt_op_reduce_arg(device_index(self), name, is_max ? 1 : 0, want_values ? &tv : nullptr, &ti, &ts,
                          self.dim() ? static_cast<int>(d) : 0),
