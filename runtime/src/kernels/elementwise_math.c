@@ -5,24 +5,8 @@
 #include <stdatomic.h>
 #include <tgmath.h>
 
+#include "elementwise_loop.h"
 #include "internal.h"
-
-/* Blocks of 16 with `ivdep`, as in elementwise_ops.c: element i only reads
- * element i, so out may equal an input. */
-#define MLOOP(n, ...)                                                                                          \
-    do {                                                                                                       \
-        int64_t i0_ = 0;                                                                                       \
-        for (; i0_ + 16 <= (n); i0_ += 16) {                                                                   \
-            _Pragma("GCC ivdep") for (int64_t j_ = 0; j_ < 16; j_++) {                                         \
-                int64_t i = i0_ + j_;                                                                          \
-                __VA_ARGS__;                                                                                   \
-            }                                                                                                  \
-        }                                                                                                      \
-        for (; i0_ < (n); i0_++) {                                                                             \
-            int64_t i = i0_;                                                                                   \
-            __VA_ARGS__;                                                                                       \
-        }                                                                                                      \
-    } while (0)
 
 /* Unary: EXPR sees x and the params p[0..]. */
 #define MUN(NAME, T, O, EXPR)                                                                                  \
@@ -30,7 +14,7 @@
         O *out = out_;                                                                                         \
         const T *a = a_, *p = prm_;                                                                            \
         (void)p;                                                                                               \
-        MLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                         \
+        VLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                         \
         return 0;                                                                                              \
     }
 
@@ -42,13 +26,13 @@
         const T *a = a_, *b = b_, *p = prm_;                                                                   \
         (void)p;                                                                                               \
         if (as && bs) {                                                                                        \
-            MLOOP(n, { T x = a[i], y = b[i]; out[i] = (O)(EXPR); });                                           \
+            VLOOP(n, { T x = a[i], y = b[i]; out[i] = (O)(EXPR); });                                           \
         } else if (bs) {                                                                                       \
             const T x = a[0];                                                                                  \
-            MLOOP(n, { T y = b[i]; out[i] = (O)(EXPR); });                                                     \
+            VLOOP(n, { T y = b[i]; out[i] = (O)(EXPR); });                                                     \
         } else if (as) {                                                                                       \
             const T y = b[0];                                                                                  \
-            MLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                     \
+            VLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                     \
         } else {                                                                                               \
             const T x = a[0], y = b[0];                                                                        \
             const O r = (O)(EXPR);                                                                             \
@@ -66,7 +50,7 @@
         const T *a = a_, *b = b_, *c = c_, *p = prm_;                                                          \
         (void)p;                                                                                               \
         if (as && bs && cs) {                                                                                  \
-            MLOOP(n, { T x = a[i], y = b[i], z = c[i]; out[i] = (T)(EXPR); });                                 \
+            VLOOP(n, { T x = a[i], y = b[i], z = c[i]; out[i] = (T)(EXPR); });                                 \
         } else {                                                                                               \
             for (int64_t i = 0; i < n; i++) {                                                                  \
                 T x = a[i * as], y = b[i * bs], z = c[i * cs];                                                 \

@@ -5,25 +5,8 @@
 #include <stdatomic.h>
 #include <tgmath.h>
 
+#include "elementwise_loop.h"
 #include "internal.h"
-
-/* Blocks of 16 with `ivdep` let gcc vectorise at -O2 (its "very cheap" cost
- * model refuses loops needing an epilogue or an alias check). ivdep is true
- * here: out may equal an input, but element i only reads element i. */
-#define VLOOP(n, ...)                                                                                          \
-    do {                                                                                                       \
-        int64_t i0_ = 0;                                                                                       \
-        for (; i0_ + 16 <= (n); i0_ += 16) {                                                                   \
-            _Pragma("GCC ivdep") for (int64_t j_ = 0; j_ < 16; j_++) {                                         \
-                int64_t i = i0_ + j_;                                                                          \
-                __VA_ARGS__;                                                                                   \
-            }                                                                                                  \
-        }                                                                                                      \
-        for (; i0_ < (n); i0_++) {                                                                             \
-            int64_t i = i0_;                                                                                   \
-            __VA_ARGS__;                                                                                       \
-        }                                                                                                      \
-    } while (0)
 
 /* A binary kernel over T inputs writing O; EXPR sees x, y, al and may set err. */
 #define BIN_KERNEL(NAME, T, O, EXPR)                                                                           \
