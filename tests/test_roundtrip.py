@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+import vtpu
+
 from conftest import DTYPES, make
 
 
@@ -99,3 +101,34 @@ def test_printing_special_values_and_large():
     big = torch.arange(5000, dtype=torch.float32).reshape(50, 100) / 7
     assert formatted(big.to("tpu")) == formatted(big)  # summarised with "..."
     assert str(big.to("tpu")).endswith("device='tpu:0')")
+
+
+def test_conjugate_and_negative_views_copy_and_stay_views():
+    """Lazy conj/neg views copy with their bits resolved (this used to recurse
+    without end through PyTorch's conjugate fallback); complex<->real views
+    alias the same memory."""
+    import warnings
+
+    x = torch.randn(6, dtype=torch.complex64)
+    t = x.to("tpu")
+    assert torch.equal(t.conj().cpu(), x.conj())
+    assert torch.equal(t.conj().clone().cpu(), x.conj().resolve_conj())
+    y = torch.empty(6, dtype=torch.complex64, device="tpu")
+    y.copy_(t.conj())
+    assert torch.equal(y.cpu(), x.conj().resolve_conj())
+    im = t.conj().imag  # a negative view of real data
+    assert im.is_neg()
+    assert torch.equal(im.clone().cpu(), -x.imag)
+    assert torch.equal((im + 1).cpu(), 1 - x.imag)
+    r = torch.randn(5)
+    assert torch.equal(r.to("tpu")._neg_view().clone().cpu(), -r)
+    with vtpu.cpu_fallback(False):
+        v = torch.view_as_real(t)
+        assert v.data_ptr() == t.data_ptr() and torch.equal(v.cpu(), torch.view_as_real(x))
+        v[0, 0] = 5.0
+        assert torch.view_as_complex(v).cpu()[0].real == 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fft runs through the CPU fallback
+        f = torch.fft.fft(t)
+        torch.testing.assert_close(f.cpu(), torch.fft.fft(t.cpu()))
+        torch.testing.assert_close(torch.fft.ifft(f).cpu(), t.cpu(), atol=1e-6, rtol=1e-6)

@@ -7,6 +7,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -71,10 +73,14 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
-// A CPU tensor aliasing a tpu tensor's memory (device memory is host memory).
+// A CPU tensor aliasing a tpu tensor's memory (device memory is host memory),
+// with the same lazy conjugate and negative bits.
 at::Tensor host_alias(const at::Tensor& t) {
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [](void*) {},
-                       t.options().device(c10::kCPU).requires_grad(false));
+  at::Tensor h = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [](void*) {},
+                               t.options().device(c10::kCPU).requires_grad(false));
+  h._set_conj(t.is_conj());
+  h._set_neg(t.is_neg());
+  return h;
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -83,10 +89,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                   (self.is_cpu() && dst.is_cpu()),
               "vtpu cannot copy between ", self.device(), " and ", dst.device());
   vt_tensor d{}, s{};
-  const bool native = describe(dst, &d) && describe(self, &s);
+  // The kernels see bits, not the lazy conjugate/negative views.
+  const bool lazy = self.is_conj() || self.is_neg() || dst.is_conj() || dst.is_neg();
+  const bool native = !lazy && describe(dst, &d) && describe(self, &s);
   const bool src_tpu = self.device().type() == kTpu, dst_tpu = dst.device().type() == kTpu;
   if (!native) {
-    // dtypes the kernels do not know (complex...): copy on host aliases.
+    // dtypes the kernels do not know (complex...) and lazy views: copy on
+    // host aliases, where CPU's copy resolves the conjugate/negative bits.
     if (src_tpu) synchronize_device(device_index(self));
     if (dst_tpu) synchronize_device(device_index(dst));
     at::Tensor d_host = dst_tpu ? host_alias(dst) : dst;
@@ -165,6 +174,18 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 at::Tensor host_alias_of(const at::Tensor& t) { return host_alias(t); }
 
+// Copies resolve conjugate and negative views themselves (copy_from above).
+// Without this, PyTorch's Conjugate/Negative fallback would materialise the
+// source with clone(), which copies through _copy_from again, without end.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 // Mixed CPU/tpu arguments dispatch here (the tpu backend outranks CPU).
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
@@ -176,6 +197,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("unfold", at::native::unfold);  // a strided view (repeat uses it)
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("resize_", resize_);
   m.impl("_copy_from", copy_from);
