@@ -1,10 +1,13 @@
 """Real models on "tpu" with the CPU fallback forbidden: a GPT-style decoder
 (embedding, RMSNorm, rotary, SDPA with grouped-query heads, SwiGLU, tied
-head) training with AdamW, its greedy generation with a KV cache, and a small
-CNN (conv, batch and group norm, pooling, GELU, dropout) training with SGD.
-At HIGHEST precision their losses, parameters and tokens match CPU."""
+head) training with AdamW, its greedy generation with a KV cache, a vision
+transformer (patch conv, class token, nn.MultiheadAttention, LayerNorm, GELU)
+training with AdamW, and a small CNN (conv, batch and group norm, pooling,
+GELU, dropout) training with SGD. At HIGHEST precision their losses,
+parameters and tokens match CPU."""
 
 import copy
+import math
 
 import pytest
 import torch
@@ -12,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import vtpu
-from vtpu.models import GPT, GPTConfig, SmallCNN
+from vtpu.models import GPT, GPTConfig, SmallCNN, ViT
 
 CFG = GPTConfig(vocab=256, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, max_seq=64)
 
@@ -121,6 +124,53 @@ def test_cnn_training_step_native_and_matches_cpu():
             torch.testing.assert_close(bt.cpu(), bc, rtol=1e-3, atol=1e-4, msg=n)
         else:
             assert torch.equal(bt.cpu(), bc), n
+
+
+def train_vit(model, device, steps=3, autocast=None):
+    model = model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 3, 32, 32, generator=g).to(device)
+    y = torch.randint(0, 10, (8,), generator=g).to(device)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        with torch.autocast(device, dtype=autocast or torch.float32, enabled=autocast is not None):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, model
+
+
+def test_vit_training_step_native_and_matches_cpu():
+    torch.manual_seed(0)
+    base = ViT()
+    cpu_losses, cpu_model = train_vit(copy.deepcopy(base), "cpu")
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False), torch.tpu.precision("highest"):
+        tpu_losses, tpu_model = train_vit(copy.deepcopy(base), "tpu")
+    assert vtpu.fallback_report() == {}
+    for c, t in zip(cpu_losses, tpu_losses):
+        assert abs(c - t) <= 1e-4 * abs(c), (cpu_losses, tpu_losses)
+    assert tpu_losses[-1] < tpu_losses[0]
+    for (n, pc), pt in zip(cpu_model.named_parameters(), tpu_model.parameters()):
+        pc, pt = pc.detach(), pt.detach().cpu()
+        if n.endswith("in_proj_bias"):
+            # The key bias adds one constant to a whole row of scores, which
+            # softmax ignores: its true gradient is 0, and AdamW turns the
+            # rounding noise of either device into full-size steps. Compare
+            # the query and value biases.
+            pc, pt = pc.view(3, -1)[[0, 2]], pt.view(3, -1)[[0, 2]]
+        torch.testing.assert_close(pt, pc, rtol=1e-3, atol=1e-4, msg=n)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_vit_trains_with_dropout_under_autocast(dtype):
+    torch.manual_seed(0)
+    with vtpu.cpu_fallback(False):
+        losses, _ = train_vit(ViT(dropout=0.1), "tpu", steps=4, autocast=dtype)
+    assert all(math.isfinite(l) for l in losses) and losses[-1] < losses[0], losses
 
 
 def test_cnn_with_dropout_trains_natively():

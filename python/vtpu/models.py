@@ -1,6 +1,8 @@
 """Small reference models that exercise the op library the way real work
 does: a GPT-style decoder (embedding, RMSNorm, rotary positions, SDPA,
-SwiGLU MLP, tied head) with a KV cache for generation, and a small CNN.
+SwiGLU MLP, tied head) with a KV cache for generation, a vision transformer
+built like torchvision's (patch convolution, class token, learned positions,
+nn.MultiheadAttention, GELU MLP) and a small CNN.
 The demo, the tests and the benches use them; they are plain PyTorch and
 run on any device."""
 
@@ -162,3 +164,39 @@ class SmallCNN(nn.Module):
 
     def forward(self, x):
         return self.head(self.features(x))
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, dim, heads, mlp_dim, dropout):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = nn.MultiheadAttention(dim, heads, dropout=dropout, batch_first=True)
+        self.ln2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(mlp_dim, dim), nn.Dropout(dropout))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.drop(self.attn(h, h, h, need_weights=False)[0])
+        return x + self.mlp(self.ln2(x))
+
+
+class ViT(nn.Module):
+    """A vision transformer laid out as torchvision's vit_b_16, at a small size."""
+
+    def __init__(self, image=32, patch=8, dim=64, depth=2, heads=4, mlp_dim=128, classes=10, dropout=0.0):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.Sequential(*[ViTBlock(dim, heads, mlp_dim, dropout) for _ in range(depth)])
+        self.ln = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # (batch, patches, dim)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        x = self.ln(self.blocks(self.drop(x)))
+        return self.head(x[:, 0])
