@@ -1,4 +1,4 @@
-"""Native 2-D pooling and upsampling against CPU PyTorch: values, indices,
+"""Native 2-D pooling and 1-D/2-D upsampling against CPU PyTorch: values, indices,
 gradients, dtypes, channels-last and non-contiguous inputs, empty batches,
 errors; and that none of it falls back to the CPU."""
 
@@ -169,6 +169,31 @@ def test_upsample(dtype, layout, args):
     close(gt, gc, dtype)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize(
+    "args",
+    [
+        dict(scale_factor=2, mode="nearest"),
+        dict(size=11, mode="nearest"),
+        dict(scale_factor=1.7, mode="nearest"),
+        dict(size=13, mode="nearest-exact"),
+        dict(scale_factor=2, mode="linear", align_corners=False),
+        dict(scale_factor=2, mode="linear", align_corners=True),
+        dict(size=17, mode="linear", align_corners=False),
+        dict(size=3, mode="linear", align_corners=True),
+        dict(scale_factor=0.7, mode="linear", align_corners=False, recompute_scale_factor=False),
+    ],
+    ids=str,
+)
+def test_upsample_1d(dtype, args):
+    x = inputs((2, 3, 8), dtype, "contiguous")
+    yc, yt, gc, gt = run_both(lambda t: F.interpolate(t, **args), x)
+    close(yt, yc, dtype, exact=args["mode"].startswith("nearest"))
+    close(gt, gc, dtype)
+    yc, yt, gc, gt = run_both(lambda t: F.interpolate(t, **args), x.transpose(0, 1).contiguous().transpose(0, 1))
+    close(yt, yc, dtype, exact=args["mode"].startswith("nearest"))
+
+
 def test_errors_match_cpu():
     x = torch.randn(1, 2, 4, 4)
     t = x.to("tpu")
@@ -179,6 +204,9 @@ def test_errors_match_cpu():
         lambda a: F.max_pool2d(a.reshape(2, 16), 2),
         lambda a: F.adaptive_avg_pool2d(a, (1, 2, 3)),
         lambda a: F.interpolate(a, size=(0, 3)),
+        lambda a: F.interpolate(a[0], size=0),
+        lambda a: torch.ops.aten.upsample_nearest1d(a, [3]),
+        lambda a: torch.ops.aten.upsample_linear1d_backward(a[0], [3], [1, 2, 4], False),
     ]
     for f in cases:
         with pytest.raises(Exception) as ec:

@@ -130,6 +130,8 @@ typedef struct vt_f32_act_table {
     void (*gelu)(int64_t n, float *out, const float *x);
     void (*gelu_tanh)(int64_t n, float *out, const float *x);
     void (*silu_backward)(int64_t n, float *out, const float *g, const float *x);
+    void (*gelu_backward)(int64_t n, float *out, const float *g, const float *x);
+    void (*gelu_tanh_backward)(int64_t n, float *out, const float *g, const float *x);
     void (*addcmul)(int64_t n, float *out, const float *a, const float *b, const float *c, float v);
 } vt_f32_act_table;
 /* The active table (portable entries are NULL: the class kernels run). */
@@ -158,6 +160,13 @@ extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;
 extern const vt_f32_act_table vt_f32_act_avx512;
 #endif
+#if defined(__x86_64__)
+void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);
+void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
+#endif
+/* Test aid: make vt_convert's contiguous bf16 <-> f32 use the best path
+ * within mask; returns the VT_ISA_* bits chosen. */
+unsigned vt_convert_force_isa(unsigned mask);
 /* Test aid: make the elementwise kernels use the best path within mask
  * (VT_ISA_* bits, still limited to what the CPU has); returns the mask of
  * the path chosen. vt_elementwise_force_isa(vt_isa_active()) restores. */

@@ -211,3 +211,72 @@ TEST(kernels_fill) {
     CHECK(((uint8_t *)big.block)[100002] == 0xff && ((uint8_t *)big.block)[0] == 0xff);
     ht_free(&big);
 }
+
+/* Contiguous fills of every width: uniform bytes (memset) and patterns,
+ * lengths around the 4 KiB pattern block, with the bytes after untouched. */
+TEST(kernels_fill_contiguous_lengths) {
+    static const int64_t lens[] = {1, 2, 7, 511, 512, 1023, 1024, 1025, 2047, 2049, 4099, 70001};
+    for (int t = 0; t < VT_DTYPE_COUNT; t++) {
+        size_t es = vt_dtype_size((vt_dtype)t);
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            int64_t n = lens[l];
+            host_tensor buf = ht_1d((vt_dtype)t, n + 8);
+            memset(buf.block, 0x5a, (size_t)(n + 8) * es);
+            host_tensor head = buf;
+            head.t.sizes[0] = n;
+            for (int v = 0; v < 2; v++) {
+                double value = v ? 0.0 : -2.75;
+                CHECK_OK(vt_fill(&head.t, vt_scalar_from_double(value)));
+                host_tensor one = ht_new(VT_F64, 0, NULL), want = ht_new((vt_dtype)t, 0, NULL);
+                *(double *)one.block = value;
+                CHECK_OK(vt_ref_copy(&want.t, &one.t));
+                int bad = 0;
+                for (int64_t i = 0; i < n; i++) bad += memcmp((char *)buf.block + i * (int64_t)es, want.block, es) != 0;
+                CHECK_MSG(bad == 0, "dtype %d n %lld value %g: %d wrong", t, (long long)n, value, bad);
+                for (size_t b = 0; b < 8 * es; b++) CHECK(((unsigned char *)buf.block)[n * (int64_t)es + b] == 0x5a);
+                ht_free(&one); ht_free(&want);
+            }
+            ht_free(&buf);
+        }
+    }
+}
+
+/* vt_convert's contiguous bf16 <-> f32 paths (every ISA) against the scalar
+ * conversions: every bf16 value, and floats at ties, NaNs, infinities and
+ * random bits, at lengths that exercise the vector tails. */
+TEST(kernels_convert_bf16_paths) {
+    enum { N = 65536 + 37 };
+    uint16_t *h = malloc(N * 2), *h2 = malloc((N + 1) * 2);
+    float *f = malloc(N * 4), *f2 = malloc((N + 1) * 4);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)(i * 40503u);
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (uint32_t)next_u64();
+        if (i % 5 == 0) u = (u & 0xffff0000u) | 0x8000u; /* exact tie */
+        if (i % 97 == 0) u = 0x7f800001u + (u & 0x3fffff); /* signalling NaNs */
+        if (i % 101 == 0) u = 0xff800000u;
+        f[i] = u2f(u);
+    }
+    unsigned active = vt_isa_active();
+    unsigned masks[2] = {0, active};
+    for (int m = 0; m < 2; m++) {
+        vt_convert_force_isa(masks[m]);
+        static const int64_t lens[] = {N, 1, 15, 16, 17, 31, 33, 1000};
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            int64_t n = lens[l];
+            memset(f2, 0xee, (N + 1) * 4);
+            memset(h2, 0xee, (N + 1) * 2);
+            vt_convert(VT_BF16, h, 1, VT_F32, f2, 1, n);
+            vt_convert(VT_F32, f, 1, VT_BF16, h2, 1, n);
+            int bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                float want = vt_bf16_to_f32(h[i]);
+                bad += memcmp(&f2[i], &want, 4) != 0;
+                bad += h2[i] != vt_ref_f32_to_bf16(f[i]);
+            }
+            CHECK_MSG(bad == 0, "isa mask %x n %lld: %d wrong", masks[m], (long long)n, bad);
+            CHECK(h2[n] == 0xeeee && f2u(f2[n]) == 0xeeeeeeeeu);
+        }
+    }
+    vt_convert_force_isa(active);
+    free(h), free(h2), free(f), free(f2);
+}

@@ -14,7 +14,10 @@ static int unary_exact(vt_unary_op op) {
     default: return 1; /* the newer references evaluate the same formula in the class type */
     }
 }
-static int binary_exact(vt_binary_op op) { return op != VT_POW && op != VT_ATAN2 && op != VT_SILU_BACKWARD; }
+static int binary_exact(vt_binary_op op) {
+    return op != VT_POW && op != VT_ATAN2 && op != VT_SILU_BACKWARD && op != VT_GELU_BACKWARD &&
+           op != VT_GELU_TANH_BACKWARD;
+}
 static double inexact_tol(int is_gelu, vt_dtype compute);
 
 /* Relative tolerance of an inexact op: gelu's AVX-512 erf is PyTorch's
@@ -82,7 +85,10 @@ static void check_binary_p(vt_binary_op op, vt_dtype compute, host_tensor *out, 
     char what[128];
     snprintf(what, sizeof what, "%s compute=%s out=%s %s n=%lld", vt_binary_op_name(op), vt_dtype_name(compute),
              vt_dtype_name(out->t.dtype), layout, (long long)vt_tensor_numel(&out->t));
-    double tol = binary_exact(op) ? -1 : inexact_tol(op == VT_SILU_BACKWARD, compute);
+    double tol = binary_exact(op) ? -1
+                                  : inexact_tol(op == VT_SILU_BACKWARD || op == VT_GELU_BACKWARD ||
+                                                    op == VT_GELU_TANH_BACKWARD,
+                                                compute);
     if (op == VT_FMIN || op == VT_FMAX) tol = 0; /* equal values: C leaves fmin(0, -0)'s sign open */
     CHECK(ht_compare(what, &out->t, &ref.t, tol) == 0);
     ht_free(&ref);
@@ -524,6 +530,33 @@ TEST(kernels_activation_isa_paths) {
         CHECK_OK(vt_binary(VT_SILU_BACKWARD, &o2.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
         /* 1 + x (1 - sigmoid) cancels near x = -1.28: an ulp of sigmoid is 1e-7 absolute */
         CHECK(ht_compare("silu_backward", &o2.t, &o1.t, inexact_tol(1, VT_F32)) == 0);
+        /* gelu backward, dy (cdf + x pdf): the vector erf is PyTorch's
+         * Abramowitz-Stegun form, 1.5e-7 absolute, which shows relative to
+         * a small cdf + x pdf (x near -0.75, or x < -4): bound the error by
+         * |dy| as well as by the result. */
+        const vt_binary_op bops[] = {VT_GELU_BACKWARD, VT_GELU_TANH_BACKWARD};
+        for (size_t u = 0; u < 2; u++) {
+            vt_elementwise_force_isa(0);
+            CHECK_OK(vt_binary(bops[u], &o1.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
+            vt_elementwise_force_isa(VT_ISA_AVX512 | VT_ISA_AVX2);
+            CHECK_OK(vt_binary(bops[u], &o2.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
+            const float *r1 = (const float *)o1.block + 1, *r2 = (const float *)o2.block + 1;
+            const float *dy = (const float *)a.block + 1;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double x1 = r1[i], x2 = r2[i];
+                if (x1 == x2) continue;
+                if (isnan(x1) || isnan(x2)) {
+                    bad += !(isnan(x1) && isnan(x2));
+                    continue;
+                }
+                double bound = 1e-3 * fmax(fabs(x1), fabs(x2)) + 1e-6 * fabs((double)dy[i]) + 1e-30;
+                if (!(fabs(x1 - x2) <= bound) && bad++ < 3)
+                    CHECK_MSG(0, "%s n=%lld element %lld: %.9g vs %.9g (dy %.9g)", vt_binary_op_name(bops[u]),
+                              (long long)n, (long long)i, x2, x1, dy[i]);
+            }
+            CHECK(bad == 0);
+        }
         vt_elementwise_force_isa(0);
         CHECK_OK(vt_ternary(VT_ADDCMUL, &o1.t, &a.t, &b.t, &c.t, VT_F32, vt_scalar_from_double(0.3)));
         vt_elementwise_force_isa(VT_ISA_AVX512 | VT_ISA_AVX2);

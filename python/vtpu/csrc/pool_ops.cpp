@@ -228,9 +228,67 @@ at::Tensor upsample_backward(vt_upsample_mode mode, const char* name, const at::
   return gi;
 }
 
+// 1-d upsampling is the 2-d kernel on a height of 1 (one source row, weight 0).
+at::Tensor upsample1d(vt_upsample_mode mode, const char* name, const at::Tensor& self, c10::SymIntArrayRef osym,
+                      bool align, std::optional<double> scale) {
+  const auto osz = C10_AS_INTARRAYREF_SLOW(osym);
+  TORCH_CHECK(osz.size() == 1, "It is expected output_size equals to 1, but got size ", osz.size());
+  TORCH_CHECK(self.dim() == 3, "It is expected input_size equals to 3, but got size ", self.dim());
+  TORCH_CHECK(self.size(2) > 0 && osz[0] > 0,
+              "Input and output sizes should be greater than 0, but got input (W: ", self.size(2),
+              ") output (W: ", osz[0], ")");
+  TORCH_CHECK(self.numel() != 0 || self.size(1) != 0,
+              "Non-empty 3D data tensor expected but got a tensor with sizes ", self.sizes());
+  at::Tensor out = at::empty({self.size(0), self.size(1), osz[0]}, self.options());
+  if (out.numel() == 0) return out;
+  const vt_tensor o = desc4(out.unsqueeze(2), name), x = desc4(self.unsqueeze(2), name);
+  check(vt_op_upsample2d(device_index(self), name, mode, &o, &x, align, 0.0, scale_or_none(scale)), name);
+  return out;
+}
+
+at::Tensor upsample1d_backward(vt_upsample_mode mode, const char* name, const at::Tensor& grad,
+                               c10::SymIntArrayRef osym, c10::SymIntArrayRef isym, bool align,
+                               std::optional<double> scale) {
+  const auto osz = C10_AS_INTARRAYREF_SLOW(osym);
+  const auto isz = C10_AS_INTARRAYREF_SLOW(isym);
+  TORCH_CHECK(osz.size() == 1 && isz.size() == 3, name, ": expected a 1-element output_size and a 3-element input_size");
+  const int64_t want[3] = {isz[0], isz[1], osz[0]};
+  TORCH_CHECK(grad.dim() == 3, "Expected grad_output to be a tensor of dimension 3 but got: dimension ", grad.dim());
+  for (int i = 0; i < 3; i++)
+    TORCH_CHECK(grad.size(i) == want[i], "Expected grad_output to have the same shape as output;",
+                " output.size(", i, ") = ", want[i], " but got grad_output.size(", i, ") = ", grad.size(i));
+  at::Tensor gi = at::empty(isz, grad.options());
+  if (gi.numel() == 0) return gi;
+  const vt_tensor a = desc4(gi.unsqueeze(2), name), b = desc4(grad.unsqueeze(2), name);
+  check(vt_op_upsample2d_backward(device_index(grad), name, mode, &a, &b, align, 0.0, scale_or_none(scale)), name);
+  return gi;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("upsample_nearest1d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> sc) {
+    return upsample1d(VT_UPSAMPLE_NEAREST, "aten::upsample_nearest1d", s, o, false, sc);
+  });
+  m.impl("upsample_nearest1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
+                                           std::optional<double> sc) {
+    return upsample1d_backward(VT_UPSAMPLE_NEAREST, "aten::upsample_nearest1d_backward", g, o, i, false, sc);
+  });
+  m.impl("_upsample_nearest_exact1d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> sc) {
+    return upsample1d(VT_UPSAMPLE_NEAREST_EXACT, "aten::_upsample_nearest_exact1d", s, o, false, sc);
+  });
+  m.impl("_upsample_nearest_exact1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o,
+                                                  c10::SymIntArrayRef i, std::optional<double> sc) {
+    return upsample1d_backward(VT_UPSAMPLE_NEAREST_EXACT, "aten::_upsample_nearest_exact1d_backward", g, o, i,
+                               false, sc);
+  });
+  m.impl("upsample_linear1d", [](const at::Tensor& s, c10::SymIntArrayRef o, bool a, std::optional<double> sc) {
+    return upsample1d(VT_UPSAMPLE_BILINEAR, "aten::upsample_linear1d", s, o, a, sc);
+  });
+  m.impl("upsample_linear1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool a,
+                                          std::optional<double> sc) {
+    return upsample1d_backward(VT_UPSAMPLE_BILINEAR, "aten::upsample_linear1d_backward", g, o, i, a, sc);
+  });
   m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
   m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
   m.impl("avg_pool2d", avg_pool2d);

@@ -1,6 +1,8 @@
 /* copy.c — dtype conversion with PyTorch's casting rules, the strided
  * iterator every elementwise driver walks, and the copy / fill kernels built
  * on them. */
+#include <stdatomic.h>
+
 #include "internal.h"
 
 /* ------------------------------------------------------------ conversions
@@ -123,9 +125,65 @@ static void copy_same(size_t es, const void *src, int64_t ss, void *dst, int64_t
     }
 }
 
+/* Contiguous bf16 <-> f32, the conversions every bf16 kernel stages through:
+ * per-ISA versions, chosen once. */
+typedef struct bf16_cvt {
+    void (*to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*from_f32)(const float *src, uint16_t *dst, int64_t n);
+} bf16_cvt;
+
+static void bf16_f32_portable(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = vt_bf16_to_f32(src[i]);
+}
+static void f32_bf16_portable(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = vt_f32_to_bf16(src[i]);
+}
+
+static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable};
+#if defined(__x86_64__)
+static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512};
+#endif
+static _Atomic(const bf16_cvt *) bf16_active;
+
+static const bf16_cvt *bf16_within(unsigned mask) {
+#if defined(__x86_64__)
+    if (mask & vt_isa_available() & VT_ISA_AVX512) return &bf16_avx512;
+#endif
+    (void)mask;
+    return &bf16_portable;
+}
+
+static inline const bf16_cvt *bf16_table(void) {
+    const bf16_cvt *t = atomic_load_explicit(&bf16_active, memory_order_acquire);
+    if (!t) {
+        t = bf16_within(vt_isa_active());
+        atomic_store_explicit(&bf16_active, t, memory_order_release);
+    }
+    return t;
+}
+
+unsigned vt_convert_force_isa(unsigned mask) {
+    const bf16_cvt *t = bf16_within(mask);
+    atomic_store_explicit(&bf16_active, t, memory_order_release);
+#if defined(__x86_64__)
+    if (t == &bf16_avx512) return VT_ISA_AVX512;
+#endif
+    return 0;
+}
+
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,
                 int64_t n) {
     if (n <= 0) return;
+    if (src_stride == 1 && dst_stride == 1) {
+        if (from == VT_BF16 && to == VT_F32) {
+            bf16_table()->to_f32(src, dst, n);
+            return;
+        }
+        if (from == VT_F32 && to == VT_BF16) {
+            bf16_table()->from_f32(src, dst, n);
+            return;
+        }
+    }
     if (from == to)
         copy_same(vt_dtype_size(from), src, src_stride, dst, dst_stride, n);
     else
@@ -257,11 +315,27 @@ typedef struct fill_ctx {
     unsigned char value[8];
 } fill_ctx;
 
+/* A contiguous run: memset when every byte of the value is the same (0,
+ * -1, bools), else a 4 KiB pattern block copied out (the copies read L1). */
+static void fill_contiguous(char *dst, const unsigned char *value, size_t es, int64_t n) {
+    size_t bytes = (size_t)n * es;
+    int uniform = 1;
+    for (size_t k = 1; k < es; k++) uniform &= value[k] == value[0];
+    if (uniform) {
+        memset(dst, value[0], bytes);
+        return;
+    }
+    _Alignas(64) unsigned char block[4096];
+    size_t bs = bytes < sizeof block ? bytes : sizeof block;
+    for (size_t k = 0; k < bs; k += es) memcpy(block + k, value, es);
+    for (size_t off = 0; off < bytes; off += bs) memcpy(dst + off, block, bytes - off < bs ? bytes - off : bs);
+}
+
 static void fill_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
     fill_ctx *c = vctx;
     size_t es = c->it.elsize[0];
-    if (s[0] == 1 && es == 1) {
-        memset(p[0], c->value[0], (size_t)n);
+    if (s[0] == 1) {
+        fill_contiguous(p[0], c->value, es, n);
         return;
     }
     /* Broadcast the one converted element with the same-dtype copier. */

@@ -123,6 +123,30 @@ static inline __m512 silu_bw512(__m512 dy, __m512 x) {
     return _mm512_mul_ps(_mm512_mul_ps(dy, s), _mm512_add_ps(one, _mm512_mul_ps(x, _mm512_sub_ps(one, s))));
 }
 
+/* PyTorch's gelu_backward: dy * (cdf + x * pdf). */
+static inline __m512 gelu_bw512(__m512 dy, __m512 x) {
+    const __m512 half = _mm512_set1_ps(0.5f);
+    __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                                   erf512(_mm512_mul_ps(x, _mm512_set1_ps(0.707106781186547524f)))));
+    __m512 pdf = _mm512_mul_ps(_mm512_set1_ps((float)(1.12837916709551257390 * 0.707106781186547524400844362104849039 * 0.5)),
+                               exp512(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f))));
+    return _mm512_mul_ps(dy, _mm512_fmadd_ps(x, pdf, cdf));
+}
+
+static inline __m512 gelu_tanh_bw512(__m512 dy, __m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 beta = _mm512_set1_ps((float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5));
+    const __m512 kappa = _mm512_set1_ps(0.044715f);
+    __m512 x_sq = _mm512_mul_ps(x, x), x_cube = _mm512_mul_ps(x_sq, x);
+    __m512 th = tanh512(_mm512_mul_ps(beta, _mm512_add_ps(x, _mm512_mul_ps(kappa, x_cube))));
+    __m512 left = _mm512_mul_ps(half, x), right = _mm512_add_ps(one, th);
+    __m512 left_d = _mm512_mul_ps(half, right);
+    __m512 tanh_d = _mm512_sub_ps(one, _mm512_mul_ps(th, th));
+    __m512 inner_d = _mm512_mul_ps(beta, _mm512_add_ps(one, _mm512_mul_ps(_mm512_set1_ps(3.0f), _mm512_mul_ps(kappa, x_sq))));
+    __m512 right_d = _mm512_mul_ps(_mm512_mul_ps(left, tanh_d), inner_d);
+    return _mm512_mul_ps(dy, _mm512_add_ps(left_d, right_d));
+}
+
 /* Streaming stores once the output is 64-byte aligned and large. */
 #define ACT_LOOP(n, out, EXPR_OF_I)                                                                            \
     do {                                                                                                       \
@@ -168,6 +192,16 @@ static void silu_bw_avx512(int64_t n, float *out, const float *g, const float *x
     ACT_LOOP(n, out, E);
 #undef E
 }
+static void gelu_bw_avx512(int64_t n, float *out, const float *g, const float *x) {
+#define E(m) gelu_bw512(LD(g, m), LD(x, m))
+    ACT_LOOP(n, out, E);
+#undef E
+}
+static void gelu_tanh_bw_avx512(int64_t n, float *out, const float *g, const float *x) {
+#define E(m) gelu_tanh_bw512(LD(g, m), LD(x, m))
+    ACT_LOOP(n, out, E);
+#undef E
+}
 static void addcmul_avx512(int64_t n, float *out, const float *a, const float *b, const float *c, float v) {
     const __m512 vv = _mm512_set1_ps(v);
 #define E(m) _mm512_add_ps(LD(a, m), _mm512_mul_ps(_mm512_mul_ps(vv, LD(b, m)), LD(c, m)))
@@ -175,5 +209,5 @@ static void addcmul_avx512(int64_t n, float *out, const float *a, const float *b
 #undef E
 }
 
-const vt_f32_act_table vt_f32_act_avx512 = {silu_avx512, gelu_avx512, gelu_tanh_avx512, silu_bw_avx512,
-                                            addcmul_avx512};
+const vt_f32_act_table vt_f32_act_avx512 = {silu_avx512,    gelu_avx512,         gelu_tanh_avx512, silu_bw_avx512,
+                                            gelu_bw_avx512, gelu_tanh_bw_avx512, addcmul_avx512};

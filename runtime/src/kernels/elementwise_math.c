@@ -288,7 +288,7 @@ DEFINE_MATH_CLASS(dbl, double, erfinv_d, digamma_d, lgamma_d)
 
 /* ------------------------------------------------------------ f32 ISA dispatch */
 
-static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL};
+static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 static _Atomic(const vt_f32_act_table *) act_active;
 static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
@@ -329,14 +329,19 @@ F32_ACT_UNARY(silu, flt_silu)
 F32_ACT_UNARY(gelu, flt_gelu)
 F32_ACT_UNARY(gelu_tanh, flt_gelu_tanh)
 
-static int f32a_silu_bw(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs, const void *p) {
-    const vt_f32_act_table *t = vt_f32_act();
-    if (t->silu_backward && as && bs) {
-        t->silu_backward(n, o, a, b);
-        return 0;
+#define F32_ACT_BINARY(NAME, FIELD, FALLBACK)                                                                 \
+    static int f32a_##NAME(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,            \
+                           const void *p) {                                                                     \
+        const vt_f32_act_table *t = vt_f32_act();                                                              \
+        if (t->FIELD && as && bs) {                                                                            \
+            t->FIELD(n, o, a, b);                                                                              \
+            return 0;                                                                                          \
+        }                                                                                                      \
+        return FALLBACK(n, o, a, as, b, bs, p);                                                                \
     }
-    return flt_silu_bw(n, o, a, as, b, bs, p);
-}
+F32_ACT_BINARY(silu_bw, silu_backward, flt_silu_bw)
+F32_ACT_BINARY(gelu_bw, gelu_backward, flt_gelu_bw)
+F32_ACT_BINARY(gelu_tanh_bw, gelu_tanh_backward, flt_gelu_tanh_bw)
 
 static int f32a_addcmul(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs, const void *c,
                         int64_t cs, const void *p) {
@@ -387,10 +392,10 @@ const vt_unary_ukernel vt_math_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT]
                       [VT_SIGNBIT] = int_signbit},
 };
 
-#define MATH_BINARY_ROW(P, SILU_BW)                                                                            \
+#define MATH_BINARY_ROW(P, SILU_BW, GELU_BW, GELU_TANH_BW)                                                     \
     {                                                                                                          \
-        [VT_SILU_BACKWARD] = SILU_BW, [VT_GELU_BACKWARD] = P##_gelu_bw,                                        \
-        [VT_GELU_TANH_BACKWARD] = P##_gelu_tanh_bw, [VT_MISH_BACKWARD] = P##_mish_bw,                          \
+        [VT_SILU_BACKWARD] = SILU_BW, [VT_GELU_BACKWARD] = GELU_BW,                                            \
+        [VT_GELU_TANH_BACKWARD] = GELU_TANH_BW, [VT_MISH_BACKWARD] = P##_mish_bw,                              \
         [VT_SOFTPLUS_BACKWARD] = P##_softplus_bw, [VT_ELU_BACKWARD] = P##_elu_bw,                              \
         [VT_LEAKY_RELU_BACKWARD] = P##_leaky_relu_bw, [VT_HARDTANH_BACKWARD] = P##_hardtanh_bw,                \
         [VT_HARDSIGMOID_BACKWARD] = P##_hardsigmoid_bw, [VT_HARDSWISH_BACKWARD] = P##_hardswish_bw,            \
@@ -402,8 +407,8 @@ const vt_unary_ukernel vt_math_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT]
     }
 
 const vt_binary_ukernel vt_math_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT] = {
-    [VT_CLASS_FLOAT] = MATH_BINARY_ROW(flt, f32a_silu_bw),
-    [VT_CLASS_DOUBLE] = MATH_BINARY_ROW(dbl, dbl_silu_bw),
+    [VT_CLASS_FLOAT] = MATH_BINARY_ROW(flt, f32a_silu_bw, f32a_gelu_bw, f32a_gelu_tanh_bw),
+    [VT_CLASS_DOUBLE] = MATH_BINARY_ROW(dbl, dbl_silu_bw, dbl_gelu_bw, dbl_gelu_tanh_bw),
     [VT_CLASS_INT] = {[VT_FMIN] = int_fmin, [VT_FMAX] = int_fmax, [VT_HEAVISIDE] = int_heaviside,
                       [VT_SHIFT_LEFT] = int_shl, [VT_SHIFT_RIGHT] = int_shr, [VT_CLAMP_MIN] = int_clamp_min,
                       [VT_CLAMP_MAX] = int_clamp_max},
