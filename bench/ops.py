@@ -1,0 +1,83 @@
+"""Op library speed: common model ops on "tpu" (Strict, DEFAULT precision)
+against PyTorch CPU eager, float32 and bfloat16, forward and forward+backward,
+in one run. Prints each op's time and the ratio cpu / tpu (> 1: tpu faster).
+Goal: no op below 1.0x.
+
+Run: python bench/ops.py [filter]   (filter: substring of the op names)"""
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import vtpu  # noqa: F401
+from common import best_time, save
+
+B, T, D, V = 8, 256, 512, 8192  # a GPT step's activations: (B*T, D) rows, vocab V
+
+
+def cases(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B * T, D, generator=g).to(dtype)
+    scores = torch.randn(B * 8, T, T, generator=g).to(dtype)
+    logits = torch.randn(B * T // 4, V, generator=g).to(dtype)
+    tgt = torch.randint(0, V, (B * T // 4,), generator=g)
+    w = torch.randn(D, generator=g).to(dtype)
+    emb = torch.randn(V, D, generator=g).to(dtype)
+    idx = torch.randint(0, V, (B * T,), generator=g)
+    img = torch.randn(16, 64, 32, 32, generator=g).to(dtype)
+    return [
+        ("softmax", lambda s: F.softmax(s, -1), [scores]),
+        ("log_softmax", lambda s: F.log_softmax(s, -1), [scores]),
+        ("cross_entropy", lambda z, t: F.cross_entropy(z, t), [logits, tgt]),
+        ("layer_norm", lambda a, b: F.layer_norm(a, (D,), b, b), [x, w]),
+        ("rms_norm", lambda a, b: F.rms_norm(a, (D,), b), [x, w]),
+        ("gelu", F.gelu, [x]),
+        ("silu", F.silu, [x]),
+        ("add", torch.add, [x, x]),
+        ("sum(dim=-1)", lambda a: a.sum(-1), [x]),
+        ("embedding", lambda i, e: F.embedding(i, e), [idx, emb]),
+        ("max_pool2d", lambda a: F.max_pool2d(a, 2), [img]),
+        ("batch_norm", lambda a: F.batch_norm(a, None, None, training=True), [img]),
+    ]
+
+
+def timed(fn, args, backward, device):
+    args = [a.to(device) for a in args]
+    leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
+
+    def run():
+        out = fn(*leaves)
+        if backward:
+            out.backward(torch.ones_like(out))
+        if device == "tpu":
+            torch.tpu.synchronize()
+
+    return best_time(run, repeat=5, warmup=2)
+
+
+def main():
+    pattern = sys.argv[1] if len(sys.argv) > 1 else ""
+    rows, record = [], {}
+    print(f"{'op':<16} {'dtype':<9} {'pass':<8} {'cpu ms':>9} {'tpu ms':>9} {'cpu/tpu':>8}")
+    for dtype in (torch.float32, torch.bfloat16):
+        for name, fn, args in cases(dtype):
+            if pattern not in name:
+                continue
+            for backward in (False, True):
+                if backward and not any(a.is_floating_point() for a in args):
+                    continue
+                c = timed(fn, args, backward, "cpu")
+                t = timed(fn, args, backward, "tpu")
+                what = "fwd+bwd" if backward else "fwd"
+                dt = str(dtype).replace("torch.", "")
+                print(f"{name:<16} {dt:<9} {what:<8} {c * 1e3:9.3f} {t * 1e3:9.3f} {c / t:7.2f}x")
+                rows.append(c / t)
+                record[f"{name} {dt} {what}"] = {"cpu_s": c, "tpu_s": t, "ratio": c / t}
+    if rows:
+        print(f"slowest ratio {min(rows):.2f}x, geometric mean {torch.tensor(rows).log().mean().exp():.2f}x")
+    save("ops", {"cases": record})
+
+
+if __name__ == "__main__":
+    main()
