@@ -44,6 +44,7 @@ bench: install
 	$(VPY) bench/overhead.py
 	$(VPY) bench/elementwise.py
 	$(VPY) bench/matmul.py
+	$(VPY) bench/ops.py
 	$(VPY) bench/attention.py
 	$(VPY) bench/gpt_step.py
 
