@@ -2,7 +2,9 @@
 python/vtpu/models.py — 6 layers, d_model 512, 8 heads, seq 256, batch 8 —
 on "tpu" in Strict eager mode at DEFAULT precision, against the same step on
 CPU PyTorch eager (float32) and CPU Inductor, in one run.
-Target (issue 4): tpu >= 1.0x CPU eager (goal 2x)."""
+Target (issue 4): tpu >= 1.0x CPU eager (goal 2x).
+
+Run: python bench/gpt_step.py [steps] [--no-inductor]"""
 
 import copy
 import sys
@@ -48,7 +50,8 @@ def timed(step, device, n):
 
 def main():
     warnings.simplefilter("ignore")
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    counts = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(counts[0]) if counts else 3
     torch.manual_seed(0)
     base = GPT(CFG)
     cpu = timed(step_fn(copy.deepcopy(base), "cpu"), "cpu", n)

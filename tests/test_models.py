@@ -92,20 +92,26 @@ def test_gpt_generation_uses_the_cache():
     torch.testing.assert_close(last[:, 0].cpu(), full[:, 11].cpu(), rtol=1e-4, atol=1e-4)
 
 
-def train_cnn(model, device, steps=2):
+def train_classifier(model, device, opt, image, seed, steps, autocast=None):
+    """steps of cross-entropy training on one fixed batch of 8 random images."""
     model = model.to(device).train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    g = torch.Generator().manual_seed(4)
-    x = torch.randn(8, 3, 16, 16, generator=g).to(device)
+    opt = opt(model.parameters())
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(8, 3, image, image, generator=g).to(device)
     y = torch.randint(0, 10, (8,), generator=g).to(device)
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast(device, dtype=autocast or torch.float32, enabled=autocast is not None):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
     return losses, model
+
+
+def train_cnn(model, device, steps=2):
+    return train_classifier(model, device, lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9), 16, 4, steps)
 
 
 def test_cnn_training_step_native_and_matches_cpu():
@@ -127,20 +133,8 @@ def test_cnn_training_step_native_and_matches_cpu():
 
 
 def train_vit(model, device, steps=3, autocast=None):
-    model = model.to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
-    g = torch.Generator().manual_seed(5)
-    x = torch.randn(8, 3, 32, 32, generator=g).to(device)
-    y = torch.randint(0, 10, (8,), generator=g).to(device)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        with torch.autocast(device, dtype=autocast or torch.float32, enabled=autocast is not None):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses, model
+    return train_classifier(model, device, lambda p: torch.optim.AdamW(p, lr=3e-3, weight_decay=0.05), 32, 5, steps,
+                            autocast)
 
 
 def test_vit_training_step_native_and_matches_cpu():

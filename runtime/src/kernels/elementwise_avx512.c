@@ -172,36 +172,27 @@ static inline __m512 gelu_tanh_bw512(__m512 dy, __m512 x) {
 
 #define LD(p, m) _mm512_maskz_loadu_ps((m), (p) + i)
 
-static void silu_avx512(int64_t n, float *out, const float *x) {
-#define E(m) silu512(LD(x, m))
-    ACT_LOOP(n, out, E);
-#undef E
-}
-static void gelu_avx512(int64_t n, float *out, const float *x) {
-#define E(m) gelu512(LD(x, m))
-    ACT_LOOP(n, out, E);
-#undef E
-}
-static void gelu_tanh_avx512(int64_t n, float *out, const float *x) {
-#define E(m) gelu_tanh512(LD(x, m))
-    ACT_LOOP(n, out, E);
-#undef E
-}
-static void silu_bw_avx512(int64_t n, float *out, const float *g, const float *x) {
-#define E(m) silu_bw512(LD(g, m), LD(x, m))
-    ACT_LOOP(n, out, E);
-#undef E
-}
-static void gelu_bw_avx512(int64_t n, float *out, const float *g, const float *x) {
-#define E(m) gelu_bw512(LD(g, m), LD(x, m))
-    ACT_LOOP(n, out, E);
-#undef E
-}
-static void gelu_tanh_bw_avx512(int64_t n, float *out, const float *g, const float *x) {
-#define E(m) gelu_tanh_bw512(LD(g, m), LD(x, m))
-    ACT_LOOP(n, out, E);
-#undef E
-}
+/* One loop per activation: E(m) is the vector expression for mask m. */
+#define ACT_UNARY(NAME, F)                                                                                     \
+    static void NAME(int64_t n, float *out, const float *x) {                                                  \
+        ACT_LOOP(n, out, F##_E1);                                                                               \
+    }
+#define ACT_BINARY(NAME, F)                                                                                    \
+    static void NAME(int64_t n, float *out, const float *g, const float *x) {                                  \
+        ACT_LOOP(n, out, F##_E2);                                                                               \
+    }
+#define silu512_E1(m) silu512(LD(x, m))
+#define gelu512_E1(m) gelu512(LD(x, m))
+#define gelu_tanh512_E1(m) gelu_tanh512(LD(x, m))
+#define silu_bw512_E2(m) silu_bw512(LD(g, m), LD(x, m))
+#define gelu_bw512_E2(m) gelu_bw512(LD(g, m), LD(x, m))
+#define gelu_tanh_bw512_E2(m) gelu_tanh_bw512(LD(g, m), LD(x, m))
+ACT_UNARY(silu_avx512, silu512)
+ACT_UNARY(gelu_avx512, gelu512)
+ACT_UNARY(gelu_tanh_avx512, gelu_tanh512)
+ACT_BINARY(silu_bw_avx512, silu_bw512)
+ACT_BINARY(gelu_bw_avx512, gelu_bw512)
+ACT_BINARY(gelu_tanh_bw_avx512, gelu_tanh_bw512)
 static void addcmul_avx512(int64_t n, float *out, const float *a, const float *b, const float *c, float v) {
     const __m512 vv = _mm512_set1_ps(v);
 #define E(m) _mm512_add_ps(LD(a, m), _mm512_mul_ps(_mm512_mul_ps(vv, LD(b, m)), LD(c, m)))
