@@ -17,19 +17,7 @@
         const T al = *(const T *)al_;                                                                          \
         int err = 0;                                                                                           \
         (void)al;                                                                                              \
-        if (as && bs) {                                                                                        \
-            VLOOP(n, { T x = a[i], y = b[i]; out[i] = (O)(EXPR); });                                           \
-        } else if (bs) {                                                                                       \
-            const T x = a[0];                                                                                  \
-            VLOOP(n, { T y = b[i]; out[i] = (O)(EXPR); });                                                     \
-        } else if (as) {                                                                                       \
-            const T y = b[0];                                                                                  \
-            VLOOP(n, { T x = a[i]; out[i] = (O)(EXPR); });                                                     \
-        } else {                                                                                               \
-            const T x = a[0], y = b[0];                                                                        \
-            const O r = (O)(EXPR);                                                                             \
-            for (int64_t i = 0; i < n; i++) out[i] = r;                                                        \
-        }                                                                                                      \
+        BIN_WALK(n, T, O, out, a, as, b, bs, EXPR);                                                            \
         return err;                                                                                            \
     }
 
