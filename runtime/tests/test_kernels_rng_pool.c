@@ -123,7 +123,8 @@ static void cover(void *vctx, int64_t b, int64_t e) {
     cover_ctx *c = vctx;
     atomic_fetch_add(&c->calls, 1);
     if (e - b < c->grain) atomic_store(&c->small_chunk, 1);
-    for (int64_t i = b; i < e; i++) c->seen[i]++;
+    if (c->seen)
+        for (int64_t i = b; i < e; i++) c->seen[i]++;
     atomic_fetch_add(&c->sum, e - b);
 }
 
@@ -159,10 +160,9 @@ TEST(kernels_pool_parallel_for) {
     atomic_init(&c.calls, 0);
     atomic_init(&c.small_chunk, 0);
     c.grain = 0;
-    c.seen = calloc(1000, 1);
+    c.seen = NULL; /* every chunk covers [0, its length): only the count is checked */
     vt_parallel_for(1000, 1, nested, &c); /* each chunk re-enters with its length */
     CHECK(atomic_load(&c.sum) == 1000);
-    free(c.seen);
     vt_parallel_for(0, 1, cover, &c); /* nothing to do */
     /* Many back-to-back small jobs exercise the spin / sleep hand-off. */
     for (int r = 0; r < 2000; r++) {
