@@ -137,6 +137,7 @@ def test_defer_and_fuse_request_warns_and_runs_strict():
 
     code = "import torch\nprint((torch.ones(3, device='tpu') * 2).sum().item())\n"
     env = dict(os.environ, TPU_DEFER_AND_FUSE="1")
+    env.pop("TPU_LAUNCH_BLOCKING", None)  # Debug would win over the request
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "6.0"
