@@ -1,8 +1,14 @@
 """Shared fixtures: every test starts with the tpu device in its default
-state (Strict mode, CPU fallback allowed, queue drained)."""
+state (Strict mode, CPU fallback allowed, queue drained). The suite runs
+with two devices (VTPU_NUM_DEVICES, unless set), so cross-device work is
+tested everywhere; tensors default to tpu:0."""
 
-import pytest
-import torch
+import os
+
+os.environ.setdefault("VTPU_NUM_DEVICES", "2")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import vtpu
 
@@ -31,9 +37,20 @@ def make(shape, dtype, seed=0, low=-100, high=100):
     return torch.randint(max(low, info.min), min(high, info.max) + 1, shape, generator=g, dtype=dtype)
 
 
+NUM_DEVICES = int(os.environ["VTPU_NUM_DEVICES"])
+
+
 @pytest.fixture(autouse=True)
 def _clean_device_state():
     vtpu.set_eager_mode("strict")
     vtpu.set_cpu_fallback(True)
     yield
-    torch.tpu.synchronize()
+    for d in range(torch.tpu.device_count()):
+        torch.tpu.synchronize(d)
+
+
+@pytest.fixture(params=["strict", "debug"])
+def mode(request):
+    """Run the test in Strict and in Debug (TPU_LAUNCH_BLOCKING) eager mode."""
+    with vtpu.eager_mode(request.param):
+        yield request.param

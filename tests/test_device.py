@@ -45,14 +45,15 @@ def test_chip_selection_and_devices():
 
 
 def test_torch_tpu_module():
-    assert torch.tpu.is_available() and torch.tpu.device_count() == 1
+    n = int(os.environ["VTPU_NUM_DEVICES"])  # conftest: 2 unless set
+    assert torch.tpu.is_available() and torch.tpu.device_count() == n
     assert torch.tpu.current_device() == 0
     torch.tpu.set_device(0)
     p = torch.tpu.get_device_properties(0)
     assert p.chip == "v6e" and p.mxu_shape == (256, 256) and p.total_memory > 0
     assert torch.bfloat16 in torch.tpu.get_amp_supported_dtype()
     assert torch.accelerator.current_accelerator().type == "tpu"
-    assert torch.accelerator.device_count() == 1
+    assert torch.accelerator.device_count() == n
     torch.accelerator.synchronize()
     info = vtpu.info()
     assert info["chip"] == "v6e" and info["isa_path"] in ("amx", "avx512bf16", "avx512", "avx2", "neon", "scalar")
@@ -62,10 +63,26 @@ def test_out_of_range_device_index():
     with pytest.raises(RuntimeError, match="Invalid device index"):
         torch.ones(2, device="tpu:5")
     with pytest.raises(RuntimeError, match="Invalid device index"):
-        torch.tpu.set_device(5)
-    with pytest.raises(RuntimeError, match="Invalid device index"):
         torch.ones(2).to("tpu:3")
     assert torch.ones(2, device="tpu:0").sum().item() == 2.0
+
+
+def test_set_device_errors_as_torchtpu():
+    n = torch.tpu.device_count()
+    # one type and message, whichever API sets the device
+    for set_index in (torch.tpu.set_device, torch.accelerator.set_device_index, lambda i: torch.tpu.set_device(f"tpu:{i}")):
+        with pytest.raises(ValueError, match=f"Cannot set TPU device to index {n}: vtpu has {n} device"):
+            set_index(n)
+    with pytest.raises(ValueError, match="Cannot set TPU device to index -1"):
+        torch.tpu.set_device(-1)
+    with pytest.raises(ValueError, match="Invalid device string 'cpu'"):
+        torch.tpu.set_device("cpu")
+    with pytest.raises(ValueError, match="Invalid device string 'bogus'"):
+        torch.tpu.set_device("bogus")
+    assert torch.tpu.current_device() == 0  # nothing changed
+    torch.tpu.set_device(n - 1)
+    assert torch.tpu.current_device() == n - 1 and torch.ones(1, device="tpu").device.index == n - 1
+    torch.tpu.set_device(0)
 
 
 def test_generated_methods_and_storage():

@@ -300,12 +300,20 @@ BAD = [
     ("index_select", lambda t, i: t.index_select(0, i)),
     ("embedding", lambda t, i: F.embedding(i, t)),
     ("gather", lambda t, i: t.gather(0, i.view(-1, 1).expand(-1, 4).contiguous())),
-    ("scatter_add", lambda t, i: t.scatter_add(0, i.view(-1, 1).expand(-1, 4).contiguous(), torch.ones(3, 4, device="tpu"))),
-    ("index_add", lambda t, i: t.index_add(0, i, torch.ones(3, 4, device="tpu"))),
+    ("scatter_add", lambda t, i: t.scatter_add(0, i.view(-1, 1).expand(-1, 4).contiguous(), torch.ones(3, 4, device=t.device))),
+    ("index_add", lambda t, i: t.index_add(0, i, torch.ones(3, 4, device=t.device))),
+    ("index_add 1-d", lambda t, i: t[:, 0].index_add(0, i, torch.ones(3, device=t.device))),
     ("index", lambda t, i: t[i]),
-    ("index_put", lambda t, i: t.index_put_((i,), torch.ones(3, 4, device="tpu"), accumulate=True)),
+    ("index_put", lambda t, i: t.index_put_((i,), torch.ones(3, 4, device=t.device), accumulate=True)),
     ("take", lambda t, i: t.take(i * 4)),
 ]
+
+
+def cpu_error(f):
+    """The exception CPU PyTorch raises for f (the reference for its type)."""
+    with pytest.raises(Exception) as e:
+        f(torch.randn(10, 4), torch.tensor([1, 12, 2]))
+    return e.type
 
 
 @pytest.mark.parametrize("name,f", BAD, ids=[b[0] for b in BAD])
@@ -314,12 +322,31 @@ def test_out_of_range_strict_raises_at_sync_and_keeps_others(name, f):
     keep = torch.randn(50).to("tpu")
     before = keep.cpu()
     i = torch.tensor([1, 12, 2]).to("tpu")
-    with pytest.raises(IndexError, match="12|48"):
+    with pytest.raises(cpu_error(f), match="12|48") as e:
         f(t, i)
         torch.tpu.synchronize()
-    torch.tpu.synchronize()  # the error was cleared; the device stays usable
+    assert e.type is cpu_error(f)  # the exact class CPU raises, not a subclass
+    torch.tpu.synchronize()  # the error was raised once; the device stays usable
     assert torch.equal(keep.cpu(), before)
-    assert t.sum().item() == t.sum().item()
+    if name == "index_put":  # in place: t holds what the failed op wrote, and says so
+        with pytest.raises(IndexError, match="12"):
+            t.cpu()
+    else:
+        assert t.sum().item() == t.sum().item()
+
+
+@pytest.mark.parametrize("name,f", BAD, ids=[b[0] for b in BAD])
+def test_out_of_range_strict_raises_at_read_of_the_result(name, f):
+    t = torch.randn(10, 4).to("tpu")
+    keep = torch.randn(50).to("tpu")
+    i = torch.tensor([1, 12, 2]).to("tpu")
+    r = f(t, i)  # queued: no error yet
+    with pytest.raises(cpu_error(f), match="12|48"):
+        r.cpu()  # the read that depends on the failed op raises its error
+    with pytest.raises(cpu_error(f), match="12|48"):
+        (r * 2).sum().item()  # and so does everything computed from it
+    keep.sum().item()  # an unrelated read does not
+    torch.tpu.synchronize()  # raised already: nothing left to raise
 
 
 @pytest.mark.parametrize("name,f", BAD, ids=[b[0] for b in BAD])
@@ -327,8 +354,9 @@ def test_out_of_range_debug_raises_at_op(name, f):
     t = torch.randn(10, 4).to("tpu")
     i = torch.tensor([1, 12, 2]).to("tpu")
     with vtpu.eager_mode("debug"):
-        with pytest.raises(IndexError, match="out of bounds"):
+        with pytest.raises(cpu_error(f), match="out of bounds|out of range") as e:
             f(t, i)
+        assert e.type is cpu_error(f)
     torch.tpu.synchronize()
 
 

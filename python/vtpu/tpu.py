@@ -65,7 +65,21 @@ def current_device() -> int:
 
 
 def set_device(device: _device_t) -> None:
-    _C._set_device(_index(device))
+    """Make ``device`` (an index, "tpu:N" or a torch.device) this thread's
+    current tpu device. A bad index or a device that is not a tpu raises
+    ValueError, as TorchTPU does."""
+    if device is None:
+        return
+    if isinstance(device, int):
+        _C._set_device(device)
+        return
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"Invalid device string {device!r}: {e}") from None
+    if d.type != "tpu":
+        raise ValueError(f"Invalid device string {str(device)!r}: expected a tpu device ('tpu', 'tpu:N' or an index)")
+    _C._set_device(current_device() if d.index is None else d.index)
 
 
 class device:

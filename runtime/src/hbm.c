@@ -1,8 +1,12 @@
 /* hbm.c — device memory: a capacity-limited caching allocator per device.
  * The capacity is the chip's HBM or what the host can really give, so a model
  * too big fails with a CUDA-style out-of-memory error, not the OOM killer.
- * Freed blocks are cached per rounded size class and reused exactly. */
+ * Freed blocks are cached per rounded size class and reused exactly. An
+ * address index finds the block behind any view (queued ops check that
+ * their tensors are this device's memory), and each block carries the
+ * fault of a failed op that wrote it, for the allocation it was written in. */
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +32,14 @@ typedef struct hbm_block {
     char *base;             /* what the host gave */
     size_t size;            /* size class: what stats and capacity count */
     size_t host_size;       /* bytes held from the host */
-    size_t requested;       /* red-zone blocks: the tail zone starts at ptr + requested */
-    uint8_t mmapped, redzone;
+    size_t requested;       /* bytes the current allocation asked for (red zones start there) */
+    uint8_t mmapped, redzone, live;
+    uint64_t gen;           /* allocation generation: new each time the block is handed out */
     struct hbm_block *next; /* live-table chain, or free stack of its class */
+    /* On a line of its own: the queue worker reads it for every command,
+     * the allocator writes the fields above on every allocation. */
+    alignas(64) _Atomic(vt_fault *) fault; /* the failed op that wrote allocation fault_gen (poison_mu) */
+    uint64_t fault_gen;
 } hbm_block;
 
 typedef struct size_class {
@@ -45,12 +54,16 @@ typedef struct hbm_device {
     uint64_t reserved, cached; /* bytes held from the host; of which in the cache */
     hbm_block **live;
     size_t live_buckets, live_count;
+    hbm_block **index;      /* every block held from the host, by address */
+    size_t index_len, index_cap;
     size_class *classes[CLASS_BUCKETS];
     vt_hbm_stats st;
 } hbm_device;
 
 static hbm_device devices[VT_MAX_DEVICES];
 static int hbm_ndev;
+static atomic_uint_fast64_t next_gen = 1;
+static pthread_mutex_t poison_mu = PTHREAD_MUTEX_INITIALIZER;
 static const vt_chip_info *hbm_chip;
 static atomic_int hbm_ready;
 
@@ -135,6 +148,45 @@ static size_class **class_slot(hbm_device *d, size_t size) {
     size_class **pp = &d->classes[(h >> 32) % CLASS_BUCKETS];
     while (*pp && (*pp)->size != size) pp = &(*pp)->next;
     return pp;
+}
+
+/* ------------------------------------------------------------ address index */
+
+/* Position of the last indexed block starting at or before p (-1: none). */
+static ptrdiff_t index_floor(const hbm_device *d, uintptr_t p) {
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)d->index_len - 1, found = -1;
+    while (lo <= hi) {
+        ptrdiff_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)d->index[mid]->ptr <= p) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found;
+}
+
+static int index_insert(hbm_device *d, hbm_block *b) {
+    if (d->index_len == d->index_cap) {
+        size_t cap = d->index_cap ? d->index_cap * 2 : 256;
+        hbm_block **t = realloc(d->index, cap * sizeof *t);
+        if (!t) return 0;
+        d->index = t;
+        d->index_cap = cap;
+    }
+    size_t at = (size_t)(index_floor(d, (uintptr_t)b->ptr) + 1);
+    memmove(d->index + at + 1, d->index + at, (d->index_len - at) * sizeof *d->index);
+    d->index[at] = b;
+    d->index_len++;
+    return 1;
+}
+
+static void index_remove(hbm_device *d, const hbm_block *b) {
+    ptrdiff_t at = index_floor(d, (uintptr_t)b->ptr);
+    if (at < 0 || d->index[at] != b) return;
+    memmove(d->index + at, d->index + at + 1, (d->index_len - (size_t)at - 1) * sizeof *d->index);
+    d->index_len--;
 }
 
 static int live_insert(hbm_device *d, hbm_block *b) {
@@ -243,6 +295,19 @@ static void drain_queue(int dev) {
     if (vt_event_record(dev, &ticket) == VT_OK) vt_event_wait(dev, ticket, -1);
 }
 
+/* Give a block's memory back to the host and forget it. Caller holds d->mu
+ * and no queued command may still use the block. */
+static void retire_block(hbm_device *d, hbm_block *b) {
+    index_remove(d, b);
+    host_release(b);
+    d->reserved -= b->size;
+    stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
+    stat_add(&d->st.segment, -1);
+    vt_fault *f = atomic_exchange(&b->fault, NULL);
+    if (f) vt_fault_unref(f);
+    free(b);
+}
+
 /* Give every cached block of d back to the host. Caller holds d->mu and has
  * drained the device's queue. */
 static void release_cache(hbm_device *d) {
@@ -251,11 +316,7 @@ static void release_cache(hbm_device *d) {
         while (c) {
             for (hbm_block *b = c->free, *nb; b; b = nb) {
                 nb = b->next;
-                host_release(b);
-                d->reserved -= b->size;
-                stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
-                stat_add(&d->st.segment, -1);
-                free(b);
+                retire_block(d, b);
             }
             size_class *nc = c->next;
             free(c);
@@ -321,13 +382,18 @@ vt_status vt_hbm_alloc(int dev, size_t bytes, void **out) {
                 goto done;
             }
         }
-        b = calloc(1, sizeof *b);
+        b = aligned_alloc(alignof(hbm_block), sizeof *b);
+        if (b) memset(b, 0, sizeof *b);
         int ok = b && host_alloc(b, size, bytes, redzone);
         if (!ok && b && d->cached) {
             drain_queue(dev);
             release_cache(d);
             d->st.num_alloc_retries++;
             ok = host_alloc(b, size, bytes, redzone);
+        }
+        if (ok && !index_insert(d, b)) {
+            host_release(b);
+            ok = 0;
         }
         if (!ok) {
             free(b);
@@ -340,14 +406,13 @@ vt_status vt_hbm_alloc(int dev, size_t bytes, void **out) {
     }
     if (!live_insert(d, b)) {
         /* Cannot track it: hand it straight back rather than leak it. */
-        host_release(b);
-        d->reserved -= size;
-        stat_add(&d->st.reserved_bytes, -(int64_t)size);
-        stat_add(&d->st.segment, -1);
-        free(b);
+        retire_block(d, b);
         s = oom(d, dev, bytes);
         goto done;
     }
+    b->requested = bytes;
+    b->gen = atomic_fetch_add(&next_gen, 1);
+    b->live = 1;
     stat_add(&d->st.allocated_bytes, (int64_t)size);
     stat_add(&d->st.allocation, 1);
     *out = b->ptr;
@@ -371,32 +436,21 @@ void vt_hbm_free(int dev, void *ptr) {
     }
     stat_add(&d->st.allocated_bytes, -(int64_t)b->size);
     stat_add(&d->st.allocation, -1);
-    if (b->redzone) {
-        /* Debug blocks are checked and returned at once, never reused; a
-         * kernel queued in Strict mode may still use one, so drain first. */
-        drain_queue(dev);
-        check_redzones(b, dev);
-        host_release(b);
-        d->reserved -= b->size;
-        stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
-        stat_add(&d->st.segment, -1);
-        free(b);
+    b->live = 0;
+    size_class **pp = b->redzone ? NULL : class_slot(d, b->size);
+    if (pp && !*pp) *pp = calloc(1, sizeof **pp);
+    if (pp && *pp) {
+        (*pp)->size = b->size;
+        b->next = (*pp)->free;
+        (*pp)->free = b;
+        d->cached += b->size;
     } else {
-        size_class **pp = class_slot(d, b->size);
-        if (!*pp) *pp = calloc(1, sizeof **pp);
-        if (*pp) {
-            (*pp)->size = b->size;
-            b->next = (*pp)->free;
-            (*pp)->free = b;
-            d->cached += b->size;
-        } else {
-            drain_queue(dev);
-            host_release(b);
-            d->reserved -= b->size;
-            stat_add(&d->st.reserved_bytes, -(int64_t)b->size);
-            stat_add(&d->st.segment, -1);
-            free(b);
-        }
+        /* Debug blocks are checked and returned at once, never reused (and
+         * a block with no cache slot goes back too); a kernel queued in
+         * Strict mode may still use it, so drain first. */
+        drain_queue(dev);
+        if (b->redzone) check_redzones(b, dev);
+        retire_block(d, b);
     }
     pthread_mutex_unlock(&d->mu);
 }
@@ -479,4 +533,107 @@ int vt_hbm_owns(const void *ptr, int *dev) {
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------ views and faults */
+
+/* The live block of d holding [lo, hi), or NULL. Caller holds d->mu. */
+static hbm_block *holder(const hbm_device *d, uintptr_t lo, uintptr_t hi, int *partly) {
+    ptrdiff_t at = index_floor(d, lo);
+    if (at < 0) return NULL;
+    hbm_block *b = d->index[at];
+    uintptr_t start = (uintptr_t)b->ptr;
+    if (lo >= start + b->size) return NULL; /* past this block: not device memory */
+    *partly = 1;
+    if (!b->live || hi > start + b->requested) return NULL;
+    return b;
+}
+
+vt_status vt_hbm_resolve(int dev_hint, uintptr_t lo, uintptr_t hi, vt_access *a, int *dev_out) {
+    *dev_out = -1;
+    if (!atomic_load(&hbm_ready)) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "device memory is not initialised");
+    for (int k = -1; k < hbm_ndev; k++) {
+        int i = k < 0 ? dev_hint : k;
+        if (i < 0 || (k >= 0 && i == dev_hint)) continue;
+        hbm_device *d = &devices[i];
+        int partly = 0;
+        pthread_mutex_lock(&d->mu);
+        hbm_block *b = holder(d, lo, hi, &partly);
+        if (b) {
+            a->block = b;
+            a->gen = b->gen;
+            a->dev = i;
+            a->flags = lo == (uintptr_t)b->ptr && hi == (uintptr_t)b->ptr + b->requested ? VT_ACCESS_COVERS : 0;
+        }
+        pthread_mutex_unlock(&d->mu);
+        if (b) {
+            *dev_out = i;
+            return VT_OK;
+        }
+        if (partly) {
+            *dev_out = i;
+            return vt_set_error(VT_ERR_INVALID_ARGUMENT,
+                                "a tensor view reaches outside its allocation on TPU %d (freed, or bytes "
+                                "[%#lx, %#lx) past its end)",
+                                i, (unsigned long)lo, (unsigned long)hi);
+        }
+    }
+    return vt_set_error(VT_ERR_INVALID_ARGUMENT, "memory [%#lx, %#lx) is not device memory", (unsigned long)lo,
+                        (unsigned long)hi);
+}
+
+void vt_hbm_resolve_local(int dev, int n, const uintptr_t *lo, const uintptr_t *hi, size_t stride, vt_access *acc,
+                          unsigned char *found) {
+    hbm_device *d = &devices[dev];
+    pthread_mutex_lock(&d->mu);
+    for (int k = 0; k < n; k++) {
+        uintptr_t l = *(const uintptr_t *)((const char *)lo + (size_t)k * stride);
+        uintptr_t h = *(const uintptr_t *)((const char *)hi + (size_t)k * stride);
+        int partly = 0;
+        hbm_block *b = holder(d, l, h, &partly);
+        found[k] = b != NULL;
+        if (!b) continue;
+        acc[k].block = b;
+        acc[k].gen = b->gen;
+        acc[k].dev = dev;
+        acc[k].flags = l == (uintptr_t)b->ptr && h == (uintptr_t)b->ptr + b->requested ? VT_ACCESS_COVERS : 0;
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* A block's fault belongs to one allocation generation: commands queued
+ * before the block was freed and handed out again still see it, the new
+ * owner does not. Only failures take poison_mu. */
+void vt_hbm_poison(const vt_access *a, vt_fault *f) {
+    hbm_block *b = a->block;
+    pthread_mutex_lock(&poison_mu);
+    vt_fault *old = atomic_load_explicit(&b->fault, memory_order_relaxed);
+    if (!(old && b->fault_gen == a->gen)) { /* the first failure to write an allocation is its cause */
+        vt_fault_ref(f);
+        b->fault_gen = a->gen;
+        atomic_store_explicit(&b->fault, f, memory_order_release);
+        if (old) vt_fault_unref(old);
+    }
+    pthread_mutex_unlock(&poison_mu);
+}
+
+vt_fault *vt_hbm_fault(const vt_access *a) {
+    hbm_block *b = a->block;
+    if (!atomic_load_explicit(&b->fault, memory_order_acquire)) return NULL;
+    pthread_mutex_lock(&poison_mu);
+    vt_fault *f = atomic_load_explicit(&b->fault, memory_order_relaxed);
+    if (f && b->fault_gen == a->gen) vt_fault_ref(f);
+    else f = NULL;
+    pthread_mutex_unlock(&poison_mu);
+    return f;
+}
+
+void vt_hbm_unpoison(const vt_access *a) {
+    hbm_block *b = a->block;
+    if (!atomic_load_explicit(&b->fault, memory_order_acquire)) return;
+    vt_fault *f = NULL;
+    pthread_mutex_lock(&poison_mu);
+    if (b->fault_gen == a->gen) f = atomic_exchange_explicit(&b->fault, NULL, memory_order_acq_rel);
+    pthread_mutex_unlock(&poison_mu);
+    if (f) vt_fault_unref(f);
 }

@@ -75,6 +75,133 @@ typedef enum vt_enqueue_policy { VT_ENQ_AUTO = 0, VT_ENQ_ASYNC, VT_ENQ_WAIT } vt
 vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
                         vt_enqueue_policy policy, uint64_t *ticket_out);
 
+/* ---- what a queued command touches (access.c)
+ * Every queued op names the device tensors it reads and writes. The one
+ * check every op goes through (vt_uses_prepare) then: finds each tensor's
+ * HBM block (memory that is not the device's is refused, as PyTorch refuses
+ * tensors on two devices), applies PyTorch's overlap rules to what it
+ * writes, and copies inputs that a kernel cannot read while writing over
+ * them. The resolved list travels with the command, so the queue can poison
+ * what a failed op wrote and refuse to compute from poisoned memory. */
+enum {
+    VT_USE_READ = 1u << 0,
+    VT_USE_WRITE = 1u << 1,
+    /* read: may be exactly a written view; the kernel is elementwise in place
+     * (TensorIterator's rule: full overlap allowed, partial refused) */
+    VT_USE_ALIAS_OK = 1u << 2,
+    /* read: the kernel cannot read memory it writes (PyTorch does not check
+     * the op): any overlap with a write is resolved by copying the input */
+    VT_USE_STAGE = 1u << 3,
+    /* read: may live on another device (the source of a cross-device copy) */
+    VT_USE_ANY_DEVICE = 1u << 4,
+    /* write: every element written gets the same value (fill), so repeated
+     * elements in the output are harmless, as PyTorch allows for fill_ */
+    VT_USE_SAME_VALUE = 1u << 5,
+};
+/* t points at the descriptor the command will carry: staging rewrites it to
+ * a copy. Uses of different nonzero groups are not compared (a foreach list
+ * entry is checked against its own entries). */
+typedef struct vt_use {
+    vt_tensor *t;
+    unsigned flags;
+    int32_t group;
+} vt_use;
+
+struct hbm_block;
+/* A use resolved to its memory: the HBM block and the allocation generation
+ * it had when the command was built (a block handed out again is new data). */
+#define VT_ACCESS_COVERS (1u << 8) /* a dense write of the whole allocation */
+typedef struct vt_access {
+    struct hbm_block *block;
+    uint64_t gen;
+    unsigned flags; /* VT_USE_READ / VT_USE_WRITE, VT_ACCESS_COVERS */
+    int dev;
+} vt_access;
+
+#define VT_ACCESS_INLINE 12
+#define VT_STAGE_INLINE 4
+typedef struct vt_prepared {
+    int n;
+    vt_access *acc; /* inline_acc, or malloc'd when n > VT_ACCESS_INLINE */
+    vt_access inline_acc[VT_ACCESS_INLINE];
+    int nscratch;
+    void **scratch; /* staged input copies, freed (stream-ordered) after the enqueue */
+    void *inline_scratch[VT_STAGE_INLINE];
+    /* A malloc'd block the command's args point into (descriptor lists):
+     * the queue frees it once the command has run or been skipped, and on
+     * a failed enqueue. Kernels never free what they are given. */
+    void *payload;
+} vt_prepared;
+
+/* Check and resolve n uses for an op on dev (see above). On success p holds
+ * the accesses (and any staged copies, already enqueued); hand it to
+ * vt_enqueue_prepared, which releases it. On failure nothing was enqueued
+ * and p holds nothing. */
+vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_prepared *p);
+/* Enqueue fn(args) with the prepared accesses (policy as vt_enqueue_ex),
+ * then release p. */
+vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
+                              vt_prepared *p, vt_enqueue_policy policy);
+/* Prepare then enqueue (the common case; policy VT_ENQ_AUTO). */
+vt_status vt_enqueue_uses(int dev, const char *name, vt_kernel_fn fn, void *args, size_t args_size, vt_use *uses,
+                          int n);
+/* Release what vt_uses_prepare took when the command is not enqueued after all. */
+void vt_prepared_release(int dev, vt_prepared *p);
+
+/* View geometry, PyTorch's rules (access.c). Bytes [*lo, *hi) a non-empty
+ * view spans; 0 on overflow. */
+int vt_view_span(const vt_tensor *t, uintptr_t *lo, uintptr_t *hi);
+/* is_non_overlapping_and_dense: the elements tile a block without gaps. */
+int vt_view_is_dense(const vt_tensor *t);
+/* at::has_internal_overlap's YES: a dimension of stride 0 and size > 1. */
+int vt_view_internal_overlap(const vt_tensor *t);
+typedef enum vt_overlap { VT_OVERLAP_NO = 0, VT_OVERLAP_FULL, VT_OVERLAP_PARTIAL, VT_OVERLAP_TOO_HARD } vt_overlap;
+/* at::get_overlap_status, refined: identical views are FULL even when not
+ * dense, and views that provably share no element are NO. */
+vt_overlap vt_view_overlap(const vt_tensor *a, const vt_tensor *b);
+
+/* ---- HBM blocks behind the accesses (hbm.c) */
+/* Resolve [lo, hi) to the live block that holds it, looking at dev_hint
+ * first (-1: none): *dev_out is its device. VT_ERR_INVALID_ARGUMENT when no
+ * live block holds it, with *dev_out the device whose memory it starts in
+ * (a freed block, or past the end of one) or -1 (host memory). */
+vt_status vt_hbm_resolve(int dev_hint, uintptr_t lo, uintptr_t hi, vt_access *a, int *dev_out);
+/* The fast path of a queued op: resolve n spans (lo[k], hi[k] are stride
+ * bytes apart) against dev's live blocks under one lock; found[k] = 1 where
+ * a block of dev holds span k (acc[k] filled), else 0. Never fails. */
+void vt_hbm_resolve_local(int dev, int n, const uintptr_t *lo, const uintptr_t *hi, size_t stride, vt_access *acc,
+                          unsigned char *found);
+
+/* ---- faults: errors of queued work (fault.c)
+ * A failed command's error becomes a fault: the memory it writes is
+ * poisoned with it, commands that read poisoned memory do not run and pass
+ * the fault on to what they write, host reads of poisoned memory raise it,
+ * and a synchronisation of the device raises every fault not yet raised. */
+typedef struct vt_fault vt_fault;
+/* A new fault (one reference) for a command of dev at ticket. */
+vt_fault *vt_fault_new(int dev, uint64_t ticket, vt_status s, const char *op_name, const char *msg);
+void vt_fault_ref(vt_fault *f);
+void vt_fault_unref(vt_fault *f);
+/* Keep f for the device's next synchronisation (takes a reference). */
+void vt_fault_latch(vt_fault *f);
+/* Set f as this thread's error (status returned) and mark it raised. */
+vt_status vt_fault_raise(vt_fault *f);
+/* Raise the faults of dev not yet raised whose ticket <= upto, as one error
+ * naming each (VT_OK when there are none). */
+vt_status vt_fault_take(int dev, uint64_t upto);
+/* Poison the written blocks of acc with f. */
+void vt_fault_poison(const vt_access *acc, int n, vt_fault *f);
+/* The fault poisoning any read of acc (a reference), or NULL. */
+vt_fault *vt_fault_of_reads(const vt_access *acc, int n);
+/* A command succeeded: writes that cover their whole block clear its poison. */
+void vt_fault_clear_writes(const vt_access *acc, int n);
+/* One block (hbm.c): poison the allocation a->gen of a->block with f (the
+ * first fault of an allocation stays), the fault of a's allocation (a
+ * reference, or NULL), and clear it. */
+void vt_hbm_poison(const vt_access *a, vt_fault *f);
+vt_fault *vt_hbm_fault(const vt_access *a);
+void vt_hbm_unpoison(const vt_access *a);
+
 /* ---- kernels: dtype conversion and strided iteration (kernels/copy.c) */
 /* Convert n elements between any two dtypes with vt_copy's rules; strides
  * count elements. Same-dtype conversion copies the bits unchanged. */

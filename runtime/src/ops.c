@@ -1,7 +1,10 @@
 /* ops.c — the queued-op layer: validate on the calling thread (so bad
- * arguments fail at the op), copy the descriptors into a command and let the
- * device queue run the synchronous kernel. Host scalars travel inside the
- * command, so the caller's copy may die as soon as the op returns. */
+ * arguments fail at the op), copy the descriptors into a command, name the
+ * tensors it reads and writes (access.c checks them) and let the device
+ * queue run the synchronous kernel. Host scalars travel inside the command,
+ * so the caller's copy may die as soon as the op returns. Elementwise
+ * kernels may write over an input exactly (in place), as TensorIterator
+ * allows; any other overlap is refused or resolved by a copy. */
 #include <pthread.h>
 #include <stdalign.h>
 #include <time.h>
@@ -68,7 +71,8 @@ vt_status vt_op_unary_ex(int dev, const char *name, vt_unary_op op, const vt_ten
     c.out = *out;
     c.a = *a;
     copy_params(c.params, params);
-    return vt_enqueue(dev, name, unary_kernel, &c, sizeof c);
+    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.a, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
+    return vt_enqueue_uses(dev, name, unary_kernel, &c, sizeof c, u, 2);
 }
 
 vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
@@ -139,7 +143,11 @@ vt_status vt_op_binary_ex(int dev, const char *name, vt_binary_op op, const vt_t
     s = operand(name, "input", a, a_scalar, compute, out, &c.a, c.a_store);
     if (s == VT_OK) s = operand(name, "other", b, b_scalar, compute, out, &c.b, c.b_store);
     if (s != VT_OK) return s;
-    return vt_enqueue(dev, name, binary_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.out, VT_USE_WRITE, 0}};
+    int n = 1;
+    if (!a_scalar) u[n++] = (vt_use){&c.a, VT_USE_READ | VT_USE_ALIAS_OK, 0};
+    if (!b_scalar) u[n++] = (vt_use){&c.b, VT_USE_READ | VT_USE_ALIAS_OK, 0};
+    return vt_enqueue_uses(dev, name, binary_kernel, &c, sizeof c, u, n);
 }
 
 vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
@@ -188,7 +196,11 @@ vt_status vt_op_ternary(int dev, const char *name, vt_ternary_op op, const vt_te
         s = operand(name, what[k], ts[k], ss[k], compute, out, &c.in[k], c.store[k]);
     }
     if (s != VT_OK) return s;
-    return vt_enqueue(dev, name, ternary_kernel, &c, sizeof c);
+    vt_use u[4] = {{&c.out, VT_USE_WRITE, 0}};
+    int n = 1;
+    for (int k = 0; k < 3; k++)
+        if (!ss[k]) u[n++] = (vt_use){&c.in[k], VT_USE_READ | VT_USE_ALIAS_OK, 0};
+    return vt_enqueue_uses(dev, name, ternary_kernel, &c, sizeof c, u, n);
 }
 
 /* ------------------------------------------------------------ where, copy, fill */
@@ -212,7 +224,11 @@ vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_
     if (s == VT_OK) s = check_input(name, b, "other", out);
     if (s != VT_OK) return s;
     where_cmd c = {*out, *cond, *a, *b};
-    return vt_enqueue(dev, name, where_kernel, &c, sizeof c);
+    vt_use u[4] = {{&c.out, VT_USE_WRITE, 0},
+                   {&c.cond, VT_USE_READ | VT_USE_ALIAS_OK, 0},
+                   {&c.a, VT_USE_READ | VT_USE_ALIAS_OK, 0},
+                   {&c.b, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
+    return vt_enqueue_uses(dev, name, where_kernel, &c, sizeof c, u, 4);
 }
 
 typedef struct copy_cmd {
@@ -231,12 +247,38 @@ static vt_status check_copy(int dev, const char *name, const vt_tensor *dst, con
     return s;
 }
 
+/* The device whose memory holds a non-empty view (-1: none, or empty). */
+static int device_of(const vt_tensor *t) {
+    uintptr_t lo, hi;
+    vt_access a;
+    int where = -1;
+    if (!vt_view_span(t, &lo, &hi) || vt_hbm_resolve(-1, lo, hi, &a, &where) != VT_OK) return -1;
+    return where;
+}
+
 vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src) {
     if (!name) name = "vt_op_copy";
     vt_status s = check_copy(dev, name, dst, src);
     if (s != VT_OK) return s;
     copy_cmd c = {*dst, *src};
-    return vt_enqueue(dev, name, copy_kernel, &c, sizeof c);
+    vt_use u[2] = {{&c.dst, VT_USE_WRITE, 0}, {&c.src, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
+    int sdev = device_of(src);
+    if (sdev < 0 || sdev == dev) return vt_enqueue_uses(dev, name, copy_kernel, &c, sizeof c, u, 2);
+    /* Across devices: the copy runs on dev once src's device has run what
+     * was queued before it (writes of src), and src's device waits for the
+     * copy before its later work (a write to src, or a reuse of src's block
+     * once it is freed) can run. */
+    u[1].flags |= VT_USE_ANY_DEVICE;
+    vt_prepared p;
+    uint64_t before = 0, copied = 0;
+    if ((s = vt_uses_prepare(dev, name, u, 2, &p)) != VT_OK) return s;
+    if ((s = vt_event_record(sdev, &before)) != VT_OK || (s = vt_event_block(dev, sdev, before)) != VT_OK) {
+        vt_prepared_release(dev, &p);
+        return s;
+    }
+    s = vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_AUTO);
+    if (s == VT_OK && (s = vt_event_record(dev, &copied)) == VT_OK) s = vt_event_block(sdev, dev, copied);
+    return s;
 }
 
 typedef struct fill_cmd {
@@ -255,7 +297,8 @@ vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar 
     if (s == VT_OK) s = check_tensor(name, out, "out");
     if (s != VT_OK) return s;
     fill_cmd c = {*out, value};
-    return vt_enqueue(dev, name, fill_kernel, &c, sizeof c);
+    vt_use u[1] = {{&c.out, VT_USE_WRITE | VT_USE_SAME_VALUE, 0}};
+    return vt_enqueue_uses(dev, name, fill_kernel, &c, sizeof c, u, 1);
 }
 
 /* ------------------------------------------------------------ rng */
@@ -279,7 +322,8 @@ static vt_status op_rng(int dev, const char *name, const vt_tensor *out, uint64_
     if (s == VT_OK) s = check_tensor(name, out, "out");
     if (s != VT_OK) return s;
     rng_cmd c = {*out, seed, offset, p0, p1, normal};
-    return vt_enqueue(dev, name, rng_kernel, &c, sizeof c);
+    vt_use u[1] = {{&c.out, VT_USE_WRITE, 0}};
+    return vt_enqueue_uses(dev, name, rng_kernel, &c, sizeof c, u, 1);
 }
 
 vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
@@ -331,7 +375,13 @@ vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt
     c.alpha = alpha;
     c.beta = beta;
     c.prec = prec;
-    return vt_enqueue(dev, name, matmul_kernel, &c, sizeof c);
+    /* The product reads a and b while it writes out (CPU PyTorch does not
+     * check this and gets some aliased products wrong): overlapping operands
+     * are copied. bias is read elementwise and may be out itself. */
+    vt_use u[4] = {{&c.out, VT_USE_WRITE, 0}, {&c.a, VT_USE_READ | VT_USE_STAGE, 0}, {&c.b, VT_USE_READ | VT_USE_STAGE, 0}};
+    int n = 3;
+    if (bias) u[n++] = (vt_use){&c.bias, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0};
+    return vt_enqueue_uses(dev, name, matmul_kernel, &c, sizeof c, u, n);
 }
 
 /* ------------------------------------------------------------ transfers */
@@ -343,13 +393,21 @@ vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *
     /* Ordered on the queue (the destination may still be read by pending
      * ops), then waited for: the host buffer is the caller's again. */
     copy_cmd c = {*dst_dev, *src_host};
-    return vt_enqueue_ex(dev, name, copy_kernel, &c, sizeof c, VT_ENQ_WAIT, NULL);
+    vt_use u[1] = {{&c.dst, VT_USE_WRITE, 0}};
+    vt_prepared p;
+    if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
+    return vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_WAIT);
 }
 
 vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev) {
     const char *name = "vt_copy_to_host";
     vt_status s = check_copy(dev, name, dst_host, src_dev);
-    if (s == VT_OK) s = vt_synchronize(dev);
+    /* Waits for the queue, not for errors of unrelated work: only a fault
+     * of the memory read here is this read's error. */
+    if (s == VT_OK && vt_tensor_numel(src_dev) > 0 && device_of(src_dev) != dev)
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: the source is not memory of TPU %d", name, dev);
+    if (s == VT_OK) s = vt_wait(dev, -1);
+    if (s == VT_OK) s = vt_check_readable(src_dev);
     if (s != VT_OK) return s;
     s = vt_copy(dst_host, src_dev);
     return s == VT_OK ? VT_OK : vt_error_prefix(s, name);

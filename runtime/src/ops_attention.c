@@ -58,11 +58,24 @@ static vt_status enqueue_attn(int dev, const char *name, int backward, const vt_
     s = vt_attn_setup(&p, name, backward, ts[T_OUT], ts[T_LSE], ts[T_Q], ts[T_K], ts[T_V], ts[T_MASK], ts[T_DOUT],
                       ts[T_DQ], ts[T_DK], ts[T_DV], scale, is_causal, prec);
     if (s != VT_OK) return s;
+    /* Outputs: out and lse forward, the three gradients backward; the
+     * kernel reads its inputs while writing, so overlaps are copied. */
+    vt_tensor loc[T_COUNT];
+    vt_use u[T_COUNT];
+    int n = 0;
+    for (int i = 0; i < T_COUNT; i++) {
+        if (!ts[i]) continue;
+        loc[i] = *ts[i];
+        int out = backward ? i == T_DQ || i == T_DK || i == T_DV : i == T_OUT || i == T_LSE;
+        u[n++] = (vt_use){&loc[i], out ? VT_USE_WRITE : VT_USE_READ | VT_USE_STAGE, 0};
+    }
+    vt_prepared pr;
+    if ((s = vt_uses_prepare(dev, name, u, n, &pr)) != VT_OK) return s;
     attn_cmd c;
     memset(&c, 0, sizeof c);
-    for (int i = 0; i < T_COUNT; i++) c.t[i] = pack_desc(ts[i]);
+    for (int i = 0; i < T_COUNT; i++) c.t[i] = pack_desc(ts[i] ? &loc[i] : NULL);
     c.scale = scale, c.causal = is_causal, c.backward = backward, c.prec = prec;
-    return vt_enqueue(dev, name, attn_kernel, &c, sizeof c);
+    return vt_enqueue_prepared(dev, name, attn_kernel, &c, sizeof c, &pr, VT_ENQ_AUTO);
 }
 
 vt_status vt_op_sdpa_forward(int dev, const char *name, const vt_tensor *out, const vt_tensor *lse,

@@ -56,7 +56,10 @@ static vt_status enqueue_conv(int dev, const char *name, vt_conv_kind kind, cons
     if (bias) c.bias = *bias;
     c.p = *p;
     c.prec = prec;
-    return vt_enqueue(dev, name, conv_kernel, &c, sizeof c);
+    vt_use u[4] = {{&c.t0, VT_USE_WRITE, 0}, {&c.t1, VT_USE_READ | VT_USE_STAGE, 0}, {&c.t2, VT_USE_READ | VT_USE_STAGE, 0}};
+    int n = 3;
+    if (bias) u[n++] = (vt_use){&c.bias, VT_USE_READ | VT_USE_STAGE, 0};
+    return vt_enqueue_uses(dev, name, conv_kernel, &c, sizeof c, u, n);
 }
 
 vt_status vt_op_conv_forward(int dev, const char *name, const vt_tensor *out, const vt_tensor *input,

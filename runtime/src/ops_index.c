@@ -1,7 +1,9 @@
 /* ops_index.c — queued indexing ops: the kernels' shape and dtype checks
  * run on the calling thread (bad arguments fail at the op), descriptors are
  * copied into a command, and the kernel runs on the device queue, where
- * bad index values are found (reported at the next synchronisation). */
+ * bad index values are found (reported at the next synchronisation). As on
+ * CPU, an output may not overlap the data or indices it is computed from
+ * (at::assert_no_overlap); fills of repeated elements are allowed. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -47,7 +49,14 @@ static vt_status dim_enqueue(int dev, const char *name, dim_cmd *c, const vt_ten
     if (src) c->src = *src;
     c->has_value_t = value_t != NULL;
     if (value_t) c->value_t = *value_t;
-    return vt_enqueue(dev, name, dim_kernel, c, sizeof *c);
+    /* select and gather make out; the others update it in place */
+    unsigned ow = VT_USE_WRITE | (in ? 0 : VT_USE_READ) | (c->kind == 5 ? VT_USE_SAME_VALUE : 0);
+    vt_use u[4] = {{&c->out, ow, 0}, {&c->index, VT_USE_READ, 0}};
+    int n = 2;
+    if (in) u[n++] = (vt_use){&c->in, VT_USE_READ, 0};
+    if (src) u[n++] = (vt_use){&c->src, VT_USE_READ, 0};
+    if (value_t) u[n++] = (vt_use){&c->value_t, VT_USE_READ, 0};
+    return vt_enqueue_uses(dev, name, dim_kernel, c, sizeof *c, u, n);
 }
 
 vt_status vt_op_index_select(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int dim,
@@ -141,13 +150,14 @@ vt_status vt_op_take(int dev, const char *name, const vt_tensor *out, const vt_t
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "take(): out must have index's shape and input's dtype");
     if (s != VT_OK) return s;
     take_cmd c = {*out, *in, *index};
-    return vt_enqueue(dev, name, take_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ, 0}, {&c.index, VT_USE_READ, 0}};
+    return vt_enqueue_uses(dev, name, take_kernel, &c, sizeof c, u, 3);
 }
 
 /* ------------------------------------------------------------ advanced indexing */
 
-/* The index list lives on the heap (16 descriptors exceed VT_MAX_ARGS);
- * the kernel frees it. */
+/* The index list lives on the heap (16 descriptors exceed VT_MAX_ARGS),
+ * owned by the command. */
 typedef struct adv_list {
     int n;
     unsigned present;
@@ -164,10 +174,8 @@ static vt_status adv_kernel(void *p) {
     const adv_cmd *c = p;
     const vt_tensor *ptrs[VT_MAX_DIMS];
     for (int i = 0; i < c->list->n; i++) ptrs[i] = (c->list->present >> i) & 1 ? &c->list->t[i] : NULL;
-    vt_status s = c->put ? vt_index_put(&c->out, c->list->n, ptrs, &c->in, c->accumulate)
-                         : vt_index(&c->out, &c->in, c->list->n, ptrs);
-    free(c->list);
-    return s;
+    return c->put ? vt_index_put(&c->out, c->list->n, ptrs, &c->in, c->accumulate)
+                  : vt_index(&c->out, &c->in, c->list->n, ptrs);
 }
 
 static vt_status adv_enqueue(int dev, const char *name, int put, int accumulate, const vt_tensor *out,
@@ -199,9 +207,21 @@ static vt_status adv_enqueue(int dev, const char *name, int put, int accumulate,
     c.put = put, c.accumulate = accumulate;
     c.out = *out;
     c.in = *in;
-    s = vt_enqueue(dev, name, adv_kernel, &c, sizeof c);
-    /* In Debug mode the kernel ran (and freed the list); a failed enqueue did not run it. */
-    return s;
+    /* index_put_ updates out in place (repeated elements allowed, as CPU
+     * allows with a deprecation warning); its values and indices may not
+     * overlap it. index makes out from in. */
+    vt_use u[2 + VT_MAX_DIMS] = {{&c.out, VT_USE_WRITE | (put ? VT_USE_READ | VT_USE_SAME_VALUE : 0), 0},
+                                 {&c.in, VT_USE_READ, 0}};
+    int nu = 2;
+    for (int i = 0; i < n; i++)
+        if (indices[i]) u[nu++] = (vt_use){&c.list->t[i], VT_USE_READ, 0};
+    vt_prepared p;
+    if ((s = vt_uses_prepare(dev, name, u, nu, &p)) != VT_OK) {
+        free(c.list);
+        return s;
+    }
+    p.payload = c.list;
+    return vt_enqueue_prepared(dev, name, adv_kernel, &c, sizeof c, &p, VT_ENQ_AUTO);
 }
 
 vt_status vt_op_index(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int n,
@@ -280,7 +300,21 @@ static vt_status mask_enqueue(int dev, const char *name, int kind, const vt_tens
     if (mask) c.mask = *mask;
     c.has_value_t = value_t != NULL;
     if (value_t) c.value_t = *value_t;
-    return vt_enqueue(dev, name, mask_kernel, &c, sizeof c);
+    /* count and nonzero make out; masked_select makes out from in; fill and
+     * scatter update out in place (a fill may repeat elements, and its mask
+     * may be out itself, as on CPU) */
+    vt_use u[4];
+    int nu = 0;
+    if (kind == 2) {
+        u[nu++] = (vt_use){&c.out, VT_USE_WRITE | VT_USE_READ | VT_USE_SAME_VALUE, 0};
+        u[nu++] = (vt_use){&c.mask, VT_USE_READ | VT_USE_ALIAS_OK, 0};
+        if (value_t) u[nu++] = (vt_use){&c.value_t, VT_USE_READ, 0};
+    } else {
+        u[nu++] = (vt_use){&c.out, VT_USE_WRITE | (kind == 4 ? VT_USE_READ : 0), 0};
+        u[nu++] = (vt_use){&c.in, VT_USE_READ, 0};
+        if (mask) u[nu++] = (vt_use){&c.mask, VT_USE_READ, 0};
+    }
+    return vt_enqueue_uses(dev, name, mask_kernel, &c, sizeof c, u, nu);
 }
 
 vt_status vt_op_count_nonzero(int dev, const char *name, const vt_tensor *count, const vt_tensor *in) {
@@ -332,5 +366,6 @@ vt_status vt_op_embedding_dense_backward(int dev, const char *name, const vt_ten
         return vt_set_error(VT_ERR_INVALID_ARGUMENT,
                             "%s: expected float grad_weight [V, D], grad [N, D] and indices [N]", name);
     emb_cmd c = {padding_idx, scale_grad_by_freq, *grad_weight, *grad, *indices};
-    return vt_enqueue(dev, name, emb_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.gw, VT_USE_WRITE, 0}, {&c.grad, VT_USE_READ, 0}, {&c.indices, VT_USE_READ, 0}};
+    return vt_enqueue_uses(dev, name, emb_kernel, &c, sizeof c, u, 3);
 }

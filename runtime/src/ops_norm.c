@@ -78,16 +78,32 @@ static vt_status norm_kernel(void *p) {
     return vt_set_error(VT_ERR_INTERNAL, "norm: unknown command %d", h.kind);
 }
 
-static vt_status enqueue(int dev, const char *name, norm_cmd_head h, const vt_tensor *const *ts) {
+/* ts[0..nout) are written; a training batch norm also updates its running
+ * statistics (ts[6], ts[7]) in place. Inputs that overlap an output are
+ * copied first. */
+static vt_status enqueue(int dev, const char *name, norm_cmd_head h, const vt_tensor *const *ts, int nout) {
     char buf[VT_MAX_ARGS];
     size_t n = sizeof h;
     for (int i = 0; i < h.nt; i++) n += packed_size(ts[i]);
     if (n > sizeof buf)
         return vt_set_error(VT_ERR_UNSUPPORTED, "%s: %zu bytes of descriptors exceed a queued command", name, n);
+    vt_tensor loc[MAX_T];
+    vt_use u[MAX_T];
+    int nu = 0;
+    for (int i = 0; i < h.nt; i++) {
+        if (!ts[i]) continue;
+        loc[i] = *ts[i];
+        unsigned f = i < nout ? VT_USE_WRITE : VT_USE_READ | VT_USE_STAGE;
+        if (h.kind == K_BN && h.training && (i == 6 || i == 7)) f = VT_USE_READ | VT_USE_WRITE;
+        u[nu++] = (vt_use){&loc[i], f, 0};
+    }
+    vt_prepared p;
+    vt_status s = vt_uses_prepare(dev, name, u, nu, &p);
+    if (s != VT_OK) return s;
     memcpy(buf, &h, sizeof h);
     size_t pos = sizeof h;
-    for (int i = 0; i < h.nt; i++) pos += pack(buf + pos, ts[i]);
-    return vt_enqueue(dev, name, norm_kernel, buf, pos);
+    for (int i = 0; i < h.nt; i++) pos += pack(buf + pos, ts[i] ? &loc[i] : NULL);
+    return vt_enqueue_prepared(dev, name, norm_kernel, buf, pos, &p, VT_ENQ_AUTO);
 }
 
 /* Device, then the kernel's own checks (prefixed with the op's name). */
@@ -114,7 +130,7 @@ vt_status vt_op_layer_norm(int dev, const char *name, const vt_tensor *out, cons
     vt_status s = precheck(dev, name, rows_check(in, out, mean, rstd, weight, bias, NULL, NULL, NULL, norm_ndim));
     if (s != VT_OK) return s;
     const vt_tensor *ts[] = {out, mean, rstd, in, weight, bias};
-    return enqueue(dev, name, (norm_cmd_head){K_LN, 0, 6, norm_ndim, 0, eps, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_LN, 0, 6, norm_ndim, 0, eps, 0}, ts, 3);
 }
 
 vt_status vt_op_layer_norm_backward(int dev, const char *name, const vt_tensor *grad_in,
@@ -126,7 +142,7 @@ vt_status vt_op_layer_norm_backward(int dev, const char *name, const vt_tensor *
     if (s == VT_OK && (!mean || !rstd)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "mean and rstd are required");
     if ((s = precheck(dev, name, s)) != VT_OK) return s;
     const vt_tensor *ts[] = {grad_in, grad_weight, grad_bias, grad_out, in, mean, rstd, weight};
-    return enqueue(dev, name, (norm_cmd_head){K_LN_BWD, 0, 8, norm_ndim, 0, 0, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_LN_BWD, 0, 8, norm_ndim, 0, 0, 0}, ts, 3);
 }
 
 vt_status vt_op_rms_norm(int dev, const char *name, const vt_tensor *out, const vt_tensor *rstd, const vt_tensor *in,
@@ -135,7 +151,7 @@ vt_status vt_op_rms_norm(int dev, const char *name, const vt_tensor *out, const 
     vt_status s = precheck(dev, name, rows_check(in, out, NULL, rstd, weight, NULL, NULL, NULL, NULL, norm_ndim));
     if (s != VT_OK) return s;
     const vt_tensor *ts[] = {out, rstd, in, weight};
-    return enqueue(dev, name, (norm_cmd_head){K_RMS, 0, 4, norm_ndim, 0, eps, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_RMS, 0, 4, norm_ndim, 0, eps, 0}, ts, 2);
 }
 
 vt_status vt_op_rms_norm_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad_weight,
@@ -146,7 +162,7 @@ vt_status vt_op_rms_norm_backward(int dev, const char *name, const vt_tensor *gr
     if (s == VT_OK && !rstd) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "rstd is required");
     if ((s = precheck(dev, name, s)) != VT_OK) return s;
     const vt_tensor *ts[] = {grad_in, grad_weight, grad_out, in, rstd, weight};
-    return enqueue(dev, name, (norm_cmd_head){K_RMS_BWD, 0, 6, norm_ndim, 0, 0, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_RMS_BWD, 0, 6, norm_ndim, 0, 0, 0}, ts, 2);
 }
 
 /* Channel layouts: shapes and per-channel / per-group element counts
@@ -172,7 +188,7 @@ vt_status vt_op_group_norm(int dev, const char *name, const vt_tensor *out, cons
                               : chan_check(in, out, NULL, groups, pc, 2, pu, 2);
     if ((s = precheck(dev, name, s)) != VT_OK) return s;
     const vt_tensor *ts[] = {out, mean, rstd, in, weight, bias};
-    return enqueue(dev, name, (norm_cmd_head){K_GN, 0, 6, 0, groups, eps, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_GN, 0, 6, 0, groups, eps, 0}, ts, 3);
 }
 
 vt_status vt_op_group_norm_backward(int dev, const char *name, const vt_tensor *grad_in,
@@ -186,7 +202,7 @@ vt_status vt_op_group_norm_backward(int dev, const char *name, const vt_tensor *
     if (s == VT_OK && (!mean || !rstd)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "mean and rstd are required");
     if ((s = precheck(dev, name, s)) != VT_OK) return s;
     const vt_tensor *ts[] = {grad_in, grad_weight, grad_bias, grad_out, in, mean, rstd, weight};
-    return enqueue(dev, name, (norm_cmd_head){K_GN_BWD, 0, 8, 0, groups, 0, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_GN_BWD, 0, 8, 0, groups, 0, 0}, ts, 3);
 }
 
 vt_status vt_op_batch_norm(int dev, const char *name, const vt_tensor *out, const vt_tensor *save_mean,
@@ -200,7 +216,7 @@ vt_status vt_op_batch_norm(int dev, const char *name, const vt_tensor *out, cons
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "running_mean and running_var are required in eval mode");
     if ((s = precheck(dev, name, s)) != VT_OK) return s;
     const vt_tensor *ts[] = {out, save_mean, save_invstd, in, weight, bias, running_mean, running_var};
-    return enqueue(dev, name, (norm_cmd_head){K_BN, training, 8, 0, 0, eps, momentum}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_BN, training, 8, 0, 0, eps, momentum}, ts, 3);
 }
 
 vt_status vt_op_batch_norm_backward(int dev, const char *name, const vt_tensor *grad_in,
@@ -217,5 +233,5 @@ vt_status vt_op_batch_norm_backward(int dev, const char *name, const vt_tensor *
     if ((s = precheck(dev, name, s)) != VT_OK) return s;
     const vt_tensor *ts[] = {grad_in, grad_weight, grad_bias, grad_out, in,
                              weight, running_mean, running_var, save_mean, save_invstd};
-    return enqueue(dev, name, (norm_cmd_head){K_BN_BWD, training, 10, 0, 0, eps, 0}, ts);
+    return enqueue(dev, name, (norm_cmd_head){K_BN_BWD, training, 10, 0, 0, eps, 0}, ts, 3);
 }

@@ -50,7 +50,13 @@ static vt_status submit(int dev, const char *name, pool_op op, vt_pool_kind kind
         c->has_idx = 1;
     }
     if (p) c->p = *p;
-    return vt_enqueue(dev, name, pool_kernel, c, sizeof *c);
+    /* a is written (with the argmax indices of a forward max pool); the
+     * inputs are read while a is written, so overlaps are copied */
+    int idx_out = op == OP_MAX || op == OP_AMAX;
+    vt_use u[3] = {{&c->a, VT_USE_WRITE, 0}, {&c->b, VT_USE_READ | VT_USE_STAGE, 0}};
+    int n = 2;
+    if (idx) u[n++] = (vt_use){&c->idx, idx_out ? VT_USE_WRITE : VT_USE_READ | VT_USE_STAGE, 0};
+    return vt_enqueue_uses(dev, name, pool_kernel, c, sizeof *c, u, n);
 }
 
 #define NAME(n, d) ((n) ? (n) : (d))

@@ -44,7 +44,9 @@ vt_status vt_op_reduce(int dev, const char *name, vt_reduce_op op, const vt_tens
     c.mask = dims_mask;
     c.out = *out;
     c.in = *in;
-    return vt_enqueue(dev, name, reduce_kernel, &c, sizeof c);
+    /* out may be in itself (nothing reduced); other overlaps are copied */
+    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, reduce_kernel, &c, sizeof c, u, 2);
 }
 
 /* ------------------------------------------------------------ max/min with indices */
@@ -79,7 +81,11 @@ vt_status vt_op_reduce_arg(int dev, const char *name, int is_max, const vt_tenso
     if (values) c.values = *values;
     if (indices) c.indices = *indices;
     c.in = *in;
-    return vt_enqueue(dev, name, reduce_arg_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
+    int n = 1;
+    if (values) u[n++] = (vt_use){&c.values, VT_USE_WRITE, 0};
+    if (indices) u[n++] = (vt_use){&c.indices, VT_USE_WRITE, 0};
+    return vt_enqueue_uses(dev, name, reduce_arg_kernel, &c, sizeof c, u, n);
 }
 
 /* ------------------------------------------------------------ scans */
@@ -111,5 +117,7 @@ vt_status vt_op_scan(int dev, const char *name, vt_scan_op op, const vt_tensor *
     c.dim = dim;
     c.out = *out;
     c.in = *in;
-    return vt_enqueue(dev, name, scan_kernel, &c, sizeof c);
+    /* in place exactly, as CPU allows; a partial overlap is refused as CPU does */
+    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
+    return vt_enqueue_uses(dev, name, scan_kernel, &c, sizeof c, u, 2);
 }

@@ -49,7 +49,14 @@ static vt_status submit(int dev, const char *name, rng2_cmd *c, const vt_tensor 
         c->b = *b;
         c->has_b = 1;
     }
-    return vt_enqueue(dev, name, rng2_kernel, c, sizeof *c);
+    /* elementwise ops may write over their input; dropout also writes its
+     * mask (b); multinomial reads all of probs for each sample */
+    unsigned in = c->op == R_MULTINOMIAL ? VT_USE_READ | VT_USE_STAGE : VT_USE_READ | VT_USE_ALIAS_OK;
+    vt_use u[3] = {{&c->out, VT_USE_WRITE, 0}};
+    int n = 1;
+    if (a) u[n++] = (vt_use){&c->a, in, 0};
+    if (b) u[n++] = (vt_use){&c->b, c->op == R_DROPOUT ? VT_USE_WRITE : in, 0};
+    return vt_enqueue_uses(dev, name, rng2_kernel, c, sizeof *c, u, n);
 }
 
 #define NAME(n, d) ((n) ? (n) : (d))

@@ -2,6 +2,8 @@
  * on the calling thread (bad shapes fail at the op), then the descriptors
  * are copied into a command run on the device queue. A cat list longer than
  * one command holds is split: each command writes its own slice of out. */
+#include <stdlib.h>
+
 #include "kernels/shape.h"
 
 static vt_status prefixed(vt_status s, const char *name) { return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name); }
@@ -27,20 +29,42 @@ vt_status vt_op_cat(int dev, const char *name, const vt_tensor *out, int n, cons
     if (s) return s;
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
     if ((s = vt_cat_check(out, n, ins, dim))) return s == VT_ERR_INVALID_ARGUMENT ? s : prefixed(s, name);
+    /* The inputs are checked against the whole of out at once (as CPU
+     * refuses any overlap); the commands then write disjoint slices. */
+    vt_tensor whole = *out;
+    vt_tensor *local = malloc(sizeof(vt_tensor) * (size_t)(n > 0 ? n : 1));
+    vt_use *u = malloc(sizeof(vt_use) * (size_t)(n + 1));
+    if (!local || !u) {
+        free(local);
+        free(u);
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory", name);
+    }
+    u[0] = (vt_use){&whole, VT_USE_WRITE, 0};
+    for (int k = 0; k < n; k++) {
+        local[k] = ins[k];
+        u[k + 1] = (vt_use){&local[k], VT_USE_READ, 0};
+    }
+    vt_prepared all;
+    s = vt_uses_prepare(dev, name, u, n + 1, &all);
+    free(u);
     int64_t at = 0;
-    for (int k0 = 0; k0 < n; k0 += CAT_PER_CMD) {
+    for (int k0 = 0; s == VT_OK && k0 < n; k0 += CAT_PER_CMD) {
         cat_cmd c;
         memset(&c, 0, sizeof c);
         c.n = n - k0 < CAT_PER_CMD ? n - k0 : CAT_PER_CMD;
         c.dim = dim;
         int64_t len = 0;
-        for (int k = 0; k < c.n; k++) c.ins[k] = ins[k0 + k], len += ins[k0 + k].sizes[dim];
+        for (int k = 0; k < c.n; k++) c.ins[k] = local[k0 + k], len += local[k0 + k].sizes[dim];
         c.out = vt_shape_narrow(out, dim, at, len);
         at += len;
         if (len == 0) continue;
-        if ((s = vt_enqueue(dev, name, cat_kernel, &c, sizeof c))) return s;
+        vt_use cu[1 + CAT_PER_CMD] = {{&c.out, VT_USE_WRITE, 0}};
+        for (int k = 0; k < c.n; k++) cu[k + 1] = (vt_use){&c.ins[k], VT_USE_READ, 0};
+        s = vt_enqueue_uses(dev, name, cat_kernel, &c, sizeof c, cu, c.n + 1);
     }
-    return VT_OK;
+    vt_prepared_release(dev, &all); /* staged inputs go after the commands that read them */
+    free(local);
+    return s;
 }
 
 /* ------------------------------------------------------------ flip, roll, tril/triu */
@@ -64,7 +88,8 @@ vt_status vt_op_flip(int dev, const char *name, const vt_tensor *out, const vt_t
     flip_cmd c;
     memset(&c, 0, sizeof c);
     c.mask = dims_mask, c.out = *out, c.in = *in;
-    return vt_enqueue(dev, name, flip_kernel, &c, sizeof c);
+    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, flip_kernel, &c, sizeof c, u, 2);
 }
 
 typedef struct roll_cmd {
@@ -90,7 +115,8 @@ vt_status vt_op_roll(int dev, const char *name, const vt_tensor *out, const vt_t
     memset(&c, 0, sizeof c);
     c.ndims = ndims, c.out = *out, c.in = *in;
     for (int k = 0; k < ndims; k++) c.dims[k] = dims[k], c.shifts[k] = shifts[k];
-    return vt_enqueue(dev, name, roll_kernel, &c, sizeof c);
+    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, roll_kernel, &c, sizeof c, u, 2);
 }
 
 typedef struct tri_cmd {
@@ -113,7 +139,9 @@ vt_status vt_op_tri(int dev, const char *name, const vt_tensor *out, const vt_te
     tri_cmd c;
     memset(&c, 0, sizeof c);
     c.diagonal = diagonal, c.upper = upper, c.out = *out, c.in = *in;
-    return vt_enqueue(dev, name, tri_kernel, &c, sizeof c);
+    /* elementwise: tril_ in place is exact */
+    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, tri_kernel, &c, sizeof c, u, 2);
 }
 
 /* ------------------------------------------------------------ sort, topk */
@@ -138,7 +166,11 @@ static vt_status sel_enqueue(int dev, const char *name, const vt_tensor *values,
     c.has_v = values != NULL, c.has_i = indices != NULL;
     if (values) c.values = *values;
     if (indices) c.indices = *indices;
-    return vt_enqueue(dev, name, sel_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
+    int n = 1;
+    if (values) u[n++] = (vt_use){&c.values, VT_USE_WRITE, 0};
+    if (indices) u[n++] = (vt_use){&c.indices, VT_USE_WRITE, 0};
+    return vt_enqueue_uses(dev, name, sel_kernel, &c, sizeof c, u, n);
 }
 
 vt_status vt_op_sort(int dev, const char *name, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,
@@ -187,7 +219,8 @@ static vt_status range_enqueue(int dev, const char *name, int linspace, const vt
     range_cmd c;
     memset(&c, 0, sizeof c);
     c.linspace = linspace, c.a = a, c.b = b, c.vec = vec, c.chunk = chunk, c.out = *out;
-    return vt_enqueue(dev, name, range_kernel, &c, sizeof c);
+    vt_use u[1] = {{&c.out, VT_USE_WRITE, 0}};
+    return vt_enqueue_uses(dev, name, range_kernel, &c, sizeof c, u, 1);
 }
 
 vt_status vt_op_arange(int dev, const char *name, const vt_tensor *out, vt_scalar start, vt_scalar step, int64_t vec,
@@ -220,5 +253,8 @@ vt_status vt_op_searchsorted(int dev, const char *name, const vt_tensor *out, co
     ss_cmd c;
     memset(&c, 0, sizeof c);
     c.right = right, c.out = *out, c.sorted = *sorted, c.values = *values;
-    return vt_enqueue(dev, name, ss_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.out, VT_USE_WRITE, 0},
+                   {&c.sorted, VT_USE_READ | VT_USE_STAGE, 0},
+                   {&c.values, VT_USE_READ | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, ss_kernel, &c, sizeof c, u, 3);
 }

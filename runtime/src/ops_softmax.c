@@ -35,7 +35,9 @@ vt_status vt_op_softmax(int dev, const char *name, const vt_tensor *out, const v
     c.log = log;
     c.a = *out;
     c.b = *in;
-    return vt_enqueue(dev, name, softmax_kernel, &c, sizeof c);
+    /* row by row, each row read before it is written: in place is exact */
+    vt_use u[2] = {{&c.a, VT_USE_WRITE, 0}, {&c.b, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, softmax_kernel, &c, sizeof c, u, 2);
 }
 
 vt_status vt_op_softmax_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad_out,
@@ -53,10 +55,15 @@ vt_status vt_op_softmax_backward(int dev, const char *name, const vt_tensor *gra
     c.a = *grad_in;
     c.b = *grad_out;
     c.c = *y;
-    return vt_enqueue(dev, name, softmax_kernel, &c, sizeof c);
+    vt_use u[3] = {{&c.a, VT_USE_WRITE, 0}, {&c.b, VT_USE_READ | VT_USE_STAGE, 0}, {&c.c, VT_USE_READ | VT_USE_STAGE, 0}};
+    return vt_enqueue_uses(dev, name, softmax_kernel, &c, sizeof c, u, 3);
 }
 
 /* ------------------------------------------------------------ nll */
+
+/* Losses read their inputs while they write (a reduction): overlapping
+ * inputs are copied first. */
+#define LOSS_IN (VT_USE_READ | VT_USE_STAGE)
 
 typedef struct nll_cmd {
     int bwd, has_weight, has_tw;
@@ -94,7 +101,11 @@ vt_status vt_op_nll_loss(int dev, const char *name, const vt_tensor *out, const 
     if ((s = vt_nll_loss_check(out, total_weight, input, target, weight, reduction)) != VT_OK) return fail(s, name);
     nll_cmd c;
     nll_fill(&c, out, total_weight, input, target, weight, reduction, ignore_index);
-    return vt_enqueue(dev, name, nll_kernel, &c, sizeof c);
+    vt_use u[5] = {{&c.out, VT_USE_WRITE, 0}, {&c.input, LOSS_IN, 0}, {&c.target, LOSS_IN, 0}};
+    int n = 3;
+    if (c.has_tw) u[n++] = (vt_use){&c.tw, VT_USE_WRITE, 0};
+    if (c.has_weight) u[n++] = (vt_use){&c.weight, LOSS_IN, 0};
+    return vt_enqueue_uses(dev, name, nll_kernel, &c, sizeof c, u, n);
 }
 
 vt_status vt_op_nll_loss_backward(int dev, const char *name, const vt_tensor *grad_input, const vt_tensor *grad_out,
@@ -110,7 +121,11 @@ vt_status vt_op_nll_loss_backward(int dev, const char *name, const vt_tensor *gr
     nll_fill(&c, grad_input, total_weight, input, target, weight, reduction, ignore_index);
     c.bwd = 1;
     c.grad_out = *grad_out;
-    return vt_enqueue(dev, name, nll_kernel, &c, sizeof c);
+    vt_use u[6] = {{&c.out, VT_USE_WRITE, 0}, {&c.grad_out, LOSS_IN, 0}, {&c.input, LOSS_IN, 0}, {&c.target, LOSS_IN, 0}};
+    int n = 4;
+    if (c.has_tw) u[n++] = (vt_use){&c.tw, LOSS_IN, 0};
+    if (c.has_weight) u[n++] = (vt_use){&c.weight, LOSS_IN, 0};
+    return vt_enqueue_uses(dev, name, nll_kernel, &c, sizeof c, u, n);
 }
 
 /* ------------------------------------------------------------ pointwise losses */
@@ -146,6 +161,15 @@ static void pw_fill(pw_cmd *c, vt_loss_kind kind, const vt_tensor *out, const vt
     if ((c->has_pw = pos_weight != NULL)) c->pos_weight = *pos_weight;
 }
 
+static vt_status pw_enqueue(int dev, const char *name, pw_cmd *c) {
+    vt_use u[6] = {{&c->out, VT_USE_WRITE, 0}, {&c->input, LOSS_IN, 0}, {&c->target, LOSS_IN, 0}};
+    int n = 3;
+    if (c->has_weight) u[n++] = (vt_use){&c->weight, LOSS_IN, 0};
+    if (c->has_pw) u[n++] = (vt_use){&c->pos_weight, LOSS_IN, 0};
+    if (c->bwd) u[n++] = (vt_use){&c->grad_out, LOSS_IN, 0};
+    return vt_enqueue_uses(dev, name, pw_kernel, c, sizeof *c, u, n);
+}
+
 vt_status vt_op_pointwise_loss(int dev, const char *name, vt_loss_kind kind, const vt_tensor *out,
                                const vt_tensor *input, const vt_tensor *target, const vt_tensor *weight,
                                const vt_tensor *pos_weight, vt_loss_reduction reduction, double param) {
@@ -156,7 +180,7 @@ vt_status vt_op_pointwise_loss(int dev, const char *name, vt_loss_kind kind, con
         return fail(s, name);
     pw_cmd c;
     pw_fill(&c, kind, out, input, target, weight, pos_weight, reduction, param);
-    return vt_enqueue(dev, name, pw_kernel, &c, sizeof c);
+    return pw_enqueue(dev, name, &c);
 }
 
 vt_status vt_op_pointwise_loss_backward(int dev, const char *name, vt_loss_kind kind,
@@ -175,5 +199,5 @@ vt_status vt_op_pointwise_loss_backward(int dev, const char *name, vt_loss_kind 
     pw_fill(&c, kind, grad_input, input, target, weight, pos_weight, reduction, param);
     c.bwd = 1;
     c.grad_out = *grad_out;
-    return vt_enqueue(dev, name, pw_kernel, &c, sizeof c);
+    return pw_enqueue(dev, name, &c);
 }

@@ -1,8 +1,10 @@
 /* queue.c — one in-order command queue per device, drained by its own worker
  * thread, plus events and the eager-mode switches. Enqueue is the hot path of
  * every eager op, so it copies into a preallocated ring slot and touches the
- * worker only when the worker is asleep. A failing command's error is latched
- * and handed to the next synchronisation, as CUDA does. */
+ * worker only when the worker is asleep. A command carries the memory it
+ * reads and writes: a failing command becomes a fault (fault.c) that poisons
+ * what it wrote, and a command whose inputs are poisoned passes the fault
+ * on instead of computing from garbage. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdalign.h>
@@ -36,6 +38,10 @@ typedef struct vt_command {
     vt_kernel_fn fn;
     const char *op_name;
     cmd_result *result; /* set: report to the waiting producer instead of latching */
+    int nacc;
+    vt_access *acc;     /* inline_acc, or a malloc'd list the worker frees */
+    void *payload;      /* malloc'd block the args point into, freed after the command */
+    vt_access inline_acc[VT_ACCESS_INLINE];
     alignas(64) unsigned char args[VT_MAX_ARGS];
 } vt_command;
 
@@ -44,7 +50,6 @@ typedef struct vt_queue {
     pthread_mutex_t mu;      /* guards sleeping on the condvars */
     pthread_cond_t work_cv;  /* the idle worker sleeps here */
     pthread_cond_t done_cv;  /* waiters for completions (and for ring space) */
-    pthread_mutex_t err_mu;
     vt_command *ring;
     int started;
     uint64_t done_seen;      /* producer's cached copy of done (under prod_mu) */
@@ -52,9 +57,7 @@ typedef struct vt_queue {
     alignas(64) atomic_uint_fast64_t done; /* commands completed */
     atomic_uint_fast64_t wake_at;          /* smallest done count a sleeper waits for */
     alignas(64) atomic_int worker_sleeping;
-    atomic_int has_err;
-    vt_status err;
-    char err_msg[ERR_LEN];
+    int dev;
 } vt_queue;
 
 static vt_queue queues[VT_MAX_DEVICES];
@@ -103,7 +106,7 @@ static void queues_init(void) {
         vt_queue *q = &queues[i];
         pthread_mutex_init(&q->prod_mu, NULL);
         pthread_mutex_init(&q->mu, NULL);
-        pthread_mutex_init(&q->err_mu, NULL);
+        q->dev = i;
         pthread_cond_init(&q->work_cv, &ca);
         pthread_cond_init(&q->done_cv, &ca);
         atomic_init(&q->wake_at, UINT64_MAX);
@@ -155,26 +158,37 @@ static int wait_done(vt_queue *q, uint64_t target, int64_t timeout_ms) {
 
 /* ------------------------------------------------------------ worker */
 
-static void run_command(vt_queue *q, vt_command *c) {
-    vt_clear_error();
-    vt_status s = c->fn(c->args);
-    if (c->result) {
-        c->result->status = s;
+static void report(cmd_result *r, vt_status s) {
+    r->status = s;
+    snprintf(r->msg, ERR_LEN, "%s", vt_last_error());
+}
+
+/* Run one command (ticket: its place in the queue). A command whose inputs
+ * a failed op wrote does not run: what it writes carries that fault on. */
+static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
+    vt_fault *f = c->nacc ? vt_fault_of_reads(c->acc, c->nacc) : NULL;
+    if (f) {
+        vt_fault_poison(c->acc, c->nacc, f);
+        if (c->result) report(c->result, vt_fault_raise(f));
+    } else {
+        vt_clear_error();
+        vt_status s = c->fn(c->args);
         if (s != VT_OK) {
-            const char *m = vt_last_error();
-            snprintf(c->result->msg, ERR_LEN, "%s: %s", c->op_name, *m ? m : vt_status_string(s));
+            f = vt_fault_new(q->dev, ticket, s, c->op_name, vt_last_error());
+            vt_fault_poison(c->acc, c->nacc, f);
+            if (c->result) report(c->result, vt_fault_raise(f));
+            else vt_fault_latch(f);
+        } else {
+            if (c->nacc) vt_fault_clear_writes(c->acc, c->nacc);
+            if (c->result) c->result->status = VT_OK;
         }
-        return;
     }
-    if (s == VT_OK) return;
-    pthread_mutex_lock(&q->err_mu);
-    if (!atomic_load_explicit(&q->has_err, memory_order_relaxed)) {
-        const char *m = vt_last_error();
-        q->err = s;
-        snprintf(q->err_msg, ERR_LEN, "%s: %s", c->op_name, *m ? m : vt_status_string(s));
-        atomic_store(&q->has_err, 1);
-    }
-    pthread_mutex_unlock(&q->err_mu);
+    if (f) vt_fault_unref(f);
+    if (c->acc != c->inline_acc) free(c->acc);
+    free(c->payload);
+    c->acc = NULL;
+    c->nacc = 0;
+    c->payload = NULL;
 }
 
 static void *worker_main(void *arg) {
@@ -207,7 +221,7 @@ static void *worker_main(void *arg) {
             }
             continue;
         }
-        run_command(q, &q->ring[next & (RING_SLOTS - 1)]);
+        run_command(q, &q->ring[next & (RING_SLOTS - 1)], next + 1);
         next++;
         atomic_store(&q->done, next);
         if (next >= atomic_load(&q->wake_at)) {
@@ -249,16 +263,35 @@ static vt_status start_worker(vt_queue *q, int dev) {
 
 /* ------------------------------------------------------------ enqueue */
 
-vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
-                        vt_enqueue_policy policy, uint64_t *ticket_out) {
+/* Fill a command's accesses: the list is copied into the slot when it is
+ * short, else the command takes the malloc'd list over. */
+static void set_accesses(vt_command *c, vt_access *acc, int nacc, int heap) {
+    c->nacc = nacc;
+    if (heap) {
+        c->acc = acc;
+    } else {
+        if (nacc) memcpy(c->inline_acc, acc, (size_t)nacc * sizeof *acc);
+        c->acc = c->inline_acc;
+    }
+}
+
+/* The core of every enqueue. acc (nacc entries; heap: malloc'd) is what the
+ * command touches; the heap list and payload belong to the command from
+ * here, and are freed on failure too. */
+static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
+                             vt_access *acc, int nacc, int heap, void *payload, vt_enqueue_policy policy,
+                             uint64_t *ticket_out) {
     vt_status s = vt_check_device(dev);
-    if (s != VT_OK) return s;
-    if (!op_name) op_name = "vt_enqueue";
-    if (!fn) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: kernel function is NULL", op_name);
-    if (args_size > VT_MAX_ARGS)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: argument block of %zu bytes exceeds VT_MAX_ARGS (%d)",
-                            op_name, args_size, VT_MAX_ARGS);
-    if (args_size && !args) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op_name);
+    if (s == VT_OK && !fn) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: kernel function is NULL", op_name);
+    if (s == VT_OK && args_size > VT_MAX_ARGS)
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: argument block of %zu bytes exceeds VT_MAX_ARGS (%d)",
+                         op_name, args_size, VT_MAX_ARGS);
+    if (s == VT_OK && args_size && !args) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op_name);
+    if (s != VT_OK) {
+        if (heap) free(acc);
+        free(payload);
+        return s;
+    }
     if (policy == VT_ENQ_AUTO) policy = vt_get_eager_mode() == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC;
     vt_queue *q = queue_of(dev);
 
@@ -266,19 +299,24 @@ vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const voi
     if (policy == VT_ENQ_WAIT && worker_of == q) {
         /* A kernel waiting on its own queue would deadlock: run it here, which
          * is where it would run next anyway. */
-        if (ticket_out) *ticket_out = atomic_load(&q->done);
-        unsigned char local[VT_MAX_ARGS] __attribute__((aligned(64)));
-        if (args_size) memcpy(local, args, args_size);
-        vt_clear_error();
-        s = fn(local);
-        if (s == VT_OK) return VT_OK;
-        snprintf(res.msg, ERR_LEN, "%s: %s", op_name, *vt_last_error() ? vt_last_error() : vt_status_string(s));
-        return vt_set_error(s, "%s", res.msg);
+        uint64_t at = atomic_load(&q->done);
+        if (ticket_out) *ticket_out = at;
+        static _Thread_local vt_command local;
+        local.fn = fn;
+        local.op_name = op_name;
+        local.result = &res;
+        local.payload = payload;
+        set_accesses(&local, acc, nacc, heap);
+        if (args_size) memcpy(local.args, args, args_size);
+        run_command(q, &local, at + 1);
+        return res.status == VT_OK ? VT_OK : vt_set_error(res.status, "%s", res.msg);
     }
 
     pthread_mutex_lock(&q->prod_mu);
     if (!q->started && (s = start_worker(q, dev)) != VT_OK) {
         pthread_mutex_unlock(&q->prod_mu);
+        if (heap) free(acc);
+        free(payload);
         return s;
     }
     uint64_t seq = atomic_load_explicit(&q->tail, memory_order_relaxed);
@@ -294,6 +332,8 @@ vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const voi
     c->fn = fn;
     c->op_name = op_name;
     c->result = policy == VT_ENQ_WAIT ? &res : NULL;
+    c->payload = payload;
+    set_accesses(c, acc, nacc, heap);
     if (args_size) memcpy(c->args, args, args_size);
     atomic_store(&q->tail, seq + 1);
     if (atomic_load(&q->worker_sleeping)) {
@@ -309,30 +349,46 @@ vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const voi
     return vt_set_error(res.status, "%s", res.msg);
 }
 
+vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
+                        vt_enqueue_policy policy, uint64_t *ticket_out) {
+    return enqueue_cmd(dev, op_name ? op_name : "vt_enqueue", fn, args, args_size, NULL, 0, 0, NULL, policy,
+                       ticket_out);
+}
+
 vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size) {
     return vt_enqueue_ex(dev, op_name, fn, args, args_size, VT_ENQ_AUTO, NULL);
 }
 
+vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
+                              vt_prepared *p, vt_enqueue_policy policy) {
+    int heap = p->acc != p->inline_acc;
+    vt_status s =
+        enqueue_cmd(dev, name ? name : "vt_op", fn, args, args_size, p->acc, p->n, heap, p->payload, policy, NULL);
+    p->acc = p->inline_acc; /* the command owns the malloc'd list and payload now */
+    p->n = 0;
+    p->payload = NULL;
+    /* Staged copies are freed stream-ordered: the op that reads them is
+     * queued, and later writes to a reused block queue after it. */
+    vt_prepared_release(dev, p);
+    return s;
+}
+
 /* ------------------------------------------------------------ sync, events */
 
-vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms) {
+vt_status vt_wait(int dev, int64_t timeout_ms) {
     vt_status s = vt_check_device(dev);
     if (s != VT_OK) return s;
     vt_queue *q = queue_of(dev);
     uint64_t target = atomic_load(&q->tail);
     if (!wait_done(q, target, timeout_ms < 0 ? -1 : timeout_ms))
-        return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: synchronize timed out after %lld ms with %llu op(s) pending",
-                            dev, (long long)timeout_ms,
-                            (unsigned long long)(atomic_load(&q->tail) - atomic_load(&q->done)));
-    if (!atomic_load(&q->has_err)) return VT_OK;
-    pthread_mutex_lock(&q->err_mu);
-    s = VT_OK;
-    if (atomic_load(&q->has_err)) {
-        s = vt_set_error(q->err, "%s", q->err_msg);
-        atomic_store(&q->has_err, 0);
-    }
-    pthread_mutex_unlock(&q->err_mu);
-    return s;
+        return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: wait timed out after %lld ms with %llu op(s) pending", dev,
+                            (long long)timeout_ms, (unsigned long long)(atomic_load(&q->tail) - atomic_load(&q->done)));
+    return VT_OK;
+}
+
+vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms) {
+    vt_status s = vt_wait(dev, timeout_ms);
+    return s != VT_OK ? s : vt_fault_take(dev, UINT64_MAX);
 }
 
 vt_status vt_synchronize(int dev) { return vt_synchronize_timeout(dev, -1); }
@@ -348,6 +404,16 @@ vt_status vt_event_record(int dev, uint64_t *ticket_out) {
 int vt_event_query(int dev, uint64_t ticket) {
     if (vt_check_device(dev) != VT_OK) return 0;
     return atomic_load(&queue_of(dev)->done) >= ticket;
+}
+
+vt_status vt_event_status(int dev, uint64_t ticket, int *done_out) {
+    if (!done_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_event_status: done_out is NULL");
+    *done_out = 0;
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if (atomic_load(&queue_of(dev)->done) < ticket) return VT_OK;
+    *done_out = 1;
+    return vt_fault_take(dev, ticket);
 }
 
 static vt_status check_ticket(vt_queue *q, int dev, uint64_t ticket) {
@@ -366,6 +432,11 @@ vt_status vt_event_wait(int dev, uint64_t ticket, int64_t timeout_ms) {
     if (!wait_done(q, ticket, timeout_ms < 0 ? -1 : timeout_ms))
         return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: event wait timed out after %lld ms", dev, (long long)timeout_ms);
     return VT_OK;
+}
+
+vt_status vt_event_synchronize(int dev, uint64_t ticket, int64_t timeout_ms) {
+    vt_status s = vt_event_wait(dev, ticket, timeout_ms);
+    return s != VT_OK ? s : vt_fault_take(dev, ticket);
 }
 
 typedef struct event_block_args {

@@ -501,6 +501,8 @@ TEST(kernels_conv_queued_ops) {
     const conv_case *c = &cases[4];
     conv_tensors t = make_tensors(c, VT_F32, LAYOUT_CONTIGUOUS), r = make_tensors(c, VT_F32, LAYOUT_CONTIGUOUS);
     fill_values(&t.x, 1), fill_values(&t.w, 1), fill_values(&t.b, 1), fill_values(&t.gy, 1);
+    host_tensor *all[] = {&t.x, &t.w, &t.b, &t.y, &t.gy, &t.gx, &t.gw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_device(all[i]);
     vt_conv_params p = case_params(c);
     CHECK_OK(vt_op_conv_forward(0, "aten::convolution", &t.y.t, &t.x.t, &t.w.t, &t.b.t, &p, VT_PRECISION_DEFAULT));
     CHECK_OK(vt_op_conv_backward_input(0, NULL, &t.gx.t, &t.gy.t, &t.w.t, &p, VT_PRECISION_DEFAULT));

@@ -291,12 +291,14 @@ TEST(kernels_mxu_queued_op) {
     CHECK_OK(vt_init());
     host_tensor a = mat(VT_F32, 9, 40), b = mat(VT_F32, 40, 7), out = mat(VT_F32, 9, 7), ref = mat(VT_F32, 9, 7);
     fill(&a, 1), fill(&b, 1);
+    ht_device(&a), ht_device(&b), ht_device(&out);
     CHECK_OK(vt_op_matmul(0, "aten::mm", &out.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_HIGH));
     CHECK_OK(vt_synchronize(0));
     CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_HIGH));
     CHECK(ht_compare("queued", &out.t, &ref.t, -1) == 0);
     /* Bad shapes fail at the op, named. */
     host_tensor bad = mat(VT_F32, 41, 7);
+    ht_device(&bad);
     CHECK_STATUS(vt_op_matmul(0, "aten::mm", &out.t, &a.t, &bad.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT),
                  VT_ERR_INVALID_ARGUMENT);
     CHECK(strstr(vt_last_error(), "aten::mm: mat1 and mat2 shapes cannot be multiplied (9x40 and 41x7)") != NULL);

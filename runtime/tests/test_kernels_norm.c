@@ -276,6 +276,7 @@ TEST(kernels_norm_errors_and_queued_ops) {
     CHECK_STATUS(vt_op_layer_norm(99, "aten::native_layer_norm", &y.t, &mu.t, &rs.t, &x.t, NULL, NULL, 1, 1e-5),
                  VT_ERR_INDEX);
     host_tensor yr = ht_new(VT_F32, 2, s), mur = ht_1d(VT_F32, 4), rsr = ht_1d(VT_F32, 4);
+    ht_device(&x), ht_device(&y), ht_device(&mu), ht_device(&rs), ht_device(&yr), ht_device(&c4);
     CHECK_OK(vt_op_layer_norm(0, "aten::native_layer_norm", &y.t, &mu.t, &rs.t, &x.t, NULL, NULL, 1, 1e-5));
     CHECK_OK(vt_synchronize(0));
     CHECK_OK(vt_ref_layer_norm(&yr.t, &mur.t, &rsr.t, &x.t, NULL, NULL, 1, 1e-5));
@@ -283,6 +284,7 @@ TEST(kernels_norm_errors_and_queued_ops) {
     /* ten descriptors through one queued command */
     host_tensor dx = ht_new(VT_F32, 2, s), dw = ht_1d(VT_F32, 6), db = ht_1d(VT_F32, 6), sm = ht_1d(VT_F32, 6),
                 si = ht_1d(VT_F32, 6);
+    ht_device(&dx), ht_device(&dw), ht_device(&db), ht_device(&sm), ht_device(&si);
     fill(&c4, 1, 2);
     CHECK_OK(vt_op_batch_norm(0, "aten::native_batch_norm", &yr.t, &sm.t, &si.t, &x.t, &c4.t, NULL, NULL, NULL, 1,
                               0.1, 1e-5));

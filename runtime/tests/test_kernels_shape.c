@@ -244,10 +244,12 @@ TEST(kernels_shape_searchsorted) {
 TEST(kernels_shape_queued) {
     CHECK_OK(vt_init());
     host_tensor x = make3(VT_F32, 2, 3, 4, 0);
+    ht_device(&x);
     vt_tensor l[8];
     for (int k = 0; k < 8; k++) l[k] = x.t;
     int64_t os[3] = {2, 3, 32};
     host_tensor a = out3(VT_F32, os), b = out3(VT_F32, os);
+    ht_device(&a);
     CHECK_OK(vt_op_cat(0, "aten::cat", &a.t, 8, l, 2));
     CHECK_OK(vt_synchronize(0));
     CHECK_OK(vt_ref_cat(&b.t, 8, l, 2));
@@ -256,6 +258,7 @@ TEST(kernels_shape_queued) {
     CHECK_STATUS(vt_op_cat(0, "aten::cat", &a.t, 8, l, 2), VT_ERR_INVALID_ARGUMENT);
     int64_t ts[3] = {2, 3, 5};
     host_tensor tv = out3(VT_F32, ts);
+    ht_device(&tv);
     CHECK_STATUS(vt_op_topk(0, "aten::topk", &tv.t, NULL, &x.t, 2, 5, 1), VT_ERR_INDEX);
     CHECK_OK(vt_synchronize(0));
     ht_free(&x), ht_free(&a), ht_free(&b), ht_free(&tv);

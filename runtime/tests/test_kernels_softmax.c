@@ -334,6 +334,7 @@ TEST(softmax_queued_ops_and_latched_index_error) {
     int64_t s[2] = {4, 10};
     host_tensor x = make(VT_F32, 2, s, 0), y = make(VT_F32, 2, s, 0), r = make(VT_F32, 2, s, 0);
     fill(&x, -3, 3);
+    ht_device(&x), ht_device(&y);
     CHECK_OK(vt_op_softmax(0, "aten::_softmax", &y.t, &x.t, 1, 0));
     CHECK_OK(vt_synchronize(0));
     CHECK_OK(vt_ref_softmax(&r.t, &x.t, 1, 0));
@@ -341,12 +342,14 @@ TEST(softmax_queued_ops_and_latched_index_error) {
     CHECK_STATUS(vt_op_softmax(0, "aten::_softmax", &y.t, &x.t, 5, 0), VT_ERR_INDEX);
     host_tensor t = ht_1d(VT_I64, 4), o = ht_new(VT_F32, 0, NULL), tw = ht_new(VT_F32, 0, NULL);
     ((int64_t *)t.block)[2] = 12;
+    ht_device(&t), ht_device(&o), ht_device(&tw);
     CHECK_OK(vt_op_nll_loss(0, "aten::nll_loss_forward", &o.t, &tw.t, &x.t, &t.t, NULL, VT_REDUCTION_MEAN, -100));
     vt_status st = vt_synchronize(0);
     CHECK(st == VT_ERR_INDEX);
     CHECK(strstr(vt_last_error(), "Target 12 is out of bounds.") != NULL);
     CHECK_OK(vt_synchronize(0));
     host_tensor ti = ht_1d(VT_I64, 3);
+    ht_device(&ti);
     CHECK_STATUS(vt_op_nll_loss(0, "aten::nll_loss_forward", &o.t, &tw.t, &x.t, &ti.t, NULL, VT_REDUCTION_MEAN, -100),
                  VT_ERR_INVALID_ARGUMENT);
     CHECK_OK(vt_op_pointwise_loss(0, "aten::mse_loss", VT_LOSS_MSE, &o.t, &x.t, &y.t, NULL, NULL, VT_REDUCTION_SUM, 0));

@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,8 @@ static inline uint64_t next_u64(void) {
 typedef struct host_tensor {
     vt_tensor t;
     void *block;
+    size_t bytes;
+    int on_device; /* block is device 0's HBM (ht_device) */
 } host_tensor;
 
 /* Contiguous tensor of the given shape (ndim 0 = scalar). */
@@ -43,8 +46,26 @@ static inline host_tensor ht_new(vt_dtype dt, int ndim, const int64_t *sizes) {
     }
     size_t bytes = (size_t)(n ? n : 1) * vt_dtype_size(dt);
     h.block = calloc(1, bytes);
+    h.bytes = bytes;
     h.t.data = h.block;
     return h;
+}
+
+/* Move h's block (and its contents) into device 0's HBM: queued ops take
+ * device memory only. The kernels themselves take any memory, and tests of
+ * them keep malloc'd blocks so AddressSanitizer sees every overrun. */
+static inline void ht_device(host_tensor *h) {
+    if (h->on_device) return;
+    void *d = NULL;
+    if (vt_hbm_alloc(0, h->bytes, &d) != VT_OK || !d) {
+        fprintf(stderr, "ht_device: %s\n", vt_last_error());
+        abort();
+    }
+    memcpy(d, h->block, h->bytes);
+    free(h->block);
+    h->block = d;
+    h->t.data = d;
+    h->on_device = 1;
 }
 
 static inline host_tensor ht_1d(vt_dtype dt, int64_t n) { return ht_new(dt, 1, &n); }
@@ -70,7 +91,8 @@ static inline host_tensor ht_transposed(vt_dtype dt, int64_t rows, int64_t cols)
 }
 
 static inline void ht_free(host_tensor *h) {
-    free(h->block);
+    if (h->on_device) vt_hbm_free(0, h->block);
+    else free(h->block);
     h->block = NULL;
 }
 

@@ -31,6 +31,8 @@ void vt_test_fail(const char *file, int line, const char *fmt, ...) {
 
 int main(int argc, char **argv) {
     int passed = 0, failed = 0;
+    /* Two devices, so cross-device work is tested (unless the caller says otherwise). */
+    setenv("VTPU_NUM_DEVICES", "2", 0);
     for (int i = 0; i < n_tests; i++) {
         if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
         current_failed = 0;

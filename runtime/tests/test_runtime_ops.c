@@ -175,20 +175,32 @@ TEST(runtime_ops_validation_at_the_op) {
     end();
 }
 
-TEST(runtime_ops_copy_to_host_returns_latched_error) {
+/* A read returns the error of the op that wrote what it reads, and only
+ * that: an unrelated tensor reads fine, the failed output raises on every
+ * read until it is overwritten, and a fault raised by a read is not raised
+ * again by the next synchronisation. */
+TEST(runtime_ops_copy_to_host_returns_the_error_of_what_it_reads) {
     begin();
     float *da = dev_alloc(4 * 4);
     vt_tensor a = vec(da, VT_F32, 4);
     int32_t *dx = dev_alloc(4 * 4);
     vt_tensor x = vec(dx, VT_I32, 4);
     vt_scalar zero = vt_scalar_from_int(0);
+    CHECK_OK(vt_op_fill(0, "aten::fill_", &a, vt_scalar_from_double(1.5)));
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(1)));
     CHECK_OK(vt_op_binary(0, "aten::div", VT_DIV_TRUNC, &x, &x, NULL, NULL, &zero, VT_I32, vt_scalar_from_int(1)));
     float host[4];
-    vt_tensor h = vec(host, VT_F32, 4);
-    CHECK_STATUS(vt_copy_to_host(0, &h, &a), VT_ERR_KERNEL); /* like .cpu() raising the async error */
+    int32_t hx[4];
+    vt_tensor h = vec(host, VT_F32, 4), hxt = vec(hx, VT_I32, 4);
+    CHECK_OK(vt_copy_to_host(0, &h, &a)); /* unrelated: no error */
+    CHECK(host[0] == 1.5f && host[3] == 1.5f);
+    CHECK_STATUS(vt_copy_to_host(0, &hxt, &x), VT_ERR_KERNEL);
     CHECK(strstr(vt_last_error(), "aten::div: "));
-    CHECK_OK(vt_copy_to_host(0, &h, &a));
+    CHECK_STATUS(vt_copy_to_host(0, &hxt, &x), VT_ERR_KERNEL); /* still garbage */
+    CHECK_OK(vt_synchronize(0));                               /* raised once already */
+    CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(3))); /* a whole new value */
+    CHECK_OK(vt_copy_to_host(0, &hxt, &x));
+    CHECK(hx[0] == 3 && hx[3] == 3);
     vt_hbm_free(0, da);
     vt_hbm_free(0, dx);
     end();

@@ -37,10 +37,13 @@ struct TpuAllocator final : c10::DeviceAllocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 
-  // Storage copies (clone of a storage, resize) go through the queue so they
-  // stay ordered with the kernels that read or write the same bytes.
+  // Storage copies (clone of a storage, resize) go through the queue of the
+  // device that owns dest, so they stay ordered with the kernels that read
+  // or write the same bytes.
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    copy_device_bytes(current_device(), dest, src, count);
+    int dev = current_device();
+    vt_hbm_owns(dest, &dev);
+    copy_device_bytes(dev, dest, src, count);
   }
 
   bool initialized() override { return vt_is_initialized(); }

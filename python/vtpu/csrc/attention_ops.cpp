@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -92,8 +93,7 @@ sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, cons
             tv = desc(v, "value"), tb{};
   if (has_bias) tb = desc(*bias, "attn_mask");
   check(vt_op_sdpa_forward(device_index(q), "aten::_scaled_dot_product_fused_attention_overrideable", &to, &tl, &tq,
-                           &tk, &tv, has_bias ? &tb : nullptr, scale_of(q, scale), is_causal, matmul_precision()),
-        "aten::_scaled_dot_product_fused_attention_overrideable");
+                           &tk, &tv, has_bias ? &tb : nullptr, scale_of(q, scale), is_causal, matmul_precision()));
   (void)return_debug_mask;
   return {out,
           lse,
@@ -131,17 +131,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
   check(vt_op_sdpa_backward(device_index(q), "aten::_scaled_dot_product_fused_attention_overrideable_backward",
                             dq.defined() ? &tdq : nullptr, dk.defined() ? &tdk : nullptr,
                             dv.defined() ? &tdv : nullptr, &tg, &tq, &tk, &tv, has_bias ? &tb : nullptr, &to, &tl,
-                            scale_of(q, scale), is_causal, matmul_precision()),
-        "aten::_scaled_dot_product_fused_attention_overrideable_backward");
+                            scale_of(q, scale), is_causal, matmul_precision()));
   return {dq, dk, dv, at::Tensor()};
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fused_sdp_choice", fused_sdp_choice);
-  m.impl("_scaled_dot_product_fused_attention_overrideable", sdpa_forward);
-  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", sdpa_backward);
+  VT_IMPL(m, "_fused_sdp_choice", fused_sdp_choice);
+  VT_IMPL(m, "_scaled_dot_product_fused_attention_overrideable", sdpa_forward);
+  VT_IMPL(m, "_scaled_dot_product_fused_attention_overrideable_backward", sdpa_backward);
 }
 
 }  // namespace vtpu

@@ -2,6 +2,9 @@
 // device, and the GIL-releasing, interruptible device wait.
 #include "common.h"
 
+#include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <Python.h>
 #include <torch/csrc/Exceptions.h>
 
@@ -90,6 +93,67 @@ void synchronize_device(int dev) {
   wait_interruptibly([dev](int64_t ms) { return vt_synchronize_timeout(dev, ms); });
 }
 
+void wait_device(int dev) {
+  ensure_init();
+  check(vt_check_device(dev));
+  wait_interruptibly([dev](int64_t ms) { return vt_wait(dev, ms); });
+}
+
+namespace {
+// t's whole allocation as bytes: faults belong to allocations, so this
+// serves every dtype and view.
+bool storage_bytes(const at::Tensor& t, vt_tensor* d) {
+  const auto& st = t.storage();
+  if (!t.numel() || !st.data() || !st.nbytes()) return false;
+  *d = vt_tensor{};
+  d->data = const_cast<void*>(st.data());
+  d->dtype = VT_U8;
+  d->ndim = 1;
+  d->sizes[0] = static_cast<int64_t>(st.nbytes());
+  d->strides[0] = 1;
+  return true;
+}
+}  // namespace
+
+void wait_readable(const at::Tensor& t) {
+  wait_device(device_index(t));
+  vt_tensor d{};
+  if (storage_bytes(t, &d)) check(vt_check_readable(&d));
+}
+
+void mark_written(const at::Tensor& t) {
+  vt_tensor d{};
+  if (t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
+      static_cast<size_t>(t.numel()) * t.itemsize() == t.storage().nbytes() && storage_bytes(t, &d))
+    vt_mark_written(&d);
+}
+
+void resize_out(const at::Tensor& out, c10::IntArrayRef shape,
+                std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  if (out.sizes() != shape)
+    for (const at::Tensor& in : inputs)
+      if (in.defined()) at::assert_no_overlap(out, in);
+  at::native::resize_output(out, shape);
+}
+
+void resize_elementwise_out(const at::Tensor& out, c10::IntArrayRef shape,
+                            std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  if (out.sizes() != shape)
+    for (const at::Tensor& in : inputs) {
+      if (!in.defined()) continue;
+      TORCH_CHECK(!out.is_same(in), "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
+      at::assert_no_partial_overlap(out, in);
+    }
+  at::native::resize_output(out, shape);
+}
+
+void check_scalar_fits(const at::Scalar& v, c10::ScalarType dt) {
+  vt_dtype d{};
+  if (!to_vt_dtype(dt, &d)) return;
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dt, "check_scalar_fits",
+                             [&] { (void)v.to<scalar_t>(); });
+}
+
 void synchronize_all() {
   ensure_init();
   for (int d = 0; d < vt_device_count(); d++) synchronize_device(d);
@@ -103,7 +167,10 @@ c10::DeviceIndex current_device() { return tls_current_device; }
 
 void set_current_device(c10::DeviceIndex d) {
   ensure_init();
-  check(vt_check_device(d));
+  // torch.tpu.set_device and torch.accelerator.set_device_index: TorchTPU's
+  // type and words
+  TORCH_CHECK_VALUE(d >= 0 && d < vt_device_count(), "Cannot set TPU device to index ", static_cast<int>(d),
+                    ": vtpu has ", vt_device_count(), " device(s) (VTPU_NUM_DEVICES)");
   tls_current_device = d;
 }
 

@@ -38,9 +38,18 @@ bool to_vt_dtype(c10::ScalarType st, vt_dtype* out);
 // Returns false when the runtime cannot take it (dtype or too many dims).
 bool describe(const at::Tensor& t, vt_tensor* out);
 
-// Wait for dev's queue; raises the latched kernel error; releases the GIL
-// while waiting and raises KeyboardInterrupt on Ctrl-C (the work goes on).
+// Wait for dev's queue; raises the device's faults not yet raised (errors
+// of queued ops); releases the GIL while waiting and raises
+// KeyboardInterrupt on Ctrl-C (the work goes on).
 void synchronize_device(int dev);
+// Wait for dev's queue and raise nothing: before the host writes device
+// memory (a read must use wait_readable).
+void wait_device(int dev);
+// Wait for t's device, then raise the error of the failed op that wrote t's
+// memory (or that t was computed from), if any: before the host reads t.
+void wait_readable(const at::Tensor& t);
+// The host wrote t's memory: a write of all of it ends a poisoning.
+void mark_written(const at::Tensor& t);
 // The same loop around any bounded wait: step(timeout_ms) returns
 // VT_ERR_TIMEOUT until done.
 void wait_interruptibly(const std::function<vt_status(int64_t)>& step);
@@ -56,6 +65,24 @@ c10::DeviceAllocator* device_allocator();
 // A CPU tensor sharing a tpu tensor's memory (device memory is host memory).
 // Read it only after synchronising the tensor's device.
 at::Tensor host_alias_of(const at::Tensor& t);
+
+// at::native::resize_output for an op's out=: an out that must be resized
+// and overlaps an input is refused first, as CPU refuses it (the runtime
+// applies PyTorch's rules to what each kernel writes; this only keeps a
+// refused op from resizing out before it is refused).
+void resize_out(const at::Tensor& out, c10::IntArrayRef shape,
+                std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs);
+// The same for an elementwise op, with TensorIterator's rules: an out that is
+// also an input cannot be resized ("output with shape [1] doesn't match the
+// broadcast shape [3]"), and a partial overlap is refused.
+void resize_elementwise_out(const at::Tensor& out, c10::IntArrayRef shape,
+                            std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs);
+
+// A Scalar written into a tensor of dtype dt must fit it, as CPU PyTorch's
+// checked conversion requires (fill_, masked_fill_, index_fill_, scatter's
+// value, clamp's bounds): "value cannot be converted to type int8_t
+// without overflow". Dtypes the kernels do not take are not checked here.
+void check_scalar_fits(const at::Scalar& v, c10::ScalarType dt);
 
 // Byte-wise, queue-ordered copy of device memory (storage resize and clone).
 void copy_device_bytes(int dev, void* dst, const void* src, size_t n);

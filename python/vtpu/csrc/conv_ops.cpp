@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -84,16 +85,14 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   if (transposed) {
     const at::Tensor src = zero_extend(input, plain_out_shape(out.sizes(), weight, p));
     const vt_tensor ts = desc(src, "input");
-    check(vt_op_conv_backward_input(dev, "aten::convolution", &to, &ts, &tw, &p, matmul_precision()),
-          "aten::convolution");
+    check(vt_op_conv_backward_input(dev, "aten::convolution", &to, &ts, &tw, &p, matmul_precision()));
     return add_bias(out, bias);
   }
   vt_tensor tb{};
   const bool has_bias = bias && bias->defined();
   if (has_bias) tb = desc(*bias, "bias");
   check(vt_op_conv_forward(dev, "aten::convolution", &to, &ti, &tw, has_bias ? &tb : nullptr, &p,
-                           matmul_precision()),
-        "aten::convolution");
+                           matmul_precision()));
   return out;
 }
 
@@ -115,12 +114,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       // the input gradient of a transposed convolution is the plain convolution of grad_out
       at::Tensor whole = at::empty(full, input.options());
       const vt_tensor tw = desc(weight, "weight"), twh = desc(whole, "grad_input");
-      check(vt_op_conv_forward(dev, name, &twh, &tg, &tw, nullptr, &p, prec), name);
+      check(vt_op_conv_forward(dev, name, &twh, &tg, &tw, nullptr, &p, prec));
       for (int64_t d = 0; d < gi.dim(); d++) whole = whole.narrow(d, 0, gi.size(d));
       gi.copy_(whole);
     } else if (gi.numel()) {
       const vt_tensor tgi = desc(gi, "grad_input"), tw = desc(weight, "weight");
-      check(vt_op_conv_backward_input(dev, name, &tgi, &tg, &tw, &p, prec), name);
+      check(vt_op_conv_backward_input(dev, name, &tgi, &tg, &tw, &p, prec));
     }
   }
   if (mask[1]) {
@@ -130,10 +129,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
       if (transposed) {  // the roles of input and grad_out swap
         const at::Tensor x = zero_extend(input, full);
         const vt_tensor tx = desc(x, "input");
-        check(vt_op_conv_backward_weight(dev, name, &tgw, &tx, &tg, &p, prec), name);
+        check(vt_op_conv_backward_weight(dev, name, &tgw, &tx, &tg, &p, prec));
       } else {
         const vt_tensor ti = desc(input, "input");
-        check(vt_op_conv_backward_weight(dev, name, &tgw, &tg, &ti, &p, prec), name);
+        check(vt_op_conv_backward_weight(dev, name, &tgw, &tg, &ti, &p, prec));
       }
     }
   }
@@ -148,8 +147,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", convolution);
-  m.impl("convolution_backward_overrideable", convolution_backward);
+  VT_IMPL(m, "convolution_overrideable", convolution);
+  VT_IMPL(m, "convolution_backward_overrideable", convolution_backward);
 }
 
 }  // namespace vtpu

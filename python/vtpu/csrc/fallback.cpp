@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "device_check.h"
 #include "fallback.h"
 #include "generator.h"
 
@@ -141,47 +142,54 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<Alias> aliases, outs;
   std::optional<c10::Device> target;
   std::set<int> devices;
-  bool host_tensor = false;
   c10::Device host_dev(c10::kCPU);
 
-  auto note_host = [&](const at::Tensor& t) {
-    if (t.defined() && t.is_cpu() && t.dim() > 0) host_tensor = true;
+  check_stack_devices(schema, *stack, accepts_host_tensors(schema.name()));
+  const auto written = [&](size_t i) {
+    const auto* a = schema.arguments()[i].alias_info();
+    return a != nullptr && a->isWrite();
   };
-  auto tpu_devices = [&](const at::Tensor& t) {
-    if (t.defined() && t.device().type() == kTpu) devices.insert(device_index(t));
-  };
-  for (const auto& v : args) {
-    if (v.isTensor()) tpu_devices(v.toTensor());
-    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) tpu_devices(t);
+  const auto each_tensor = [&](const c10::IValue& v, const auto& fn) {
+    if (v.isTensor()) fn(v.toTensor());
+    else if (v.isTensorList()) for (const auto& t : v.toTensorList()) fn(t);
     else if (v.isOptionalTensorList())
-      for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) if (t.has_value()) tpu_devices(*t);
-  }
-  // Queued kernels may still write what the CPU is about to read.
-  for (int d : devices) synchronize_device(d);
+      for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) if (t.has_value()) fn(*t);
+  };
+  for (size_t i = 0; i < n; i++)
+    each_tensor(args[i], [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kTpu) devices.insert(device_index(t));
+    });
+
+  // Queued kernels may still write what the CPU is about to read (or read
+  // what it is about to write). What it reads must not come from a failed op.
+  for (int d : devices) wait_device(d);
+  for (size_t i = 0; i < n; i++)
+    if (!schema.arguments()[i].is_out())
+      each_tensor(args[i], [](const at::Tensor& t) {
+        if (t.defined() && t.device().type() == kTpu) wait_readable(t);
+      });
+  std::vector<at::Tensor> written_tpu;
+  for (size_t i = 0; i < n; i++)
+    if (written(i))
+      each_tensor(args[i], [&](const at::Tensor& t) {
+        if (t.defined() && t.device().type() == kTpu) written_tpu.push_back(t);
+      });
 
   for (size_t i = 0; i < n; i++) {
     const bool is_out = schema.arguments()[i].is_out();
     auto& v = args[i];
     if (v.isTensor()) {
-      note_host(v.toTensor());
       v = to_cpu_arg(v.toTensor(), is_out, aliases, outs, target);
     } else if (v.isTensorList()) {
       auto list = v.toTensorList();
       c10::List<at::Tensor> mapped;
-      for (const auto& t : list) {
-        note_host(t);
-        mapped.push_back(to_cpu_arg(t, is_out, aliases, outs, target));
-      }
+      for (const auto& t : list) mapped.push_back(to_cpu_arg(t, is_out, aliases, outs, target));
       v = mapped;
     } else if (v.isOptionalTensorList()) {
       c10::List<std::optional<at::Tensor>> mapped;
       for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
-        if (t.has_value()) {
-          note_host(*t);
-          mapped.push_back(to_cpu_arg(*t, is_out, aliases, outs, target));
-        } else {
-          mapped.push_back(std::nullopt);
-        }
+        if (t.has_value()) mapped.push_back(to_cpu_arg(*t, is_out, aliases, outs, target));
+        else mapped.push_back(std::nullopt);
       }
       v = mapped;
     } else if (v.isDevice() && v.toDevice().type() == kTpu) {
@@ -191,9 +199,6 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       v = cpu_generator_for(v.toGenerator());
     }
   }
-  TORCH_CHECK(!(host_tensor && !devices.empty()) || accepts_host_tensors(schema.name()),
-              "Expected all tensors to be on the same device, but found at least two devices, tpu:",
-              *devices.begin(), " and cpu! (in ", name, ")");
   if (!target) target = c10::Device(kTpu, current_device());
 
   torch::jit::drop(stack, n);
@@ -201,6 +206,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
   for (const auto& o : outs) at::_copy_from_and_resize(o.cpu, o.tpu);
+  for (const auto& t : written_tpu) mark_written(t);
 
   const size_t nr = schema.returns().size();
   for (size_t j = stack->size() - nr; j < stack->size(); j++) {

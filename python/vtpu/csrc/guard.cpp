@@ -29,8 +29,10 @@ vt_status stamp_kernel(void* args) {
   return VT_OK;
 }
 
+// Wait for the event; raises the faults (errors of queued ops) before it
+// not yet raised, as Stream.synchronize() does.
 void wait_event(const TpuEvent* ev) {
-  wait_interruptibly([ev](int64_t ms) { return vt_event_wait(ev->dev, ev->ticket, ms); });
+  wait_interruptibly([ev](int64_t ms) { return vt_event_synchronize(ev->dev, ev->ticket, ms); });
 }
 
 thread_local c10::StreamId tls_stream[64] = {};
@@ -102,7 +104,10 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
   bool queryEvent(void* event) const override {
     auto* ev = static_cast<TpuEvent*>(event);
-    return !ev || vt_event_query(ev->dev, ev->ticket);
+    if (!ev) return true;
+    int done = 0;
+    check(vt_event_status(ev->dev, ev->ticket, &done));
+    return done != 0;
   }
 
   void synchronizeEvent(void* event) const override {
@@ -136,7 +141,11 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
 
   bool queryStream(const c10::Stream& stream) const override {
     ensure_init();
-    return vt_queue_pending(stream.device_index()) == 0;
+    uint64_t ticket = 0;
+    int done = 0;
+    check(vt_event_record(stream.device_index(), &ticket));
+    check(vt_event_status(stream.device_index(), ticket, &done));  // a finished queue raises its faults
+    return done != 0;
   }
   void synchronizeStream(const c10::Stream& stream) const override { synchronize_device(stream.device_index()); }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {

@@ -9,9 +9,11 @@
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/ScatterGatherChecks.h>
+#include <ATen/ops/one_hot_native.h>
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -52,17 +54,35 @@ vt_scalar scalar_of(const at::Scalar& s) {
   return v;
 }
 
-// out holds self's values before an in-place style kernel runs on it.
-void prepare_out(const at::Tensor& self, at::Tensor& out) {
+// CPU lets these in-place ops write an expanded tensor (each repeated element
+// gets the same value), with a deprecation warning; so does vtpu.
+void warn_if_expanded(const at::Tensor& self, const char* op) {
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    TORCH_WARN("Use of ", op, " on expanded tensors is deprecated. Please clone() the tensor before performing this "
+               "operation. This also applies to advanced indexing e.g. tensor[",
+               std::string(op) == "index_put_" ? "indices] = tensor" : "mask] = scalar");
+}
+
+// out holds self's values before an in-place style kernel (scatter,
+// index_add, index_copy) runs on it. CPU's checks come first, before out is
+// touched: out may not repeat elements nor overlap what it is computed from.
+void prepare_out(const at::Tensor& self, at::Tensor& out,
+                 std::initializer_list<std::reference_wrapper<const at::Tensor>> reads) {
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.scalar_type(),
               ", but got ", out.scalar_type(), " instead");
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor& r : reads)
+    if (r.defined()) at::assert_no_overlap(out, r);
   at::native::resize_output(out, self.sizes());
   if (!out.is_same(self)) out.copy_(self);
 }
 
 // ------------------------------------------------------------------ index_select, embedding backward
 
-at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index_, at::Tensor& out) {
+// index_select into out, its errors named `name` (embedding is an
+// index_select, but its user called embedding).
+at::Tensor& index_select_named(const at::Tensor& self, int64_t dim, const at::Tensor& index_, at::Tensor& out,
+                               const char* name) {
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index_.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index_.scalar_type() == at::kLong || index_.scalar_type() == at::kInt,
@@ -74,19 +94,53 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   if (!native({&self, &out})) {
     return via_fallback("aten::index_select", "out", self, dim, index_, out).toTensor(), out;
   }
+  // CPU's check for an empty self of 2+ dims (a RuntimeError, before any index is read)
+  if (self.dim() > 1 && index_.numel() > 0 && self.numel() == 0)
+    TORCH_CHECK(self.size(d) > 0, "index_select(): self indexing axis dim should be positive");
   const at::Tensor index = on_device(index_, self);
   std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
   if (self.dim()) shape[d] = index.numel();
-  at::native::resize_output(out, shape);
+  resize_out(out, shape, {self, index});
   if (out.numel() == 0) return out;
   const vt_tensor o = desc(out), s = desc(self), i = desc(index);
-  check(vt_op_index_select(device_index(self), "aten::index_select", &o, &s, static_cast<int>(d), &i));
+  check(vt_op_index_select(device_index(self), name, &o, &s, static_cast<int>(d), &i));
   return out;
+}
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  return index_select_named(self, dim, index, out, "aten::index_select");
 }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   at::Tensor out = at::empty({0}, self.options());
   return index_select_out(self, dim, index, out);
+}
+
+// embedding's forward, as CPU computes it (rows of weight picked by the
+// flattened indices), with its errors named embedding.
+at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, c10::SymInt padding_idx,
+                     bool scale_grad_by_freq, bool sparse) {
+  TORCH_CHECK(weight.dim() == 2, "'weight' must be 2-D");
+  at::checkScalarTypes("embedding", at::TensorArg(indices, "indices", 1), {at::kLong, at::kInt});
+  at::Tensor out = at::empty({0}, weight.options());
+  index_select_named(weight, 0, indices.reshape(-1), out, "aten::embedding");
+  if (indices.dim() == 1) return out;
+  std::vector<int64_t> size(indices.sizes().begin(), indices.sizes().end());
+  size.push_back(weight.size(1));
+  return out.view(size);
+}
+
+// one_hot with CPU's checks and messages (PyTorch skips them on other
+// devices and leaves the error to scatter's bounds check): they read the
+// smallest and largest class, so one_hot waits for its input, as on CPU.
+at::Tensor one_hot(const at::Tensor& self, int64_t num_classes) {
+  TORCH_CHECK(self.scalar_type() == at::kLong, "one_hot is only applicable to index tensor of type LongTensor.");
+  if (self.numel() > 0) {
+    TORCH_CHECK(self.min().item<int64_t>() >= 0, "Class values must be non-negative.");
+    if (num_classes != -1)
+      TORCH_CHECK(num_classes > self.max().item<int64_t>(), "Class values must be smaller than num_classes.");
+  }
+  return at::native::one_hot(self, num_classes);
 }
 
 at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices_,
@@ -118,7 +172,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
               self.scalar_type(), ", but got ", out.scalar_type(), " instead");
   if (!native({&self, &out})) return via_fallback("aten::gather", "out", self, dim, index_, sparse_grad, out).toTensor(), out;
   const at::Tensor index = on_device(index_, self);
-  at::native::resize_output(out, index.sizes());
+  resize_out(out, index.sizes(), {self, index});
   if (out.numel() == 0) return out;
   const vt_tensor o = desc(out), s = desc(self), i = desc(index);
   check(vt_op_gather(device_index(self), "aten::gather", &o, &s, static_cast<int>(d), &i));
@@ -130,9 +184,11 @@ at::Tensor& scatter_impl(const char* name, const at::Tensor& self, int64_t dim, 
                          at::Tensor& out) {
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const std::optional<at::Tensor> src_opt = src ? std::optional<at::Tensor>(*src) : std::nullopt;
+  if (value) check_scalar_fits(*value, self.scalar_type());
   at::native::scatter_gather_dtype_check(name, self, index_, src_opt);
   at::native::scatter_shape_check(self, d, index_, src_opt);
-  prepare_out(self, out);
+  const at::Tensor no_src;
+  prepare_out(self, out, {index_, src ? *src : no_src});
   if (index_.numel() == 0 || out.numel() == 0) return out;
   const at::Tensor index = on_device(index_, self);
   at::Tensor src_dev = src ? on_device(*src, self) : at::Tensor();
@@ -140,7 +196,11 @@ at::Tensor& scatter_impl(const char* name, const at::Tensor& self, int64_t dim, 
   vt_tensor s{};
   if (src) s = desc(src_dev);
   vt_scalar v = value ? scalar_of(*value) : vt_scalar{};
-  check(vt_op_scatter(device_index(self), name, &o, static_cast<int>(d), &i, src ? &s : nullptr, nullptr, v, op,
+  // the queue keeps the op's name until the op has run: a static string
+  const std::string_view n(name);
+  const char* qualified = n == "scatter_add" ? "aten::scatter_add" : n == "scatter_reduce" ? "aten::scatter_reduce"
+                                                                                          : "aten::scatter";
+  check(vt_op_scatter(device_index(self), qualified, &o, static_cast<int>(d), &i, src ? &s : nullptr, nullptr, v, op,
                       include_self ? 1 : 0));
   return out;
 }
@@ -234,7 +294,7 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   check_source("index_add_", self, d, index_, source);
   if (!native({&self, &out, &source}))
     return via_fallback("aten::index_add", "out", self, dim, index_, source, alpha, out), out;
-  prepare_out(self, out);
+  prepare_out(self, out, {index_, source});
   if (index_.numel() == 0 || out.numel() == 0) return out;
   const at::Tensor index = on_device(index_, self), src = on_device(source, self);
   const vt_tensor o = desc(out), i = desc(index), s = desc(src);
@@ -251,7 +311,7 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   check_source("index_copy_", self, d, index_, source);
   if (!native({&self, &out, &source}))
     return via_fallback("aten::index_copy", "out", self, dim, index_, source, out), out;
-  prepare_out(self, out);
+  prepare_out(self, out, {index_, source});
   if (index_.numel() == 0 || out.numel() == 0) return out;
   const at::Tensor index = on_device(index_, self), src = on_device(source, self);
   const vt_tensor o = desc(out), i = desc(index), s = desc(src);
@@ -264,7 +324,8 @@ at::Tensor& index_fill_impl(at::Tensor& self, int64_t dim, const at::Tensor& ind
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index_.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   TORCH_CHECK_INDEX(index_.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
-  at::assert_no_internal_overlap(self);
+  if (!value_t) check_scalar_fits(value, self.scalar_type());
+  warn_if_expanded(self, "index_fill_");
   if (index_.numel() == 0 || self.numel() == 0) return self;
   const at::Tensor index = on_device(index_, self);
   const vt_tensor o = desc(self), i = desc(index);
@@ -296,7 +357,7 @@ int64_t count_nonzero_sync(const at::Tensor& t, const char* name) {
   at::Tensor cnt = at::empty({}, t.options().dtype(at::kLong));
   const vt_tensor c = desc(cnt), s = desc(t);
   check(vt_op_count_nonzero(dev, name, &c, &s));
-  synchronize_device(dev);
+  wait_readable(cnt);
   return *static_cast<const int64_t*>(cnt.const_data_ptr());
 }
 
@@ -325,7 +386,8 @@ void check_bool_mask(const char* op, const at::Tensor& mask) {
 at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask_, const at::Tensor* value_t,
                              const at::Scalar& value) {
   check_bool_mask("masked_fill_", mask_);
-  at::assert_no_internal_overlap(self);
+  if (!value_t) check_scalar_fits(value, self.scalar_type());
+  warn_if_expanded(self, "masked_fill_");
   const at::Tensor mask = on_device(mask_, self);
   c10::MaybeOwned<at::Tensor> m = at::expand_inplace(self, mask, "masked_fill_");
   if (self.numel() == 0) return self;
@@ -359,7 +421,7 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask_, a
   const auto shape = at::infer_size(self.sizes(), mask.sizes());
   const at::Tensor mb = mask.expand(shape);
   const int64_t n = mb.numel() ? count_nonzero_sync(mb, "aten::masked_select") : 0;
-  at::native::resize_output(out, {n});
+  resize_out(out, {n}, {self, mask});
   if (n == 0) return out;
   const vt_tensor o = desc(out), s = desc(self), k = desc(mask);
   check(vt_op_masked_select(device_index(self), "aten::masked_select", &o, &s, &k));
@@ -396,7 +458,7 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index_, at::Tenso
   TORCH_CHECK_INDEX(!(self.numel() == 0 && index_.numel() != 0), "take(): tried to take from an empty tensor");
   if (!native({&self})) return via_fallback("aten::take", "out", self, index_, out), out;
   const at::Tensor index = on_device(index_, self);
-  at::native::resize_output(out, index.sizes());
+  resize_out(out, index.sizes(), {self, index});
   if (out.numel() == 0) return out;
   const vt_tensor o = desc(out), s = desc(self), i = desc(index);
   check(vt_op_take(device_index(self), "aten::take", &o, &s, &i));
@@ -436,6 +498,7 @@ IndexList index_list(const at::Tensor& self, const c10::List<std::optional<at::T
 }
 
 at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+  TORCH_CHECK_INDEX(!indices.empty(), "at least one index must be provided");
   if (!native({&self})) return via_fallback("aten::index", "Tensor_out", self, indices, out), out;
   const IndexList l = index_list(self, indices);
   const vt_tensor s = desc(self);
@@ -450,6 +513,7 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
 }
 
 at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  TORCH_CHECK_INDEX(!indices.empty(), "at least one index must be provided");
   if (!native({&self})) return via_fallback("aten::index", "Tensor", self, indices).toTensor();
   at::Tensor out = at::empty({0}, self.options());
   return index_out(self, indices, out);
@@ -459,7 +523,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
                             const at::Tensor& values_, bool accumulate, bool unsafe) {
   if (!native({&self, &values_}))
     return via_fallback("aten::_index_put_impl_", "", self, indices, values_, accumulate, unsafe), self;
-  at::assert_no_internal_overlap(self);
+  warn_if_expanded(self, "index_put_");
   at::Tensor values = on_device(values_, self);
   // x[mask] = scalar: a masked fill, no nonzero (and no wait) needed.
   if (!accumulate && indices.size() == 1 && values.dim() == 0) {
@@ -484,32 +548,34 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("index_select", index_select);
-  m.impl("index_select.out", index_select_out);
-  m.impl("embedding_dense_backward", embedding_dense_backward);
-  m.impl("gather.out", gather_out);
-  m.impl("scatter.src_out", scatter_src_out);
-  m.impl("scatter.value_out", scatter_value_out);
-  m.impl("scatter.reduce_out", scatter_reduce_out);
-  m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
-  m.impl("scatter_add.out", scatter_add_out);
-  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
-  m.impl("index_add.out", index_add_out);
-  m.impl("index_copy.out", index_copy_out);
-  m.impl("index_fill_.int_Scalar", index_fill_scalar);
-  m.impl("index_fill_.int_Tensor", index_fill_tensor);
-  m.impl("nonzero", nonzero);
-  m.impl("nonzero.out", nonzero_out);
-  m.impl("masked_fill_.Scalar", masked_fill_scalar);
-  m.impl("masked_fill_.Tensor", masked_fill_tensor);
-  m.impl("masked_select", masked_select);
-  m.impl("masked_select.out", masked_select_out);
-  m.impl("masked_scatter_", masked_scatter_);
-  m.impl("take", take);
-  m.impl("take.out", take_out);
-  m.impl("index.Tensor", index);
-  m.impl("index.Tensor_out", index_out);
-  m.impl("_index_put_impl_", index_put_impl_);
+  VT_IMPL(m, "index_select", index_select);
+  VT_IMPL(m, "index_select.out", index_select_out);
+  VT_IMPL(m, "embedding_dense_backward", embedding_dense_backward);
+  VT_IMPL(m, "embedding", embedding);
+  VT_IMPL(m, "one_hot", one_hot);
+  VT_IMPL(m, "gather.out", gather_out);
+  VT_IMPL(m, "scatter.src_out", scatter_src_out);
+  VT_IMPL(m, "scatter.value_out", scatter_value_out);
+  VT_IMPL(m, "scatter.reduce_out", scatter_reduce_out);
+  VT_IMPL(m, "scatter.value_reduce_out", scatter_value_reduce_out);
+  VT_IMPL(m, "scatter_add.out", scatter_add_out);
+  VT_IMPL(m, "scatter_reduce.two_out", scatter_reduce_two_out);
+  VT_IMPL(m, "index_add.out", index_add_out);
+  VT_IMPL(m, "index_copy.out", index_copy_out);
+  VT_IMPL(m, "index_fill_.int_Scalar", index_fill_scalar);
+  VT_IMPL(m, "index_fill_.int_Tensor", index_fill_tensor);
+  VT_IMPL(m, "nonzero", nonzero);
+  VT_IMPL(m, "nonzero.out", nonzero_out);
+  VT_IMPL(m, "masked_fill_.Scalar", masked_fill_scalar);
+  VT_IMPL(m, "masked_fill_.Tensor", masked_fill_tensor);
+  VT_IMPL(m, "masked_select", masked_select);
+  VT_IMPL(m, "masked_select.out", masked_select_out);
+  VT_IMPL(m, "masked_scatter_", masked_scatter_);
+  VT_IMPL(m, "take", take);
+  VT_IMPL(m, "take.out", take_out);
+  VT_IMPL(m, "index.Tensor", index);
+  VT_IMPL(m, "index.Tensor_out", index_out);
+  VT_IMPL(m, "_index_put_impl_", index_put_impl_);
 }
 
 }  // namespace vtpu

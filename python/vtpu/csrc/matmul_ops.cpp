@@ -3,6 +3,7 @@
 // allocation, the precision in force. Dtypes the MXU does not take (integers)
 // go to the CPU fallback.
 #include <ATen/native/Resize.h>
+#include <ATen/ops/addr_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 
@@ -60,8 +62,7 @@ void run_matmul(const char* name, const at::Tensor& out, const at::Tensor& a, co
   vt_tensor to{}, ta{}, tb{}, tc{};
   const bool ok = describe(out, &to) && describe(a, &ta) && describe(b, &tb) && (!bias || describe(*bias, &tc));
   TORCH_CHECK_NOT_IMPLEMENTED(ok, "vtpu: ", name, " on ", out.dim(), "-dim tensors is not supported by the MXU kernel");
-  check(vt_op_matmul(device_index(out), name, &to, &ta, &tb, bias ? &tc : nullptr, alpha, beta, matmul_precision()),
-        name);
+  check(vt_op_matmul(device_index(out), name, &to, &ta, &tb, bias ? &tc : nullptr, alpha, beta, matmul_precision()));
 }
 
 void check_mm(const at::Tensor& a, const at::Tensor& b) {
@@ -258,8 +259,7 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
   vt_tensor tc{};
   if (bias.defined()) tc = as_column(desc_of(bias));
   check(vt_op_matmul(device_index(out), "aten::addmv", &to, &ta, &tb, bias.defined() ? &tc : nullptr,
-                     alpha.toDouble(), be, matmul_precision()),
-        "aten::addmv");
+                     alpha.toDouble(), be, matmul_precision()));
   return out;
 }
 
@@ -285,31 +285,34 @@ at::Tensor dot_mxu(const at::Tensor& a, const at::Tensor& b) {
   to.sizes[0] = to.sizes[1] = 1;
   to.strides[0] = to.strides[1] = 1;
   const vt_tensor ta = as_row(desc_of(a)), tb = as_column(desc_of(b));
-  check(vt_op_matmul(device_index(out), "aten::dot", &to, &ta, &tb, nullptr, 1.0, 0.0, matmul_precision()),
-        "aten::dot");
+  check(vt_op_matmul(device_index(out), "aten::dot", &to, &ta, &tb, nullptr, 1.0, 0.0, matmul_precision()));
   return out;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("addmv", addmv);
-  m.impl("addmv.out", addmv_out);
-  m.impl("dot", dot_mxu);
-  m.impl("vdot", [](const at::Tensor& a, const at::Tensor& b) {
+  VT_IMPL(m, "addmv", addmv);
+  VT_IMPL(m, "addmv.out", addmv_out);
+  // PyTorch's composite addr.out writes its result into out whatever its
+  // device; behind the device check an out of another device is refused, as
+  // CUDA refuses it.
+  VT_IMPL(m, "addr.out", at::native::addr_out);
+  VT_IMPL(m, "dot", dot_mxu);
+  VT_IMPL(m, "vdot", [](const at::Tensor& a, const at::Tensor& b) {
     // real dtypes (all the MXU takes) need no conjugation: vdot == dot
     return mxu_dtype(a.scalar_type()) ? dot_mxu(a, b) : via_fallback("aten::vdot", "", a, b).toTensor();
   });
-  m.impl("mm", mm);
-  m.impl("mm.out", mm_out);
-  m.impl("addmm", addmm);
-  m.impl("addmm.out", addmm_out);
-  m.impl("addmm_", addmm_);
-  m.impl("bmm", bmm);
-  m.impl("bmm.out", bmm_out);
-  m.impl("baddbmm", baddbmm);
-  m.impl("baddbmm.out", baddbmm_out);
-  m.impl("baddbmm_", baddbmm_);
+  VT_IMPL(m, "mm", mm);
+  VT_IMPL(m, "mm.out", mm_out);
+  VT_IMPL(m, "addmm", addmm);
+  VT_IMPL(m, "addmm.out", addmm_out);
+  VT_IMPL(m, "addmm_", addmm_);
+  VT_IMPL(m, "bmm", bmm);
+  VT_IMPL(m, "bmm.out", bmm_out);
+  VT_IMPL(m, "baddbmm", baddbmm);
+  VT_IMPL(m, "baddbmm.out", baddbmm_out);
+  VT_IMPL(m, "baddbmm_", baddbmm_);
 }
 
 }  // namespace vtpu

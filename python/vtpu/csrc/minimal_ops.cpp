@@ -58,6 +58,8 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
+  // A larger storage comes from self's device, whatever the current one.
+  c10::DeviceGuard guard(self.device());
   auto* impl = self.unsafeGetTensorImpl();
   at::native::resize_impl_cpu_(impl, size, /*stride=*/std::nullopt, /*resize_storage=*/false);
   if (memory_format) {
@@ -95,27 +97,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   const bool src_tpu = self.device().type() == kTpu, dst_tpu = dst.device().type() == kTpu;
   if (!native) {
     // dtypes the kernels do not know (complex...) and lazy views: copy on
-    // host aliases, where CPU's copy resolves the conjugate/negative bits.
-    if (src_tpu) synchronize_device(device_index(self));
-    if (dst_tpu) synchronize_device(device_index(dst));
+    // host aliases, where CPU's copy resolves the conjugate/negative bits
+    // (and checks overlaps as CPU does).
+    if (src_tpu) wait_readable(self);
+    if (dst_tpu) wait_device(device_index(dst));
     at::Tensor d_host = dst_tpu ? host_alias(dst) : dst;
     d_host.copy_(src_tpu ? host_alias(self) : self);
+    if (dst_tpu) mark_written(dst);
     return dst;
   }
-  if (src_tpu && dst_tpu) {
-    const int sdev = device_index(self), ddev = device_index(dst);
-    if (sdev != ddev) {
-      uint64_t ticket = 0;
-      check(vt_event_record(sdev, &ticket));
-      check(vt_event_block(ddev, sdev, ticket));
-    }
-    check(vt_op_copy(ddev, "aten::copy_", &d, &s));
-  } else if (dst_tpu) {
-    check(vt_copy_to_device(device_index(dst), &d, &s), "aten::copy_");
+  if (dst_tpu) {
+    // Device to device (the runtime orders a copy between two devices on
+    // both queues), or host to device (waits: the host buffer is the caller's).
+    const int ddev = device_index(dst);
+    check(src_tpu ? vt_op_copy(ddev, "aten::copy_", &d, &s) : vt_copy_to_device(ddev, &d, &s));
   } else {
-    const int dev = device_index(self);
-    synchronize_device(dev);  // interruptible; raises latched errors
-    check(vt_copy_to_host(dev, &d, &s), "aten::copy_");
+    wait_readable(self);  // interruptible; raises the error of a failed op that wrote self
+    check(vt_copy_to_host(device_index(self), &d, &s));
   }
   return dst;
 }
@@ -126,7 +124,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  synchronize_device(device_index(self));
+  wait_readable(self);
   return at::native::_local_scalar_dense_cpu(host_alias(self));
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -93,8 +94,7 @@ T3 layer_norm(const at::Tensor& input, c10::IntArrayRef shape, const Opt& w_, co
   at::Tensor rstd = at::empty(stat_shape(input, axis), input.options().dtype(st));
   Desc o(out), m(mean), r(rstd), x(input), dw(w), db(b);
   check(vt_op_layer_norm(device_index(input), "aten::native_layer_norm", o.p, m.p, r.p, x.p, dw.p, db.p,
-                         static_cast<int32_t>(shape.size()), eps),
-        "aten::native_layer_norm");
+                         static_cast<int32_t>(shape.size()), eps));
   return {out, mean, rstd};
 }
 
@@ -112,8 +112,7 @@ T3 layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, c10:
     db = at::empty(shape, input.options().dtype(mean.scalar_type()));
   Desc gi(dx), gw(dw), gb(db), go(grad_out), x(input), m(mean), r(rstd), dwt(w);
   check(vt_op_layer_norm_backward(device_index(input), "aten::native_layer_norm_backward", gi.p, gw.p, gb.p, go.p,
-                                  x.p, m.p, r.p, dwt.p, static_cast<int32_t>(shape.size())),
-        "aten::native_layer_norm_backward");
+                                  x.p, m.p, r.p, dwt.p, static_cast<int32_t>(shape.size())));
   return {dx, dw, db};
 }
 
@@ -129,8 +128,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, c10::IntArr
   at::Tensor rstd = at::empty(stat_shape(input, axis), input.options().dtype(dbl ? at::kDouble : at::kFloat));
   Desc o(out), r(rstd), x(input), dw(w);
   check(vt_op_rms_norm(device_index(input), "aten::_fused_rms_norm", o.p, r.p, x.p, dw.p,
-                       static_cast<int32_t>(shape.size()), e),
-        "aten::_fused_rms_norm");
+                       static_cast<int32_t>(shape.size()), e));
   return {out, rstd};
 }
 
@@ -144,8 +142,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
   if (mask[1] && w.defined()) dw = at::empty(w.sizes(), w.options());
   Desc gi(dx), gw(dw), go(grad_out), x(input), r(rstd), wt(w);
   check(vt_op_rms_norm_backward(device_index(input), "aten::_fused_rms_norm_backward", gi.p, gw.p, go.p, x.p, r.p,
-                                wt.p, static_cast<int32_t>(shape.size())),
-        "aten::_fused_rms_norm_backward");
+                                wt.p, static_cast<int32_t>(shape.size())));
   return {dx, dw};
 }
 
@@ -182,8 +179,7 @@ T3 group_norm(const at::Tensor& input, const Opt& w_, const Opt& b_, int64_t N, 
   at::Tensor mean = at::empty({N, group}, input.options().dtype(st));
   at::Tensor rstd = at::empty({N, group}, input.options().dtype(st));
   Desc o(out), m(mean), r(rstd), xd(x), wd(w), bd(b);
-  check(vt_op_group_norm(device_index(input), "aten::native_group_norm", o.p, m.p, r.p, xd.p, wd.p, bd.p, group, eps),
-        "aten::native_group_norm");
+  check(vt_op_group_norm(device_index(input), "aten::native_group_norm", o.p, m.p, r.p, xd.p, wd.p, bd.p, group, eps));
   return {out.view(input.sizes()), mean, rstd};
 }
 
@@ -203,8 +199,7 @@ T3 group_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, cons
   if (mask[2]) db = at::empty({C}, pt);
   Desc gi(dx), gw(dw), gb(db), go(dy), xd(x), m(mean), r(rstd), wd(w);
   check(vt_op_group_norm_backward(device_index(input), "aten::native_group_norm_backward", gi.p, gw.p, gb.p, go.p,
-                                  xd.p, m.p, r.p, wd.p, group),
-        "aten::native_group_norm_backward");
+                                  xd.p, m.p, r.p, wd.p, group));
   return {dx.defined() ? dx.view(input.sizes()) : dx, dw, db};
 }
 
@@ -226,8 +221,7 @@ T3 batch_norm(const at::Tensor& input, const Opt& w_, const Opt& b_, const Opt& 
   Desc o(out), smd(training ? sm : at::Tensor()), sid(training ? si : at::Tensor()), x(input), wd(w), bd(b),
       rmd(rm), rvd(rv);
   check(vt_op_batch_norm(device_index(input), "aten::native_batch_norm", o.p, smd.p, sid.p, x.p, wd.p, bd.p, rmd.p,
-                         rvd.p, training ? 1 : 0, momentum, eps),
-        "aten::native_batch_norm");
+                         rvd.p, training ? 1 : 0, momentum, eps));
   return {out, sm, si};
 }
 
@@ -250,8 +244,7 @@ T3 batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input, cons
   Desc gi(dx), gw(dw), gb(db), go(grad_out), x(input), wd(w), rmd(train ? at::Tensor() : rm),
       rvd(train ? at::Tensor() : rv), smd(train ? sm : at::Tensor()), sid(train ? si : at::Tensor());
   check(vt_op_batch_norm_backward(device_index(input), "aten::native_batch_norm_backward", gi.p, gw.p, gb.p, go.p,
-                                  x.p, wd.p, rmd.p, rvd.p, smd.p, sid.p, train ? 1 : 0, eps),
-        "aten::native_batch_norm_backward");
+                                  x.p, wd.p, rmd.p, rvd.p, smd.p, sid.p, train ? 1 : 0, eps));
   return {dx, dw, db};
 }
 
@@ -272,21 +265,21 @@ T3 bn_legit_no_training(const at::Tensor& input, const Opt& w, const Opt& b, con
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_layer_norm", layer_norm);
-  m.impl("native_layer_norm_backward", layer_norm_backward);
-  m.impl("_fused_rms_norm", rms_norm);
-  m.impl("_fused_rms_norm_backward", rms_norm_backward);
-  m.impl("native_group_norm", group_norm);
-  m.impl("native_group_norm_backward", group_norm_backward);
-  m.impl("native_batch_norm", batch_norm);
-  m.impl("native_batch_norm_backward", batch_norm_backward);
-  m.impl("_native_batch_norm_legit", bn_legit);
-  m.impl("_native_batch_norm_legit.no_stats", bn_legit_no_stats);
-  m.impl("_native_batch_norm_legit_no_training", bn_legit_no_training);
+  VT_IMPL(m, "native_layer_norm", layer_norm);
+  VT_IMPL(m, "native_layer_norm_backward", layer_norm_backward);
+  VT_IMPL(m, "_fused_rms_norm", rms_norm);
+  VT_IMPL(m, "_fused_rms_norm_backward", rms_norm_backward);
+  VT_IMPL(m, "native_group_norm", group_norm);
+  VT_IMPL(m, "native_group_norm_backward", group_norm_backward);
+  VT_IMPL(m, "native_batch_norm", batch_norm);
+  VT_IMPL(m, "native_batch_norm_backward", batch_norm_backward);
+  VT_IMPL(m, "_native_batch_norm_legit", bn_legit);
+  VT_IMPL(m, "_native_batch_norm_legit.no_stats", bn_legit_no_stats);
+  VT_IMPL(m, "_native_batch_norm_legit_no_training", bn_legit_no_training);
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
-  m.impl("rms_norm", rms_norm_entry);
+  VT_IMPL(m, "rms_norm", rms_norm_entry);
 }
 
 }  // namespace vtpu

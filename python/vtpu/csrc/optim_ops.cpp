@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -69,6 +70,21 @@ bool scalar_value(const IV& v, double* out) {
 
 void foreach_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
+  {
+    // The lists on one device; a single Tensor argument (scalars of
+    // _foreach_addcmul.Tensor, the scalar of .Tensor overloads) may be a
+    // host tensor, as on CUDA.
+    DeviceCheck c;
+    const size_t n = schema.arguments().size();
+    for (size_t i = 0; i < n; i++) {
+      const c10::IValue& v = (*stack)[stack->size() - n + i];
+      if (v.isTensorList())
+        for (const at::Tensor& t : v.toTensorList()) c.add(t, schema.arguments()[i].alias_info() != nullptr);
+      else if (v.isTensor())
+        c.add(v.toTensor(), false, /*host_ok=*/true);
+    }
+    c.check();
+  }
   std::string name = schema.name();  // aten::_foreach_add_
   const std::string overload = schema.overload_name();
   std::string base = name.substr(std::strlen("aten::_foreach_"));
@@ -255,7 +271,7 @@ void foreach_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     x.scalar_tensor = &d_st;
   }
   const char* op_name = schema.name().c_str();
-  check(vt_op_foreach(device_index(self[0]), op_name, &x), op_name);
+  check(vt_op_foreach(device_index(self[0]), op_name, &x));
 
   torch::jit::drop(*stack, nargs);
   if (schema.returns().size() == 1) stack->emplace_back(c10::List<at::Tensor>(outs));
@@ -296,6 +312,7 @@ bool opt_tensor(const IV& v, at::Tensor* out, vt_tensor* d, const vt_tensor** dp
 
 void fused_adam_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
+  check_stack_devices(schema, *stack);
   const size_t nargs = schema.arguments().size();
   auto args = torch::jit::last(*stack, nargs);
   auto arg = [&](const char* n) -> const IV& { return args[*schema.argumentIndexWithName(n)]; };
@@ -336,12 +353,13 @@ void fused_adam_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   x.maximize = arg("maximize").toBool();
   x.adamw = schema.name() == "aten::_fused_adamw_";
   const char* op_name = x.adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_";
-  check(vt_op_fused_adam(device_index(params[0]), op_name, &x), op_name);
+  check(vt_op_fused_adam(device_index(params[0]), op_name, &x));
   torch::jit::drop(*stack, nargs);
 }
 
 void fused_sgd_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
+  check_stack_devices(schema, *stack);
   const size_t nargs = schema.arguments().size();
   auto args = torch::jit::last(*stack, nargs);
   auto arg = [&](const char* n) -> const IV& { return args[*schema.argumentIndexWithName(n)]; };
@@ -374,7 +392,7 @@ void fused_sgd_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   x.nesterov = arg("nesterov").toBool();
   x.maximize = arg("maximize").toBool();
   x.is_first_step = arg("is_first_step").toBool();
-  check(vt_op_fused_sgd(device_index(params[0]), "aten::_fused_sgd_", &x), "aten::_fused_sgd_");
+  check(vt_op_fused_sgd(device_index(params[0]), "aten::_fused_sgd_", &x));
   torch::jit::drop(*stack, nargs);
 }
 

@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "device_check.h"
 #include "generator.h"
 
 namespace vtpu {
@@ -104,8 +105,11 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(common) || c10::isComplexType(common), "\"", b.name,
                                 "\" not implemented for '", c10::toString(common), "'");
   if (b.kind == Kind::Bitwise)
-    TORCH_CHECK(c10::isIntegralType(common, /*includeBool=*/true), "\"", b.name, "\" not implemented for '",
-                c10::toString(common), "'");
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(common, /*includeBool=*/true), "\"", b.name + 6,
+                                "\" not implemented for '", c10::toString(common), "'");
+  if ((b.op == VT_CLAMP_MIN || b.op == VT_CLAMP_MAX) && is_host_scalar(o)) check_scalar_fits(o.item(), common);
+  if (b.op == VT_HEAVISIDE)
+    TORCH_CHECK(a.scalar_type() == o.scalar_type(), "heaviside is not yet implemented for tensors with different dtypes.");
   if (b.op == VT_SUB)
     TORCH_CHECK(common != at::kBool,
                 "Subtraction, the `-` operator, with two bool tensors is not supported. "
@@ -128,7 +132,7 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
     check_cast(result, a);
   } else if (out.defined()) {
     check_cast(result, out);
-    at::native::resize_output(out, shape);
+    resize_elementwise_out(out, shape, {a, o});
   } else {
     out = new_output(shape, result, dev, {&a, &o});
   }
@@ -156,12 +160,15 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   if (is_host_scalar(o)) sb = make_scalar(o.item(), fl);
   const vt_scalar al = make_scalar(alpha, fl);
   check(vt_op_binary_ex(dev, b.name, b.op, &to, is_host_scalar(a) ? nullptr : &ta, is_host_scalar(a) ? &sa : nullptr,
-                        is_host_scalar(o) ? nullptr : &tb, is_host_scalar(o) ? &sb : nullptr, compute, al, params),
-        b.name);
+                        is_host_scalar(o) ? nullptr : &tb, is_host_scalar(o) ? &sb : nullptr, compute, al, params));
   return out;
 }
 
 at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar& s, at::Tensor out, bool inplace) {
+  if (b.op == VT_POW)  // as CPU's pow meta function
+    TORCH_CHECK(!(c10::isIntegralType(a.scalar_type(), /*includeBool=*/true) && s.isIntegral(/*includeBool=*/true) &&
+                  s.toLong() < 0),
+                "Integers to negative integer powers are not allowed.");
   return binary(b, a, at::scalar_to_tensor(s), 1, std::move(out), inplace);
 }
 
@@ -229,8 +236,8 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
   if (u.kind == Kind::FloatMath && c10::isIntegralType(compute, /*includeBool=*/true))
     compute = c10::typeMetaToScalarType(c10::get_default_dtype());
   if (u.kind == Kind::Bitwise)
-    TORCH_CHECK(c10::isIntegralType(compute, /*includeBool=*/true), "\"", u.name, "\" not implemented for '",
-                c10::toString(compute), "'");
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(compute, /*includeBool=*/true), "\"", u.name + 6,
+                                "\" not implemented for '", c10::toString(compute), "'");
   if (u.op == VT_NEG)
     TORCH_CHECK(compute != at::kBool,
                 "Negation, the `-` operator, on a bool tensor is not supported. "
@@ -240,7 +247,7 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
     if (u.kind != Kind::Logical) check_cast(result, a);
   } else if (out.defined()) {
     if (u.kind != Kind::Logical) check_cast(result, out);
-    at::native::resize_output(out, a.sizes());
+    resize_elementwise_out(out, a.sizes(), {a});
   } else {
     out = new_output(a.sizes(), result, dev, {&a});
   }
@@ -248,7 +255,7 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
   vt_tensor to{}, ta{};
   TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(a, &ta), "vtpu: ", u.name, " on dtype ",
                               out.scalar_type(), " is not supported by the tpu kernels");
-  check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params), u.name);
+  check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params));
   return out;
 }
 
@@ -371,7 +378,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
     check_cast(common, a);
   } else if (out.defined()) {
     check_cast(common, out);
-    at::native::resize_output(out, shape);
+    resize_elementwise_out(out, shape, {a, b, c});
   } else {
     out = new_output(shape, common, dev, {&a, &b, &c});
   }
@@ -388,7 +395,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
     if (is_host_scalar(*in[k])) sc[k] = make_scalar(in[k]->item(), fl);
   auto T = [&](int k) { return is_host_scalar(*in[k]) ? nullptr : &t[k]; };
   auto S = [&](int k) { return is_host_scalar(*in[k]) ? &sc[k] : nullptr; };
-  check(vt_op_ternary(dev, name, op, &to, T(0), S(0), T(1), S(1), T(2), S(2), compute, make_scalar(value, fl)), name);
+  check(vt_op_ternary(dev, name, op, &to, T(0), S(0), T(1), S(1), T(2), S(2), compute, make_scalar(value, fl)));
   return out;
 }
 
@@ -407,6 +414,8 @@ at::Tensor addc(vt_ternary_op op, const at::Tensor& a, const at::Tensor& t1, con
 at::Tensor clamp_scalar(const at::Tensor& a, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi,
                         at::Tensor out, bool inplace) {
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  for (const auto* s : {&lo, &hi})  // CPU converts a bound to the result's dtype, checked
+    if (s->has_value()) check_scalar_fits(**s, at::result_type(a, **s));
   if (lo && hi) return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, std::move(out), inplace);
   if (lo) return binary(kClampMin, a, wrap_scalar(*lo), 1, std::move(out), inplace);
   return binary(kClampMax, a, wrap_scalar(*hi), 1, std::move(out), inplace);
@@ -472,8 +481,11 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
     via_fallback("aten::fill_", "Scalar", self, value);
     return self;
   }
+  check_scalar_fits(value, self.scalar_type());
   const bool fl = vt_dtype_is_float(t.dtype) != 0;
-  check(vt_op_fill(dev, "aten::fill_", &t, make_scalar(value, fl && !value.isBoolean())), "aten::fill_");
+  // a bool tensor takes the truth of the value (nan is true), as CPU
+  const vt_scalar v = t.dtype == VT_BOOL ? vt_scalar_from_int(value.toBool()) : make_scalar(value, fl && !value.isBoolean());
+  check(vt_op_fill(dev, "aten::fill_", &t, v));
   return self;
 }
 
@@ -488,7 +500,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
     via_fallback("aten::fill_", "Tensor", self, value);
     return self;
   }
-  check(vt_op_copy(device_index(self), "aten::fill_", &d, &s), "aten::fill_");
+  check(vt_op_copy(device_index(self), "aten::fill_", &d, &s));
   return self;
 }
 
@@ -507,7 +519,7 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   const auto shape = at::infer_size(at::infer_size(cond.sizes(), a.sizes()), b.sizes());
   if (out.defined()) {
     check_cast(result, out);
-    at::native::resize_output(out, shape);
+    resize_elementwise_out(out, shape, {cond, a, b});
   } else {
     out = new_output(shape, result, dev, {&aa, &bb});
   }
@@ -518,7 +530,7 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   vt_tensor to{}, tc{}, ta{}, tb{};
   TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(ca, &tc) && describe(ea, &ta) && describe(eb, &tb),
                               "vtpu: where on dtype ", result, " is not supported by the tpu kernels");
-  check(vt_op_where(dev, "aten::where", &to, &tc, &ta, &tb), "aten::where");
+  check(vt_op_where(dev, "aten::where", &to, &tc, &ta, &tb));
   return out;
 }
 
@@ -558,14 +570,14 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 
 // Registration: functional, in-place and out= overloads of each op.
 #define REG_BINARY_FN(m, schema, spec) \
-  m.impl(schema, [](const at::Tensor& a, const at::Tensor& b) { return binary(spec, a, b, 1, {}, false); });
+  VT_IMPL(m, schema, [](const at::Tensor& a, const at::Tensor& b) { return binary(spec, a, b, 1, {}, false); });
 #define REG_BINARY_INPLACE(m, schema, spec)                            \
-  m.impl(schema, [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& { \
+  VT_IMPL(m, schema, [](at::Tensor& a, const at::Tensor& b) -> at::Tensor& { \
     binary(spec, a, b, 1, {}, true);                                    \
     return a;                                                           \
   });
 #define REG_BINARY_OUT(m, schema, spec)                                                    \
-  m.impl(schema, [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& { \
+  VT_IMPL(m, schema, [](const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& { \
     binary(spec, a, b, 1, out, false);                                                     \
     return out;                                                                            \
   });
@@ -574,12 +586,12 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   REG_BINARY_INPLACE(m, str "_.Tensor", spec)
 
 #define REG_UNARY(m, str, spec)                                                                       \
-  m.impl(str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                          \
-  m.impl(str "_", [](at::Tensor& a) -> at::Tensor& {                                                   \
+  VT_IMPL(m, str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                          \
+  VT_IMPL(m, str "_", [](at::Tensor& a) -> at::Tensor& {                                                   \
     unary(spec, a, {}, true);                                                                          \
     return a;                                                                                          \
   });                                                                                                  \
-  m.impl(str ".out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {                         \
+  VT_IMPL(m, str ".out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {                         \
     unary(spec, a, out, false);                                                                        \
     return out;                                                                                        \
   });
@@ -587,37 +599,37 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 #define REG_COMPARE(m, str, spec)                                                                             \
   REG_BINARY(m, str, spec)                                                                                    \
   REG_BINARY_OUT(m, str ".Tensor_out", spec)                                                                  \
-  m.impl(str ".Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(spec, a, s, {}, false); }); \
-  m.impl(str "_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {                              \
+  VT_IMPL(m, str ".Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(spec, a, s, {}, false); }); \
+  VT_IMPL(m, str "_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {                              \
     binary_scalar(spec, a, s, {}, true);                                                                      \
     return a;                                                                                                 \
   });                                                                                                         \
-  m.impl(str ".Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {    \
+  VT_IMPL(m, str ".Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {    \
     binary_scalar(spec, a, s, out, false);                                                                    \
     return out;                                                                                               \
   });
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // add / sub carry alpha
-  m.impl("add.Tensor", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al) {
+  VT_IMPL(m, "add.Tensor", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al) {
     return binary(kAdd, a, b, al, {}, false);
   });
-  m.impl("add_.Tensor", [](at::Tensor& a, const at::Tensor& b, const at::Scalar& al) -> at::Tensor& {
+  VT_IMPL(m, "add_.Tensor", [](at::Tensor& a, const at::Tensor& b, const at::Scalar& al) -> at::Tensor& {
     binary(kAdd, a, b, al, {}, true);
     return a;
   });
-  m.impl("add.out", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "add.out", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al, at::Tensor& out) -> at::Tensor& {
     binary(kAdd, a, b, al, out, false);
     return out;
   });
-  m.impl("sub.Tensor", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al) {
+  VT_IMPL(m, "sub.Tensor", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al) {
     return binary(kSub, a, b, al, {}, false);
   });
-  m.impl("sub_.Tensor", [](at::Tensor& a, const at::Tensor& b, const at::Scalar& al) -> at::Tensor& {
+  VT_IMPL(m, "sub_.Tensor", [](at::Tensor& a, const at::Tensor& b, const at::Scalar& al) -> at::Tensor& {
     binary(kSub, a, b, al, {}, true);
     return a;
   });
-  m.impl("sub.out", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "sub.out", [](const at::Tensor& a, const at::Tensor& b, const at::Scalar& al, at::Tensor& out) -> at::Tensor& {
     binary(kSub, a, b, al, out, false);
     return out;
   });
@@ -626,14 +638,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_OUT(m, "mul.out", kMul)
   REG_BINARY(m, "div", kDiv)
   REG_BINARY_OUT(m, "div.out", kDiv)
-  m.impl("div.Tensor_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+  VT_IMPL(m, "div.Tensor_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
     return binary(div_mode(mode), a, b, 1, {}, false);
   });
-  m.impl("div_.Tensor_mode", [](at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) -> at::Tensor& {
+  VT_IMPL(m, "div_.Tensor_mode", [](at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) -> at::Tensor& {
     binary(div_mode(mode), a, b, 1, {}, true);
     return a;
   });
-  m.impl("div.out_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode,
+  VT_IMPL(m, "div.out_mode", [](const at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode,
                             at::Tensor& out) -> at::Tensor& {
     binary(div_mode(mode), a, b, 1, out, false);
     return out;
@@ -649,17 +661,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_INPLACE(m, "pow_.Tensor", kPow)
   REG_BINARY_OUT(m, "pow.Tensor_Tensor_out", kPow)
   // Scalar ** Tensor (logaddexp2's gradient, 2 ** x): the base rides as a host scalar
-  m.impl("pow.Scalar", [](const at::Scalar& s, const at::Tensor& e) { return binary(kPow, wrap_scalar(s), e, 1, {}, false); });
-  m.impl("pow.Scalar_out", [](const at::Scalar& s, const at::Tensor& e, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "pow.Scalar", [](const at::Scalar& s, const at::Tensor& e) { return binary(kPow, wrap_scalar(s), e, 1, {}, false); });
+  VT_IMPL(m, "pow.Scalar_out", [](const at::Scalar& s, const at::Tensor& e, at::Tensor& out) -> at::Tensor& {
     binary(kPow, wrap_scalar(s), e, 1, out, false);
     return out;
   });
-  m.impl("pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
-  m.impl("pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
+  VT_IMPL(m, "pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
+  VT_IMPL(m, "pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
     binary_scalar(kPow, a, s, {}, true);
     return a;
   });
-  m.impl("pow.Tensor_Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "pow.Tensor_Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {
     binary_scalar(kPow, a, s, out, false);
     return out;
   });
@@ -681,10 +693,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_OUT(m, "logical_or.out", kLogicalOr)
   REG_BINARY_OUT(m, "logical_xor.out", kLogicalXor)
   // activation gradients: threshold_backward carries the threshold where add carries alpha
-  m.impl("threshold_backward", [](const at::Tensor& g, const at::Tensor& x, const at::Scalar& th) {
+  VT_IMPL(m, "threshold_backward", [](const at::Tensor& g, const at::Tensor& x, const at::Scalar& th) {
     return binary(kThresholdBw, g, x, th, {}, false);
   });
-  m.impl("threshold_backward.grad_input",
+  VT_IMPL(m, "threshold_backward.grad_input",
          [](const at::Tensor& g, const at::Tensor& x, const at::Scalar& th, at::Tensor& out) -> at::Tensor& {
            binary(kThresholdBw, g, x, th, out, false);
            return out;
@@ -723,27 +735,27 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_UNARY(m, "sigmoid", kSigmoid)
   REG_UNARY(m, "erf", kErf)
   REG_UNARY(m, "bitwise_not", kBitNot)
-  m.impl("abs.out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "abs.out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
     unary(kAbs, a, out, false);
     return out;
   });
-  m.impl("relu", [](const at::Tensor& a) { return unary(kRelu, a, {}, false); });
-  m.impl("relu_", [](at::Tensor& a) -> at::Tensor& {
+  VT_IMPL(m, "relu", [](const at::Tensor& a) { return unary(kRelu, a, {}, false); });
+  VT_IMPL(m, "relu_", [](at::Tensor& a) -> at::Tensor& {
     unary(kRelu, a, {}, true);
     return a;
   });
-  m.impl("logical_not.out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "logical_not.out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
     unary(kLogicalNot, a, out, false);
     return out;
   });
-  m.impl("isnan", [](const at::Tensor& a) { return unary(kIsnan, a, {}, false); });
+  VT_IMPL(m, "isnan", [](const at::Tensor& a) { return unary(kIsnan, a, {}, false); });
 
   // ---- activations, their gradients and more math
 #define P(...) const double p[VT_EW_MAX_PARAMS] = {__VA_ARGS__}
 #define REG_ACT(str, spec, SIG, PARAMS, ...)                                                                  \
-  m.impl(str, [](const at::Tensor& a SIG) { PARAMS; return unary(spec, a, {}, false, __VA_ARGS__); });     \
-  m.impl(str "_", [](at::Tensor& a SIG) -> at::Tensor& { PARAMS; unary(spec, a, {}, true, __VA_ARGS__); return a; }); \
-  m.impl(str ".out", [](const at::Tensor& a SIG, at::Tensor& out) -> at::Tensor& {                          \
+  VT_IMPL(m, str, [](const at::Tensor& a SIG) { PARAMS; return unary(spec, a, {}, false, __VA_ARGS__); });     \
+  VT_IMPL(m, str "_", [](at::Tensor& a SIG) -> at::Tensor& { PARAMS; unary(spec, a, {}, true, __VA_ARGS__); return a; }); \
+  VT_IMPL(m, str ".out", [](const at::Tensor& a SIG, at::Tensor& out) -> at::Tensor& {                          \
     PARAMS; unary(spec, a, out, false, __VA_ARGS__); return out; });
 #define NOSIG
 #define NOP (void)0
@@ -753,11 +765,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_ACT("hardswish", kHardswish, NOSIG, NOP, nullptr)
   #define GELU_SIG , c10::string_view ap
   REG_ACT("gelu", gelu_spec(ap), GELU_SIG, NOP, nullptr)
-  m.impl("softplus", [](const at::Tensor& a, const at::Scalar& b, const at::Scalar& t) {
+  VT_IMPL(m, "softplus", [](const at::Tensor& a, const at::Scalar& b, const at::Scalar& t) {
     P(b.toDouble(), t.toDouble());
     return unary(kSoftplus, a, {}, false, p);
   });
-  m.impl("softplus.out", [](const at::Tensor& a, const at::Scalar& b, const at::Scalar& t, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "softplus.out", [](const at::Tensor& a, const at::Scalar& b, const at::Scalar& t, at::Tensor& out) -> at::Tensor& {
     P(b.toDouble(), t.toDouble());
     unary(kSoftplus, a, out, false, p);
     return out;
@@ -767,48 +779,48 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   #define LRF_SIG , const at::Scalar& sl
   REG_ACT("leaky_relu", kLeakyRelu, LRF_SIG, P(sl.toDouble()), p)
   // hardtanh is clamp, as on CPU
-  m.impl("hardtanh", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
+  VT_IMPL(m, "hardtanh", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
     return clamp_scalar(a, lo, hi, {}, false);
   });
-  m.impl("hardtanh_", [](at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) -> at::Tensor& {
+  VT_IMPL(m, "hardtanh_", [](at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) -> at::Tensor& {
     clamp_scalar(a, lo, hi, {}, true);
     return a;
   });
-  m.impl("hardtanh.out", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "hardtanh.out", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) -> at::Tensor& {
     clamp_scalar(a, lo, hi, out, false);
     return out;
   });
-  m.impl("log_sigmoid_forward", [](const at::Tensor& a) {
+  VT_IMPL(m, "log_sigmoid_forward", [](const at::Tensor& a) {
     // the buffer is not needed by the backward (as on CUDA): empty
     at::Tensor o = unary(kLogSigmoid, a, {}, false);
     return std::make_tuple(o, at::empty({0}, o.options()));
   });
-  m.impl("log_sigmoid_forward.output", [](const at::Tensor& a, at::Tensor& out, at::Tensor& buffer) {
+  VT_IMPL(m, "log_sigmoid_forward.output", [](const at::Tensor& a, at::Tensor& out, at::Tensor& buffer) {
     unary(kLogSigmoid, a, out, false);
     return std::tuple<at::Tensor&, at::Tensor&>(out, buffer);
   });
-  m.impl("logit", [](const at::Tensor& a, std::optional<double> eps) { return logit(a, eps, {}, false); });
-  m.impl("logit_", [](at::Tensor& a, std::optional<double> eps) -> at::Tensor& { logit(a, eps, {}, true); return a; });
-  m.impl("logit.out", [](const at::Tensor& a, std::optional<double> eps, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "logit", [](const at::Tensor& a, std::optional<double> eps) { return logit(a, eps, {}, false); });
+  VT_IMPL(m, "logit_", [](at::Tensor& a, std::optional<double> eps) -> at::Tensor& { logit(a, eps, {}, true); return a; });
+  VT_IMPL(m, "logit.out", [](const at::Tensor& a, std::optional<double> eps, at::Tensor& out) -> at::Tensor& {
     logit(a, eps, out, false);
     return out;
   });
-  m.impl("nan_to_num.out", [](const at::Tensor& a, std::optional<double> n, std::optional<double> pi,
+  VT_IMPL(m, "nan_to_num.out", [](const at::Tensor& a, std::optional<double> n, std::optional<double> pi,
                               std::optional<double> ni, at::Tensor& out) -> at::Tensor& {
     nan_to_num(a, n, pi, ni, out, false);
     return out;
   });
-  m.impl("nan_to_num", [](const at::Tensor& a, std::optional<double> n, std::optional<double> pi, std::optional<double> ni) {
+  VT_IMPL(m, "nan_to_num", [](const at::Tensor& a, std::optional<double> n, std::optional<double> pi, std::optional<double> ni) {
     return nan_to_num(a, n, pi, ni, {}, false);
   });
-  m.impl("nan_to_num_", [](at::Tensor& a, std::optional<double> n, std::optional<double> pi,
+  VT_IMPL(m, "nan_to_num_", [](at::Tensor& a, std::optional<double> n, std::optional<double> pi,
                            std::optional<double> ni) -> at::Tensor& {
     nan_to_num(a, n, pi, ni, {}, true);
     return a;
   });
 #define REG_LOGICAL(str, spec)                                                                  \
-  m.impl(str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                    \
-  m.impl(str ".out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {                   \
+  VT_IMPL(m, str, [](const at::Tensor& a) { return unary(spec, a, {}, false); });                    \
+  VT_IMPL(m, str ".out", [](const at::Tensor& a, at::Tensor& out) -> at::Tensor& {                   \
     unary(spec, a, out, false);                                                                  \
     return out;                                                                                  \
   });
@@ -832,12 +844,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
   // gradients: a = grad_output, b = the forward input; params ride along
 #define REG_GRAD(str, spec, SIG, PARAMS, ...)                                                                \
-  m.impl(str, [](const at::Tensor& g, const at::Tensor& x SIG) {                                            \
+  VT_IMPL(m, str, [](const at::Tensor& g, const at::Tensor& x SIG) {                                            \
     PARAMS;                                                                                                 \
     return binary(spec, g, x, 1, {}, false, __VA_ARGS__);                                                   \
   });
 #define REG_GRAD_OUT(str, spec, SIG, PARAMS, ...)                                                            \
-  m.impl(str ".grad_input", [](const at::Tensor& g, const at::Tensor& x SIG, at::Tensor& out) -> at::Tensor& { \
+  VT_IMPL(m, str ".grad_input", [](const at::Tensor& g, const at::Tensor& x SIG, at::Tensor& out) -> at::Tensor& { \
     PARAMS;                                                                                                 \
     binary(spec, g, x, 1, out, false, __VA_ARGS__);                                                         \
     return out;                                                                                             \
@@ -865,12 +877,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #define LG_SIG , std::optional<double> eps
   REG_GRAD("logit_backward", kLogitBw, LG_SIG, P(eps.value_or(-1.0)), p)
   REG_GRAD_OUT("logit_backward", kLogitBw, LG_SIG, P(eps.value_or(-1.0)), p)
-  m.impl("elu_backward", [](const at::Tensor& g, const at::Scalar& al, const at::Scalar& sc, const at::Scalar& is,
+  VT_IMPL(m, "elu_backward", [](const at::Tensor& g, const at::Scalar& al, const at::Scalar& sc, const at::Scalar& is,
                             bool is_result, const at::Tensor& x) {
     P(al.toDouble(), sc.toDouble(), is.toDouble(), is_result ? 1.0 : 0.0);
     return binary(kEluBw, g, x, 1, {}, false, p);
   });
-  m.impl("elu_backward.grad_input", [](const at::Tensor& g, const at::Scalar& al, const at::Scalar& sc,
+  VT_IMPL(m, "elu_backward.grad_input", [](const at::Tensor& g, const at::Scalar& al, const at::Scalar& sc,
                                        const at::Scalar& is, bool is_result, const at::Tensor& x,
                                        at::Tensor& out) -> at::Tensor& {
     P(al.toDouble(), sc.toDouble(), is.toDouble(), is_result ? 1.0 : 0.0);
@@ -907,31 +919,31 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_INPLACE(m, "__ilshift__.Tensor", kShl)
   REG_BINARY_FN(m, "__rshift__.Tensor", kShr)
   REG_BINARY_INPLACE(m, "__irshift__.Tensor", kShr)
-  m.impl("__lshift__.Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kShl, a, s, {}, false); });
-  m.impl("__rshift__.Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kShr, a, s, {}, false); });
+  VT_IMPL(m, "__lshift__.Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kShl, a, s, {}, false); });
+  VT_IMPL(m, "__rshift__.Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kShr, a, s, {}, false); });
 
   // clamp family, lerp, addcmul / addcdiv
   using OptS = const std::optional<at::Scalar>&;
   using OptT = const std::optional<at::Tensor>&;
-  m.impl("clamp", [](const at::Tensor& a, OptS lo, OptS hi) { return clamp_scalar(a, lo, hi, {}, false); });
-  m.impl("clamp_", [](at::Tensor& a, OptS lo, OptS hi) -> at::Tensor& { clamp_scalar(a, lo, hi, {}, true); return a; });
-  m.impl("clamp.out", [](const at::Tensor& a, OptS lo, OptS hi, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "clamp", [](const at::Tensor& a, OptS lo, OptS hi) { return clamp_scalar(a, lo, hi, {}, false); });
+  VT_IMPL(m, "clamp_", [](at::Tensor& a, OptS lo, OptS hi) -> at::Tensor& { clamp_scalar(a, lo, hi, {}, true); return a; });
+  VT_IMPL(m, "clamp.out", [](const at::Tensor& a, OptS lo, OptS hi, at::Tensor& out) -> at::Tensor& {
     clamp_scalar(a, lo, hi, out, false);
     return out;
   });
-  m.impl("clamp.Tensor", [](const at::Tensor& a, OptT lo, OptT hi) { return clamp_tensor(a, lo, hi, {}, false); });
-  m.impl("clamp_.Tensor", [](at::Tensor& a, OptT lo, OptT hi) -> at::Tensor& { clamp_tensor(a, lo, hi, {}, true); return a; });
-  m.impl("clamp.Tensor_out", [](const at::Tensor& a, OptT lo, OptT hi, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "clamp.Tensor", [](const at::Tensor& a, OptT lo, OptT hi) { return clamp_tensor(a, lo, hi, {}, false); });
+  VT_IMPL(m, "clamp_.Tensor", [](at::Tensor& a, OptT lo, OptT hi) -> at::Tensor& { clamp_tensor(a, lo, hi, {}, true); return a; });
+  VT_IMPL(m, "clamp.Tensor_out", [](const at::Tensor& a, OptT lo, OptT hi, at::Tensor& out) -> at::Tensor& {
     clamp_tensor(a, lo, hi, out, false);
     return out;
   });
 #define REG_CLAMP1(str, spec, specT)                                                                                 \
-  m.impl(str, [](const at::Tensor& a, const at::Scalar& v) { return binary(spec, a, wrap_scalar(v), 1, {}, false); }); \
-  m.impl(str "_", [](at::Tensor& a, const at::Scalar& v) -> at::Tensor& {                                            \
+  VT_IMPL(m, str, [](const at::Tensor& a, const at::Scalar& v) { return binary(spec, a, wrap_scalar(v), 1, {}, false); }); \
+  VT_IMPL(m, str "_", [](at::Tensor& a, const at::Scalar& v) -> at::Tensor& {                                            \
     binary(spec, a, wrap_scalar(v), 1, {}, true);                                                                    \
     return a;                                                                                                        \
   });                                                                                                                \
-  m.impl(str ".out", [](const at::Tensor& a, const at::Scalar& v, at::Tensor& out) -> at::Tensor& {                  \
+  VT_IMPL(m, str ".out", [](const at::Tensor& a, const at::Scalar& v, at::Tensor& out) -> at::Tensor& {                  \
     binary(spec, a, wrap_scalar(v), 1, out, false);                                                                  \
     return out;                                                                                                      \
   });                                                                                                                \
@@ -940,33 +952,33 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_BINARY_OUT(m, str ".Tensor_out", specT)
   REG_CLAMP1("clamp_min", kClampMin, kClampMinT)
   REG_CLAMP1("clamp_max", kClampMax, kClampMaxT)
-  m.impl("lerp.Scalar", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w) { return lerp_scalar(a, e, w, {}, false); });
-  m.impl("lerp_.Scalar", [](at::Tensor& a, const at::Tensor& e, const at::Scalar& w) -> at::Tensor& {
+  VT_IMPL(m, "lerp.Scalar", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w) { return lerp_scalar(a, e, w, {}, false); });
+  VT_IMPL(m, "lerp_.Scalar", [](at::Tensor& a, const at::Tensor& e, const at::Scalar& w) -> at::Tensor& {
     lerp_scalar(a, e, w, {}, true);
     return a;
   });
-  m.impl("lerp.Scalar_out", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "lerp.Scalar_out", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w, at::Tensor& out) -> at::Tensor& {
     lerp_scalar(a, e, w, out, false);
     return out;
   });
-  m.impl("lerp.Tensor", [](const at::Tensor& a, const at::Tensor& e, const at::Tensor& w) { return lerp_tensor(a, e, w, {}, false); });
-  m.impl("lerp_.Tensor", [](at::Tensor& a, const at::Tensor& e, const at::Tensor& w) -> at::Tensor& {
+  VT_IMPL(m, "lerp.Tensor", [](const at::Tensor& a, const at::Tensor& e, const at::Tensor& w) { return lerp_tensor(a, e, w, {}, false); });
+  VT_IMPL(m, "lerp_.Tensor", [](at::Tensor& a, const at::Tensor& e, const at::Tensor& w) -> at::Tensor& {
     lerp_tensor(a, e, w, {}, true);
     return a;
   });
-  m.impl("lerp.Tensor_out", [](const at::Tensor& a, const at::Tensor& e, const at::Tensor& w, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "lerp.Tensor_out", [](const at::Tensor& a, const at::Tensor& e, const at::Tensor& w, at::Tensor& out) -> at::Tensor& {
     lerp_tensor(a, e, w, out, false);
     return out;
   });
 #define REG_ADDC(str, op)                                                                                              \
-  m.impl(str, [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v) {                 \
+  VT_IMPL(m, str, [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v) {                 \
     return addc(op, a, b, c, v, {}, false);                                                                            \
   });                                                                                                                  \
-  m.impl(str "_", [](at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v) -> at::Tensor& {    \
+  VT_IMPL(m, str "_", [](at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v) -> at::Tensor& {    \
     addc(op, a, b, c, v, {}, true);                                                                                    \
     return a;                                                                                                          \
   });                                                                                                                  \
-  m.impl(str ".out", [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v,            \
+  VT_IMPL(m, str ".out", [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Scalar& v,            \
                         at::Tensor& out) -> at::Tensor& {                                                              \
     addc(op, a, b, c, v, out, false);                                                                                  \
     return out;                                                                                                        \
@@ -975,18 +987,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_ADDC("addcdiv", VT_ADDCDIV)
 #undef P
 
-  m.impl("fill_.Scalar", fill_scalar);
-  m.impl("fill_.Tensor", fill_tensor);
-  m.impl("zero_", zero_);
-  m.impl("where.self", [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
+  VT_IMPL(m, "fill_.Scalar", fill_scalar);
+  VT_IMPL(m, "fill_.Tensor", fill_tensor);
+  VT_IMPL(m, "zero_", zero_);
+  VT_IMPL(m, "where.self", [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b) {
     return where_out(c, a, b, {});
   });
-  m.impl("where.self_out", [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "where.self_out", [](const at::Tensor& c, const at::Tensor& a, const at::Tensor& b, at::Tensor& out) -> at::Tensor& {
     where_out(c, a, b, out);
     return out;
   });
-  m.impl("uniform_", uniform_);
-  m.impl("normal_", normal_);
+  VT_IMPL(m, "uniform_", uniform_);
+  VT_IMPL(m, "normal_", normal_);
 }
 
 }  // namespace vtpu

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -84,8 +85,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& sel
   at::Tensor idx = new_like_spatial(self, out.size(-2), out.size(-1), at::kLong);
   if (out.numel() == 0) return {out, idx};
   const vt_tensor o = desc4(out, "max_pool2d"), i = desc4_index(idx), x = desc4(self, "max_pool2d");
-  check(vt_op_max_pool2d(device_index(self), "aten::max_pool2d_with_indices", &o, &i, &x, &p),
-        "aten::max_pool2d_with_indices");
+  check(vt_op_max_pool2d(device_index(self), "aten::max_pool2d_with_indices", &o, &i, &x, &p));
   return {out, idx};
 }
 
@@ -100,7 +100,7 @@ at::Tensor index_backward(const char* name, const at::Tensor& grad, const at::Te
   vt_tensor ix{};
   TORCH_CHECK(describe(idx.dim() == 3 ? idx.unsqueeze(0) : idx, &ix) && ix.dtype == VT_I64, name,
               ": indices must be int64");
-  check(vt_op_max_pool2d_backward(device_index(self), name, &a, &b, &ix), name);
+  check(vt_op_max_pool2d_backward(device_index(self), name, &a, &b, &ix));
   return gi;
 }
 
@@ -130,7 +130,7 @@ at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef
   at::Tensor out = new_like_spatial(self, pooled(p, self, 0, false), pooled(p, self, 1, false), self.scalar_type());
   if (out.numel() == 0) return out;
   const vt_tensor o = desc4(out, "avg_pool2d"), x = desc4(self, "avg_pool2d");
-  check(vt_op_avg_pool2d(device_index(self), "aten::avg_pool2d", &o, &x, &p), "aten::avg_pool2d");
+  check(vt_op_avg_pool2d(device_index(self), "aten::avg_pool2d", &o, &x, &p));
   return out;
 }
 
@@ -142,8 +142,7 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, a
   if (gi.numel() == 0) return gi;
   const at::Tensor g = grad.scalar_type() == self.scalar_type() ? grad : grad.to(self.scalar_type());
   const vt_tensor a = desc4(gi, "avg_pool2d_backward"), b = desc4(g, "avg_pool2d_backward");
-  check(vt_op_avg_pool2d_backward(device_index(self), "aten::avg_pool2d_backward", &a, &b, &p),
-        "aten::avg_pool2d_backward");
+  check(vt_op_avg_pool2d_backward(device_index(self), "aten::avg_pool2d_backward", &a, &b, &p));
   return gi;
 }
 
@@ -163,8 +162,7 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef osym)
   at::Tensor out = new_like_spatial(self, osz[0], osz[1], self.scalar_type());
   if (out.numel() == 0) return out;
   const vt_tensor o = desc4(out, "adaptive_avg_pool2d"), x = desc4(self, "adaptive_avg_pool2d");
-  check(vt_op_adaptive_avg_pool2d(device_index(self), "aten::_adaptive_avg_pool2d", &o, &x),
-        "aten::_adaptive_avg_pool2d");
+  check(vt_op_adaptive_avg_pool2d(device_index(self), "aten::_adaptive_avg_pool2d", &o, &x));
   return out;
 }
 
@@ -173,8 +171,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
   if (gi.numel() == 0) return gi;
   const at::Tensor g = grad.scalar_type() == self.scalar_type() ? grad : grad.to(self.scalar_type());
   const vt_tensor a = desc4(gi, "adaptive_avg_pool2d_backward"), b = desc4(g, "adaptive_avg_pool2d_backward");
-  check(vt_op_adaptive_avg_pool2d_backward(device_index(self), "aten::_adaptive_avg_pool2d_backward", &a, &b),
-        "aten::_adaptive_avg_pool2d_backward");
+  check(vt_op_adaptive_avg_pool2d_backward(device_index(self), "aten::_adaptive_avg_pool2d_backward", &a, &b));
   return gi;
 }
 
@@ -185,8 +182,7 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, a
   if (out.numel() == 0) return {out, idx};
   const vt_tensor o = desc4(out, "adaptive_max_pool2d"), i = desc4_index(idx),
                   x = desc4(self, "adaptive_max_pool2d");
-  check(vt_op_adaptive_max_pool2d(device_index(self), "aten::adaptive_max_pool2d", &o, &i, &x),
-        "aten::adaptive_max_pool2d");
+  check(vt_op_adaptive_max_pool2d(device_index(self), "aten::adaptive_max_pool2d", &o, &i, &x));
   return {out, idx};
 }
 
@@ -206,7 +202,7 @@ at::Tensor upsample(vt_upsample_mode mode, const char* name, const at::Tensor& s
                              self.options().memory_format(self.suggest_memory_format()));
   if (out.numel() == 0) return out;
   const vt_tensor o = desc4(out, name), x = desc4(self, name);
-  check(vt_op_upsample2d(device_index(self), name, mode, &o, &x, align, scale_or_none(sh), scale_or_none(sw)), name);
+  check(vt_op_upsample2d(device_index(self), name, mode, &o, &x, align, scale_or_none(sh), scale_or_none(sw)));
   return out;
 }
 
@@ -223,8 +219,7 @@ at::Tensor upsample_backward(vt_upsample_mode mode, const char* name, const at::
   if (gi.numel() == 0) return gi;
   const vt_tensor a = desc4(gi, name), b = desc4(grad, name);
   check(vt_op_upsample2d_backward(device_index(grad), name, mode, &a, &b, align, scale_or_none(sh),
-                                  scale_or_none(sw)),
-        name);
+                                  scale_or_none(sw)));
   return gi;
 }
 
@@ -242,7 +237,7 @@ at::Tensor upsample1d(vt_upsample_mode mode, const char* name, const at::Tensor&
   at::Tensor out = at::empty({self.size(0), self.size(1), osz[0]}, self.options());
   if (out.numel() == 0) return out;
   const vt_tensor o = desc4(out.unsqueeze(2), name), x = desc4(self.unsqueeze(2), name);
-  check(vt_op_upsample2d(device_index(self), name, mode, &o, &x, align, 0.0, scale_or_none(scale)), name);
+  check(vt_op_upsample2d(device_index(self), name, mode, &o, &x, align, 0.0, scale_or_none(scale)));
   return out;
 }
 
@@ -260,66 +255,66 @@ at::Tensor upsample1d_backward(vt_upsample_mode mode, const char* name, const at
   at::Tensor gi = at::empty(isz, grad.options());
   if (gi.numel() == 0) return gi;
   const vt_tensor a = desc4(gi.unsqueeze(2), name), b = desc4(grad.unsqueeze(2), name);
-  check(vt_op_upsample2d_backward(device_index(grad), name, mode, &a, &b, align, 0.0, scale_or_none(scale)), name);
+  check(vt_op_upsample2d_backward(device_index(grad), name, mode, &a, &b, align, 0.0, scale_or_none(scale)));
   return gi;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("upsample_nearest1d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> sc) {
+  VT_IMPL(m, "upsample_nearest1d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> sc) {
     return upsample1d(VT_UPSAMPLE_NEAREST, "aten::upsample_nearest1d", s, o, false, sc);
   });
-  m.impl("upsample_nearest1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
+  VT_IMPL(m, "upsample_nearest1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
                                            std::optional<double> sc) {
     return upsample1d_backward(VT_UPSAMPLE_NEAREST, "aten::upsample_nearest1d_backward", g, o, i, false, sc);
   });
-  m.impl("_upsample_nearest_exact1d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> sc) {
+  VT_IMPL(m, "_upsample_nearest_exact1d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> sc) {
     return upsample1d(VT_UPSAMPLE_NEAREST_EXACT, "aten::_upsample_nearest_exact1d", s, o, false, sc);
   });
-  m.impl("_upsample_nearest_exact1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o,
+  VT_IMPL(m, "_upsample_nearest_exact1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o,
                                                   c10::SymIntArrayRef i, std::optional<double> sc) {
     return upsample1d_backward(VT_UPSAMPLE_NEAREST_EXACT, "aten::_upsample_nearest_exact1d_backward", g, o, i,
                                false, sc);
   });
-  m.impl("upsample_linear1d", [](const at::Tensor& s, c10::SymIntArrayRef o, bool a, std::optional<double> sc) {
+  VT_IMPL(m, "upsample_linear1d", [](const at::Tensor& s, c10::SymIntArrayRef o, bool a, std::optional<double> sc) {
     return upsample1d(VT_UPSAMPLE_BILINEAR, "aten::upsample_linear1d", s, o, a, sc);
   });
-  m.impl("upsample_linear1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool a,
+  VT_IMPL(m, "upsample_linear1d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i, bool a,
                                           std::optional<double> sc) {
     return upsample1d_backward(VT_UPSAMPLE_BILINEAR, "aten::upsample_linear1d_backward", g, o, i, a, sc);
   });
-  m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
-  m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
-  m.impl("avg_pool2d", avg_pool2d);
-  m.impl("avg_pool2d_backward", avg_pool2d_backward);
-  m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
-  m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
-  m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
-  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
-  m.impl("upsample_nearest2d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> h,
+  VT_IMPL(m, "max_pool2d_with_indices", max_pool2d_with_indices);
+  VT_IMPL(m, "max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
+  VT_IMPL(m, "avg_pool2d", avg_pool2d);
+  VT_IMPL(m, "avg_pool2d_backward", avg_pool2d_backward);
+  VT_IMPL(m, "_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  VT_IMPL(m, "_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
+  VT_IMPL(m, "adaptive_max_pool2d", adaptive_max_pool2d);
+  VT_IMPL(m, "adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
+  VT_IMPL(m, "upsample_nearest2d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> h,
                                   std::optional<double> w) {
     return upsample(VT_UPSAMPLE_NEAREST, "aten::upsample_nearest2d", s, o, false, h, w);
   });
-  m.impl("upsample_nearest2d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
+  VT_IMPL(m, "upsample_nearest2d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
                                            std::optional<double> h, std::optional<double> w) {
     return upsample_backward(VT_UPSAMPLE_NEAREST, "aten::upsample_nearest2d_backward", g, o, i, false, h, w);
   });
-  m.impl("_upsample_nearest_exact2d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> h,
+  VT_IMPL(m, "_upsample_nearest_exact2d", [](const at::Tensor& s, c10::SymIntArrayRef o, std::optional<double> h,
                                          std::optional<double> w) {
     return upsample(VT_UPSAMPLE_NEAREST_EXACT, "aten::_upsample_nearest_exact2d", s, o, false, h, w);
   });
-  m.impl("_upsample_nearest_exact2d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o,
+  VT_IMPL(m, "_upsample_nearest_exact2d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o,
                                                   c10::SymIntArrayRef i, std::optional<double> h,
                                                   std::optional<double> w) {
     return upsample_backward(VT_UPSAMPLE_NEAREST_EXACT, "aten::_upsample_nearest_exact2d_backward", g, o, i, false,
                              h, w);
   });
-  m.impl("upsample_bilinear2d", [](const at::Tensor& s, c10::SymIntArrayRef o, bool a, std::optional<double> h,
+  VT_IMPL(m, "upsample_bilinear2d", [](const at::Tensor& s, c10::SymIntArrayRef o, bool a, std::optional<double> h,
                                    std::optional<double> w) {
     return upsample(VT_UPSAMPLE_BILINEAR, "aten::upsample_bilinear2d", s, o, a, h, w);
   });
-  m.impl("upsample_bilinear2d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
+  VT_IMPL(m, "upsample_bilinear2d_backward", [](const at::Tensor& g, c10::SymIntArrayRef o, c10::SymIntArrayRef i,
                                             bool a, std::optional<double> h, std::optional<double> w) {
     return upsample_backward(VT_UPSAMPLE_BILINEAR, "aten::upsample_bilinear2d_backward", g, o, i, a, h, w);
   });

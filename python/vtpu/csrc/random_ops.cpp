@@ -3,9 +3,11 @@
 // allocation, and the (seed, offset) reservation on the device generator so
 // each call draws fresh counters; one queued C call per op.
 #include <ATen/core/DistributionsHelper.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 #include "generator.h"
 
 namespace vtpu {
@@ -49,18 +51,21 @@ at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, std::op
   const int dev = device_index(self);
   const vt_tensor t = desc_of(self, "aten::random_");
   const auto [seed, offset] = reserve(std::move(gen), dev, two_per_block(self.numel()));
-  check(vt_op_rng_random(dev, "aten::random_", &t, seed, offset, from, range), "aten::random_");
+  check(vt_op_rng_random(dev, "aten::random_", &t, seed, offset, from, range));
   return self;
 }
 
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, std::optional<at::Generator> gen) {
+  // PyTorch's own range checks: an int8 tensor cannot take values up to 300
   if (to) {
     TORCH_CHECK(from < *to, "random_ expects 'from' to be less than 'to', but got from=", from, " >= to=", *to);
+    at::native::templates::check_from_to_in_range(from, *to - 1, self.dtype());
     return random_range(self, from, static_cast<uint64_t>(*to) - static_cast<uint64_t>(from), std::move(gen));
   }
   const int64_t top = random_top(self);
   TORCH_CHECK(from <= top, "random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' casted to dtype, but got from=",
               from, " > to_inc=", top);
+  at::native::templates::check_from_to_in_range(from, top, self.dtype());
   return random_range(self, from, static_cast<uint64_t>(top) - static_cast<uint64_t>(from) + 1, std::move(gen));
 }
 
@@ -85,7 +90,7 @@ at::Tensor& bernoulli_impl(at::Tensor& self, const at::Tensor* p, double ps, std
                                 " is not supported on tpu");
   }
   const auto [seed, offset] = reserve(std::move(gen), dev, four_per_block(self.numel()));
-  check(vt_op_rng_bernoulli(dev, "aten::bernoulli_", &t, p ? &pt : nullptr, ps, seed, offset), "aten::bernoulli_");
+  check(vt_op_rng_bernoulli(dev, "aten::bernoulli_", &t, p ? &pt : nullptr, ps, seed, offset));
   return self;
 }
 
@@ -121,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(x.dtype), "vtpu: native_dropout on dtype ", input.scalar_type(),
                               " is not supported on tpu");
   const auto [seed, offset] = reserve(std::nullopt, dev, four_per_block(input.numel()));
-  check(vt_op_rng_dropout(dev, "aten::native_dropout", &o, &m, &x, p, seed, offset), "aten::native_dropout");
+  check(vt_op_rng_dropout(dev, "aten::native_dropout", &o, &m, &x, p, seed, offset));
   return {out, mask};
 }
 
@@ -133,8 +138,7 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
                   m = desc_of(mask, "aten::native_dropout_backward");
   TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(g.dtype), "vtpu: native_dropout_backward on dtype ",
                               grad.scalar_type(), " is not supported on tpu");
-  check(vt_op_dropout_backward(device_index(grad), "aten::native_dropout_backward", &o, &g, &m, scale),
-        "aten::native_dropout_backward");
+  check(vt_op_dropout_backward(device_index(grad), "aten::native_dropout_backward", &o, &g, &m, scale));
   return out;
 }
 
@@ -153,7 +157,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacemen
     const int dev = device_index(self);
     const vt_tensor o = desc_of(out, "aten::multinomial"), p = desc_of(p2, "aten::multinomial");
     const auto [seed, offset] = reserve(std::move(gen), dev, two_per_block(rows * (replacement ? n_sample : cats)));
-    check(vt_op_rng_multinomial(dev, "aten::multinomial", &o, &p, replacement, seed, offset), "aten::multinomial");
+    check(vt_op_rng_multinomial(dev, "aten::multinomial", &o, &p, replacement, seed, offset));
   }
   return self.dim() == 1 ? out.squeeze(0) : out;
 }
@@ -169,7 +173,7 @@ at::Tensor randperm(int64_t n, std::optional<at::Generator> gen, std::optional<a
   const int dev = device_index(out);
   const vt_tensor o = desc_of(out, "aten::randperm");
   const auto [seed, offset] = reserve(std::move(gen), dev, two_per_block(n));
-  check(vt_op_rng_randperm(dev, "aten::randperm", &o, seed, offset), "aten::randperm");
+  check(vt_op_rng_randperm(dev, "aten::randperm", &o, seed, offset));
   return out;
 }
 
@@ -194,8 +198,7 @@ at::Tensor normal_tensor(const at::Tensor* mean, double ms, const at::Tensor* st
   if (std) st = desc_of(*std, "aten::normal");
   const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(o.dtype, out.numel()));
   check(vt_op_rng_normal_tensor(dev, "aten::normal", &o, mean ? &mt : nullptr, ms, std ? &st : nullptr, ss, seed,
-                                offset),
-        "aten::normal");
+                                offset));
   return out;
 }
 
@@ -207,38 +210,38 @@ at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Gener
   TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(t.dtype), "vtpu: exponential_ on dtype ", self.scalar_type(),
                               " is not supported on tpu");
   const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
-  check(vt_op_rng_exponential(dev, "aten::exponential_", &t, seed, offset, lambd), "aten::exponential_");
+  check(vt_op_rng_exponential(dev, "aten::exponential_", &t, seed, offset, lambd));
   return self;
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("random_.from", random_from);
-  m.impl("random_.to", random_to);
-  m.impl("random_", random_default);
-  m.impl("bernoulli_.float", bernoulli_float);
-  m.impl("bernoulli_.Tensor", bernoulli_tensor);
-  m.impl("bernoulli", bernoulli);
-  m.impl("bernoulli.p", bernoulli_p);
-  m.impl("native_dropout", native_dropout);
-  m.impl("native_dropout_backward", native_dropout_backward);
-  m.impl("multinomial", multinomial);
-  m.impl("randperm.generator", randperm);
-  m.impl("randperm", [](int64_t n, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+  VT_IMPL(m, "random_.from", random_from);
+  VT_IMPL(m, "random_.to", random_to);
+  VT_IMPL(m, "random_", random_default);
+  VT_IMPL(m, "bernoulli_.float", bernoulli_float);
+  VT_IMPL(m, "bernoulli_.Tensor", bernoulli_tensor);
+  VT_IMPL(m, "bernoulli", bernoulli);
+  VT_IMPL(m, "bernoulli.p", bernoulli_p);
+  VT_IMPL(m, "native_dropout", native_dropout);
+  VT_IMPL(m, "native_dropout_backward", native_dropout_backward);
+  VT_IMPL(m, "multinomial", multinomial);
+  VT_IMPL(m, "randperm.generator", randperm);
+  VT_IMPL(m, "randperm", [](int64_t n, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                         std::optional<at::Device> device, std::optional<bool> pin) {
     return randperm(n, std::nullopt, dtype, layout, device, pin);
   });
-  m.impl("normal.Tensor_float", [](const at::Tensor& mean, double std, std::optional<at::Generator> g) {
+  VT_IMPL(m, "normal.Tensor_float", [](const at::Tensor& mean, double std, std::optional<at::Generator> g) {
     return normal_tensor(&mean, 0.0, nullptr, std, std::move(g));
   });
-  m.impl("normal.float_Tensor", [](double mean, const at::Tensor& std, std::optional<at::Generator> g) {
+  VT_IMPL(m, "normal.float_Tensor", [](double mean, const at::Tensor& std, std::optional<at::Generator> g) {
     return normal_tensor(nullptr, mean, &std, 0.0, std::move(g));
   });
-  m.impl("normal.Tensor_Tensor", [](const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> g) {
+  VT_IMPL(m, "normal.Tensor_Tensor", [](const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> g) {
     return normal_tensor(&mean, 0.0, &std, 0.0, std::move(g));
   });
-  m.impl("exponential_", exponential_);
+  VT_IMPL(m, "exponential_", exponential_);
 }
 
 }  // namespace vtpu

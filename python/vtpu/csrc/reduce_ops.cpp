@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -24,6 +25,18 @@ vt_tensor desc_of(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " with ", t.dim(),
                               " dims is not supported on tpu");
   return d;
+}
+
+// CPU's check of an out= whose dtype is fixed by the op.
+void check_out_dtype(const at::Tensor& out, c10::ScalarType want) {
+  TORCH_CHECK(out.scalar_type() == want, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(want),
+              ", but got ", out.dtype(), " instead");
+}
+
+// CPU's check of an out= the result is cast into.
+void check_out_cast(const at::Tensor& out, c10::ScalarType result) {
+  TORCH_CHECK(c10::canCast(result, out.scalar_type()), "result type ", result,
+              " can't be cast to the desired output type ", out.scalar_type());
 }
 
 // Reduced dims as a bitmask (all dims when `dims` is empty or absent).
@@ -78,7 +91,7 @@ at::Tensor reduce(vt_reduce_op op, const char* name, const at::Tensor& self, uin
   const vt_tensor to = desc_of(view, name), ti = desc_of(self, name);
   vt_dtype c{};
   TORCH_CHECK(to_vt_dtype(compute, &c), "vtpu: ", name, ": no accumulate dtype for ", self.scalar_type());
-  check(vt_op_reduce(device_index(self), name, op, &to, &ti, mask, c, param), name);
+  check(vt_op_reduce(device_index(self), name, op, &to, &ti, mask, c, param));
   return out;
 }
 
@@ -117,6 +130,7 @@ at::Tensor mean(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdi
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  check_out_cast(out, mean_type(self, dtype));
   const auto r = mean_type(self, dtype ? dtype : std::optional<c10::ScalarType>(out.scalar_type()));
   reduce(VT_REDUCE_MEAN, "aten::mean", self, dim_mask(self, dim), keepdim, r, acc_type(r), 0, out);
   return out;
@@ -145,6 +159,8 @@ at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim, std::opti
 template <vt_reduce_op Op>
 at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
   const char* name = Op == VT_REDUCE_AMAX ? "amax" : "amin";
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected the dtype for input and out to match, but got ",
+              self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
   const uint64_t mask = dim_mask(self, dim);
   check_nonempty(name, self, mask);
   reduce(Op, name, self, mask, keepdim, self.scalar_type(), acc_type(self.scalar_type()), 0, out);
@@ -168,6 +184,7 @@ at::Tensor extreme_all(const at::Tensor& self, at::Tensor out = {}) {
 
 template <vt_reduce_op Op>
 at::Tensor& extreme_all_out(const at::Tensor& self, at::Tensor& out) {
+  check_out_cast(out, self.scalar_type());
   extreme_all<Op>(self, out);
   return out;
 }
@@ -177,15 +194,23 @@ c10::ScalarType logical_type(const at::Tensor& self) {
   return self.scalar_type() == at::kByte ? at::kByte : at::kBool;
 }
 
+// any / all over dim=[] reduce nothing (each element on its own), as CPU;
+// dim=None reduces everything.
+uint64_t logical_mask(const at::Tensor& self, at::OptionalIntArrayRef dim) {
+  return dim && dim->empty() ? 0 : dim_mask(self, dim);
+}
+
 template <vt_reduce_op Op>
 at::Tensor logical(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
-  return reduce(Op, Op == VT_REDUCE_ANY ? "aten::any" : "aten::all", self, dim_mask(self, dim), keepdim,
+  return reduce(Op, Op == VT_REDUCE_ANY ? "aten::any" : "aten::all", self, logical_mask(self, dim), keepdim,
                 logical_type(self), at::kBool, 0);
 }
 
 template <vt_reduce_op Op>
 at::Tensor& logical_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim, at::Tensor& out) {
-  reduce(Op, Op == VT_REDUCE_ANY ? "aten::any" : "aten::all", self, dim_mask(self, dim), keepdim,
+  TORCH_CHECK(out.scalar_type() == at::kBool || (out.scalar_type() == at::kByte && self.scalar_type() == at::kByte),
+              Op == VT_REDUCE_ANY ? "any" : "all", " only supports bool tensor for result, got: ", out.scalar_type());
+  reduce(Op, Op == VT_REDUCE_ANY ? "aten::any" : "aten::all", self, logical_mask(self, dim), keepdim,
          logical_type(self), at::kBool, 0, out);
   return out;
 }
@@ -199,6 +224,8 @@ std::tuple<at::Tensor, at::Tensor> arg_reduce(bool is_max, const at::Tensor& sel
   const uint64_t mask = self.dim() ? 1ull << d : 0;
   if (self.dim()) check_nonempty(is_max ? (want_values ? "max" : "argmax") : (want_values ? "min" : "argmin"), self, mask);
   const auto shape = final_shape(self, mask, keepdim);
+  if (values.defined()) check_out_dtype(values, self.scalar_type());
+  if (indices.defined()) check_out_dtype(indices, at::kLong);
   if (want_values) {
     if (values.defined()) at::native::resize_output(values, shape);
     else values = at::empty(shape, self.options());
@@ -214,16 +241,16 @@ std::tuple<at::Tensor, at::Tensor> arg_reduce(bool is_max, const at::Tensor& sel
   const at::Tensor src = scalar ? self.reshape({1}) : self;
   const vt_tensor ts = desc_of(src, name);
   check(vt_op_reduce_arg(device_index(self), name, is_max ? 1 : 0, want_values ? &tv : nullptr, &ti, &ts,
-                         self.dim() ? static_cast<int>(d) : 0),
-        name);
+                         self.dim() ? static_cast<int>(d) : 0));
   return {values, indices};
 }
 
 at::Tensor argext(bool is_max, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
                   at::Tensor out = {}) {
   if (dim) return std::get<1>(arg_reduce(is_max, self, *dim, keepdim, false, {}, out));
-  TORCH_CHECK(self.numel() > 0, is_max ? "argmax" : "argmin",
-              "(): Expected reduction dim to be specified for input.numel() == 0.");
+  if (out.defined()) check_out_dtype(out, at::kLong);
+  TORCH_CHECK_INDEX(self.numel() > 0, is_max ? "argmax" : "argmin",
+                    "(): Expected reduction dim to be specified for input.numel() == 0.");
   at::Tensor flat = self.reshape({-1});
   at::Tensor r = std::get<1>(arg_reduce(is_max, flat, 0, false, false));
   if (keepdim) r = r.reshape(std::vector<int64_t>(self.dim(), 1));
@@ -241,8 +268,15 @@ at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim, const st
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()), Op == VT_REDUCE_VAR ? "var" : "std",
               "(): input tensor must be floating point, got ", self.scalar_type());
   const double c = correction ? correction->toDouble() : 1.0;
-  return reduce(Op, name, self, dim_mask(self, dim), keepdim, self.scalar_type(), acc_type(self.scalar_type()), c,
-                out);
+  const uint64_t mask = dim_mask(self, dim);
+  if (out.defined()) check_out_cast(out, self.scalar_type());
+  int64_t count = 1;  // elements per output
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (mask & (1ull << d)) count *= self.size(d);
+  if (static_cast<double>(count) - c <= 0)  // as CPU: the result is inf or nan, and a warning says why
+    TORCH_WARN(Op == VT_REDUCE_VAR ? "var" : "std", "(): degrees of freedom is <= 0. Correction should be strictly "
+               "less than the reduction factor (input numel divided by output numel).");
+  return reduce(Op, name, self, mask, keepdim, self.scalar_type(), acc_type(self.scalar_type()), c, out);
 }
 
 at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
@@ -250,6 +284,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
   const auto r = dtype ? *dtype : self.scalar_type();
   TORCH_CHECK(c10::isFloatingType(r), "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
               c10::toString(r));
+  check_out_dtype(out, r);
   const double p = ord.toDouble();
   const uint64_t mask = dim_mask(self, dim);
   if (p < 0) check_nonempty("linalg.vector_norm", self, mask);
@@ -278,7 +313,7 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<c10::Sca
   const at::Tensor src = self.dim() ? self : self.reshape({1});
   const at::Tensor dst = self.dim() ? out : out.reshape({1});
   const vt_tensor to = desc_of(dst, name), ti = desc_of(src, name);
-  check(vt_op_scan(device_index(self), name, Op, &to, &ti, static_cast<int>(d), c), name);
+  check(vt_op_scan(device_index(self), name, Op, &to, &ti, static_cast<int>(d), c));
   return out;
 }
 
@@ -296,61 +331,61 @@ at::Tensor& scan_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("sum.dim_IntList", sum);
-  m.impl("sum.IntList_out", sum_out);
-  m.impl("mean.dim", mean);
-  m.impl("mean.out", mean_out);
-  m.impl("prod", prod_all);
-  m.impl("prod.dim_int", prod_dim);
-  m.impl("prod.int_out", prod_out);
-  m.impl("amax", extreme<VT_REDUCE_AMAX>);
-  m.impl("amax.out", extreme_out<VT_REDUCE_AMAX>);
-  m.impl("amin", extreme<VT_REDUCE_AMIN>);
-  m.impl("amin.out", extreme_out<VT_REDUCE_AMIN>);
-  m.impl("max", [](const at::Tensor& s) { return extreme_all<VT_REDUCE_AMAX>(s); });
-  m.impl("min", [](const at::Tensor& s) { return extreme_all<VT_REDUCE_AMIN>(s); });
-  m.impl("max.unary_out", extreme_all_out<VT_REDUCE_AMAX>);
-  m.impl("min.unary_out", extreme_all_out<VT_REDUCE_AMIN>);
-  m.impl("max.dim", [](const at::Tensor& s, int64_t d, bool k) { return arg_reduce(true, s, d, k, true); });
-  m.impl("min.dim", [](const at::Tensor& s, int64_t d, bool k) { return arg_reduce(false, s, d, k, true); });
-  m.impl("max.dim_max", [](const at::Tensor& s, int64_t d, bool k, at::Tensor& v, at::Tensor& i) {
+  VT_IMPL(m, "sum.dim_IntList", sum);
+  VT_IMPL(m, "sum.IntList_out", sum_out);
+  VT_IMPL(m, "mean.dim", mean);
+  VT_IMPL(m, "mean.out", mean_out);
+  VT_IMPL(m, "prod", prod_all);
+  VT_IMPL(m, "prod.dim_int", prod_dim);
+  VT_IMPL(m, "prod.int_out", prod_out);
+  VT_IMPL(m, "amax", extreme<VT_REDUCE_AMAX>);
+  VT_IMPL(m, "amax.out", extreme_out<VT_REDUCE_AMAX>);
+  VT_IMPL(m, "amin", extreme<VT_REDUCE_AMIN>);
+  VT_IMPL(m, "amin.out", extreme_out<VT_REDUCE_AMIN>);
+  VT_IMPL(m, "max", [](const at::Tensor& s) { return extreme_all<VT_REDUCE_AMAX>(s); });
+  VT_IMPL(m, "min", [](const at::Tensor& s) { return extreme_all<VT_REDUCE_AMIN>(s); });
+  VT_IMPL(m, "max.unary_out", extreme_all_out<VT_REDUCE_AMAX>);
+  VT_IMPL(m, "min.unary_out", extreme_all_out<VT_REDUCE_AMIN>);
+  VT_IMPL(m, "max.dim", [](const at::Tensor& s, int64_t d, bool k) { return arg_reduce(true, s, d, k, true); });
+  VT_IMPL(m, "min.dim", [](const at::Tensor& s, int64_t d, bool k) { return arg_reduce(false, s, d, k, true); });
+  VT_IMPL(m, "max.dim_max", [](const at::Tensor& s, int64_t d, bool k, at::Tensor& v, at::Tensor& i) {
     arg_reduce(true, s, d, k, true, v, i);
     return std::forward_as_tuple(v, i);
   });
-  m.impl("min.dim_min", [](const at::Tensor& s, int64_t d, bool k, at::Tensor& v, at::Tensor& i) {
+  VT_IMPL(m, "min.dim_min", [](const at::Tensor& s, int64_t d, bool k, at::Tensor& v, at::Tensor& i) {
     arg_reduce(false, s, d, k, true, v, i);
     return std::forward_as_tuple(v, i);
   });
-  m.impl("argmax", [](const at::Tensor& s, std::optional<int64_t> d, bool k) { return argext(true, s, d, k); });
-  m.impl("argmin", [](const at::Tensor& s, std::optional<int64_t> d, bool k) { return argext(false, s, d, k); });
-  m.impl("argmax.out", [](const at::Tensor& s, std::optional<int64_t> d, bool k, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "argmax", [](const at::Tensor& s, std::optional<int64_t> d, bool k) { return argext(true, s, d, k); });
+  VT_IMPL(m, "argmin", [](const at::Tensor& s, std::optional<int64_t> d, bool k) { return argext(false, s, d, k); });
+  VT_IMPL(m, "argmax.out", [](const at::Tensor& s, std::optional<int64_t> d, bool k, at::Tensor& out) -> at::Tensor& {
     argext(true, s, d, k, out);
     return out;
   });
-  m.impl("argmin.out", [](const at::Tensor& s, std::optional<int64_t> d, bool k, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "argmin.out", [](const at::Tensor& s, std::optional<int64_t> d, bool k, at::Tensor& out) -> at::Tensor& {
     argext(false, s, d, k, out);
     return out;
   });
-  m.impl("any", [](const at::Tensor& s) { return logical<VT_REDUCE_ANY>(s, {}, false); });
-  m.impl("all", [](const at::Tensor& s) { return logical<VT_REDUCE_ALL>(s, {}, false); });
-  m.impl("any.dim", [](const at::Tensor& s, int64_t d, bool k) { return logical<VT_REDUCE_ANY>(s, at::IntArrayRef(d), k); });
-  m.impl("all.dim", [](const at::Tensor& s, int64_t d, bool k) { return logical<VT_REDUCE_ALL>(s, at::IntArrayRef(d), k); });
-  m.impl("any.dims", logical<VT_REDUCE_ANY>);
-  m.impl("all.dims", logical<VT_REDUCE_ALL>);
-  m.impl("any.dims_out", logical_out<VT_REDUCE_ANY>);
-  m.impl("all.dims_out", logical_out<VT_REDUCE_ALL>);
-  m.impl("var.correction", [](const at::Tensor& s, at::OptionalIntArrayRef d, const std::optional<c10::Scalar>& c,
+  VT_IMPL(m, "any", [](const at::Tensor& s) { return logical<VT_REDUCE_ANY>(s, {}, false); });
+  VT_IMPL(m, "all", [](const at::Tensor& s) { return logical<VT_REDUCE_ALL>(s, {}, false); });
+  VT_IMPL(m, "any.dim", [](const at::Tensor& s, int64_t d, bool k) { return logical<VT_REDUCE_ANY>(s, at::IntArrayRef(d), k); });
+  VT_IMPL(m, "all.dim", [](const at::Tensor& s, int64_t d, bool k) { return logical<VT_REDUCE_ALL>(s, at::IntArrayRef(d), k); });
+  VT_IMPL(m, "any.dims", logical<VT_REDUCE_ANY>);
+  VT_IMPL(m, "all.dims", logical<VT_REDUCE_ALL>);
+  VT_IMPL(m, "any.dims_out", logical_out<VT_REDUCE_ANY>);
+  VT_IMPL(m, "all.dims_out", logical_out<VT_REDUCE_ALL>);
+  VT_IMPL(m, "var.correction", [](const at::Tensor& s, at::OptionalIntArrayRef d, const std::optional<c10::Scalar>& c,
                               bool k) { return var_std<VT_REDUCE_VAR>(s, d, c, k); });
-  m.impl("std.correction", [](const at::Tensor& s, at::OptionalIntArrayRef d, const std::optional<c10::Scalar>& c,
+  VT_IMPL(m, "std.correction", [](const at::Tensor& s, at::OptionalIntArrayRef d, const std::optional<c10::Scalar>& c,
                               bool k) { return var_std<VT_REDUCE_STD>(s, d, c, k); });
-  m.impl("linalg_vector_norm", vector_norm);
-  m.impl("linalg_vector_norm.out", vector_norm_out);
-  m.impl("cumsum", scan<VT_SCAN_CUMSUM>);
-  m.impl("cumsum.out", scan_out<VT_SCAN_CUMSUM>);
-  m.impl("cumsum_", scan_<VT_SCAN_CUMSUM>);
-  m.impl("cumprod", scan<VT_SCAN_CUMPROD>);
-  m.impl("cumprod.out", scan_out<VT_SCAN_CUMPROD>);
-  m.impl("cumprod_", scan_<VT_SCAN_CUMPROD>);
+  VT_IMPL(m, "linalg_vector_norm", vector_norm);
+  VT_IMPL(m, "linalg_vector_norm.out", vector_norm_out);
+  VT_IMPL(m, "cumsum", scan<VT_SCAN_CUMSUM>);
+  VT_IMPL(m, "cumsum.out", scan_out<VT_SCAN_CUMSUM>);
+  VT_IMPL(m, "cumsum_", scan_<VT_SCAN_CUMSUM>);
+  VT_IMPL(m, "cumprod", scan<VT_SCAN_CUMPROD>);
+  VT_IMPL(m, "cumprod.out", scan_out<VT_SCAN_CUMPROD>);
+  VT_IMPL(m, "cumprod_", scan_<VT_SCAN_CUMPROD>);
 }
 
 }  // namespace vtpu

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -52,8 +53,7 @@ void cat_into(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor& 
     ins.push_back(desc_of(t, "aten::cat"));
   }
   const vt_tensor o = desc_of(out, "aten::cat");
-  check(vt_op_cat(device_index(out), "aten::cat", &o, static_cast<int>(ins.size()), ins.data(), static_cast<int>(d)),
-        "aten::cat");
+  check(vt_op_cat(device_index(out), "aten::cat", &o, static_cast<int>(ins.size()), ins.data(), static_cast<int>(d)));
 }
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
@@ -66,8 +66,9 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   const at::Tensor m = cat_meta(tensors, dim);
-  TORCH_CHECK(c10::canCast(m.scalar_type(), out.scalar_type()), "torch.cat(): input types can't be cast to the desired "
+  TORCH_CHECK_TYPE(c10::canCast(m.scalar_type(), out.scalar_type()), "torch.cat(): input types can't be cast to the desired "
               "output type ", out.scalar_type());
+  for (const at::Tensor& t : tensors) resize_out(out, m.sizes(), {t});
   at::native::resize_output(out, m.sizes());
   cat_into(tensors, dim, out);
   return out;
@@ -80,7 +81,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
   if (out.numel() == 0) return out;
   const vt_tensor o = desc_of(out, "aten::flip"), i = desc_of(self, "aten::flip");
-  check(vt_op_flip(device_index(self), "aten::flip", &o, &i, bits.to_ullong()), "aten::flip");
+  check(vt_op_flip(device_index(self), "aten::flip", &o, &i, bits.to_ullong()));
   return out;
 }
 
@@ -97,8 +98,7 @@ at::Tensor roll_impl(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   std::vector<int> ds;
   for (int64_t d : dims) ds.push_back(static_cast<int>(at::maybe_wrap_dim(d, self.dim())));
   const vt_tensor o = desc_of(out, "aten::roll"), i = desc_of(self, "aten::roll");
-  check(vt_op_roll(device_index(self), "aten::roll", &o, &i, static_cast<int>(ds.size()), ds.data(), shifts.data()),
-        "aten::roll");
+  check(vt_op_roll(device_index(self), "aten::roll", &o, &i, static_cast<int>(ds.size()), ds.data(), shifts.data()));
   return out;
 }
 
@@ -111,7 +111,7 @@ at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
   at::Tensor src = self;
   if (out.scalar_type() != self.scalar_type()) src = self.to(out.scalar_type());
   const vt_tensor o = desc_of(out, name), i = desc_of(src, name);
-  check(vt_op_tri(device_index(self), name, &o, &i, diagonal, Upper), name);
+  check(vt_op_tri(device_index(self), name, &o, &i, diagonal, Upper));
   return out;
 }
 
@@ -150,8 +150,7 @@ std::tuple<at::Tensor, at::Tensor> sort_impl(const at::Tensor& self, int64_t dim
   const vt_tensor v = desc_of(scalar ? values.view({1}) : values, "aten::sort"),
                   i = desc_of(scalar ? indices.view({1}) : indices, "aten::sort"),
                   x = desc_of(scalar ? self.view({1}) : self, "aten::sort");
-  check(vt_op_sort(device_index(self), "aten::sort", &v, &i, &x, static_cast<int>(scalar ? 0 : d), descending ? 1 : 0),
-        "aten::sort");
+  check(vt_op_sort(device_index(self), "aten::sort", &v, &i, &x, static_cast<int>(scalar ? 0 : d), descending ? 1 : 0));
   return {values, indices};
 }
 
@@ -180,8 +179,7 @@ std::tuple<at::Tensor, at::Tensor> topk_impl(const at::Tensor& self, int64_t k, 
   const vt_tensor v = desc_of(scalar ? values.view({1}) : values, "aten::topk"),
                   i = desc_of(scalar ? indices.view({1}) : indices, "aten::topk"),
                   x = desc_of(scalar ? self.view({1}) : self, "aten::topk");
-  check(vt_op_topk(device_index(self), "aten::topk", &v, &i, &x, static_cast<int>(scalar ? 0 : d), k, largest ? 1 : 0),
-        "aten::topk");
+  check(vt_op_topk(device_index(self), "aten::topk", &v, &i, &x, static_cast<int>(scalar ? 0 : d), k, largest ? 1 : 0));
   return {values, indices};
 }
 
@@ -217,8 +215,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   if (size == 0) return out;
   at::Tensor r = out.is_contiguous() ? out : at::empty({size}, out.options());
   const vt_tensor o = desc_of(r.view({size}), "aten::arange");
-  check(vt_op_arange(device_index(out), "aten::arange", &o, to_vt(start), to_vt(step), vec_of(r), chunk_of(size)),
-        "aten::arange");
+  check(vt_op_arange(device_index(out), "aten::arange", &o, to_vt(start), to_vt(step), vec_of(r), chunk_of(size)));
   if (!r.is_same(out)) out.copy_(r);
   return out;
 }
@@ -237,8 +234,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   at::Tensor r = out.is_contiguous() ? out : at::empty({steps}, out.options());
   const vt_tensor o = desc_of(r.view({steps}), "aten::linspace");
   // PyTorch's linspace kernel is scalar (no SIMD blocks).
-  check(vt_op_linspace(device_index(out), "aten::linspace", &o, to_vt(lo), to_vt(hi), 0, chunk_of(steps)),
-        "aten::linspace");
+  check(vt_op_linspace(device_index(out), "aten::linspace", &o, to_vt(lo), to_vt(hi), 0, chunk_of(steps)));
   if (!r.is_same(out)) out.copy_(r);
   return out;
 }
@@ -258,6 +254,8 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
 at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, bool out_int32, bool right,
                              std::optional<c10::string_view> side, const std::optional<at::Tensor>& sorter,
                              at::Tensor& out) {
+  TORCH_CHECK(!side || *side == "left" || *side == "right",
+              "torch.searchsorted(): side can only be 'left' or 'right' but got ", *side);
   const bool simple = (!sorter || !sorter->defined()) && sorted.scalar_type() == self.scalar_type() &&
                       sorted.dim() >= 1 && takes(sorted) && takes(self) &&
                       (sorted.dim() == 1 || (sorted.dim() == self.dim() &&
@@ -270,14 +268,14 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
     return out.copy_(r);
   }
   const bool rt = side ? *side == "right" : right;
-  at::native::resize_output(out, self.sizes());
   TORCH_CHECK(out.scalar_type() == (out_int32 ? at::kInt : at::kLong), "torch.searchsorted(): output tensor's dtype is "
               "wrong, it can only be Int(int32) or Long(int64) depending on whether out_int32 flag is True, but we got "
               "output tensor's dtype ", out.scalar_type(), " and out_int32 flag is ", out_int32 ? "True" : "False");
+  at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   const vt_tensor o = desc_of(out, "aten::searchsorted"), s = desc_of(sorted, "aten::searchsorted"),
                   v = desc_of(self, "aten::searchsorted");
-  check(vt_op_searchsorted(device_index(self), "aten::searchsorted", &o, &s, &v, rt ? 1 : 0), "aten::searchsorted");
+  check(vt_op_searchsorted(device_index(self), "aten::searchsorted", &o, &s, &v, rt ? 1 : 0));
   return out;
 }
 
@@ -295,33 +293,33 @@ at::Tensor bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("cat", cat);
-  m.impl("cat.out", cat_out);
-  m.impl("flip", flip);
-  m.impl("roll", roll_impl);
-  m.impl("tril", tri<0>);
-  m.impl("triu", tri<1>);
-  m.impl("tril_", tri_<0>);
-  m.impl("triu_", tri_<1>);
-  m.impl("tril.out", tri_out<0>);
-  m.impl("triu.out", tri_out<1>);
-  m.impl("sort.stable", sort_stable);
-  m.impl("sort.values_stable", sort_values_stable);
-  m.impl("topk", [](const at::Tensor& s, int64_t k, int64_t d, bool largest, bool sorted) {
+  VT_IMPL(m, "cat", cat);
+  VT_IMPL(m, "cat.out", cat_out);
+  VT_IMPL(m, "flip", flip);
+  VT_IMPL(m, "roll", roll_impl);
+  VT_IMPL(m, "tril", tri<0>);
+  VT_IMPL(m, "triu", tri<1>);
+  VT_IMPL(m, "tril_", tri_<0>);
+  VT_IMPL(m, "triu_", tri_<1>);
+  VT_IMPL(m, "tril.out", tri_out<0>);
+  VT_IMPL(m, "triu.out", tri_out<1>);
+  VT_IMPL(m, "sort.stable", sort_stable);
+  VT_IMPL(m, "sort.values_stable", sort_values_stable);
+  VT_IMPL(m, "topk", [](const at::Tensor& s, int64_t k, int64_t d, bool largest, bool sorted) {
     return topk_impl(s, k, d, largest, {}, {});
   });
-  m.impl("topk.values", [](const at::Tensor& s, int64_t k, int64_t d, bool largest, bool sorted, at::Tensor& v,
+  VT_IMPL(m, "topk.values", [](const at::Tensor& s, int64_t k, int64_t d, bool largest, bool sorted, at::Tensor& v,
                            at::Tensor& i) {
     topk_impl(s, k, d, largest, v, i);
     return std::forward_as_tuple(v, i);
   });
-  m.impl("arange.start_out", arange_out);
-  m.impl("linspace.out", linspace_out);
-  m.impl("eye.out", [](int64_t n, at::Tensor& out) -> at::Tensor& { return eye_m_out(n, n, out); });
-  m.impl("eye.m_out", eye_m_out);
-  m.impl("searchsorted.Tensor", searchsorted_impl);
-  m.impl("searchsorted.Tensor_out", searchsorted_out);
-  m.impl("bucketize.Tensor", bucketize);
+  VT_IMPL(m, "arange.start_out", arange_out);
+  VT_IMPL(m, "linspace.out", linspace_out);
+  VT_IMPL(m, "eye.out", [](int64_t n, at::Tensor& out) -> at::Tensor& { return eye_m_out(n, n, out); });
+  VT_IMPL(m, "eye.m_out", eye_m_out);
+  VT_IMPL(m, "searchsorted.Tensor", searchsorted_impl);
+  VT_IMPL(m, "searchsorted.Tensor_out", searchsorted_out);
+  VT_IMPL(m, "bucketize.Tensor", bucketize);
 }
 
 }  // namespace vtpu

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -19,9 +20,9 @@ vt_tensor desc_of(const at::Tensor& t, const char* op) {
 }
 
 void check_float(const at::Tensor& t, const char* kernel) {
-  TORCH_CHECK(at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kFloat8_e5m2 &&
-                  t.scalar_type() != at::kFloat8_e4m3fn,
-              "\"", kernel, "\" not implemented for '", c10::toString(t.scalar_type()), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kFloat8_e5m2 &&
+                                  t.scalar_type() != at::kFloat8_e4m3fn,
+                              "\"", kernel, "\" not implemented for '", c10::toString(t.scalar_type()), "'");
 }
 
 // ------------------------------------------------------------------ softmax
@@ -37,7 +38,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   const vt_tensor to = desc_of(out, name), ti = desc_of(self, name);
-  check(vt_op_softmax(device_index(self), name, &to, &ti, static_cast<int>(d), log ? 1 : 0), name);
+  check(vt_op_softmax(device_index(self), name, &to, &ti, static_cast<int>(d), log ? 1 : 0));
   return out;
 }
 
@@ -63,7 +64,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& outpu
   at::native::resize_output(grad_input, grad.sizes());
   if (grad_input.numel() == 0) return grad_input;
   const vt_tensor tgi = desc_of(grad_input, name), tg = desc_of(grad, name), ty = desc_of(output, name);
-  check(vt_op_softmax_backward(device_index(grad), name, &tgi, &tg, &ty, static_cast<int>(d), log ? 1 : 0), name);
+  check(vt_op_softmax_backward(device_index(grad), name, &tgi, &tg, &ty, static_cast<int>(d), log ? 1 : 0));
   return grad_input;
 }
 
@@ -132,8 +133,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_forward_out(const at::Tensor& self, con
   const bool has_w = weight && weight->defined();
   if (has_w) tw = desc_of(*weight, name);
   check(vt_op_nll_loss(device_index(self), name, &to, &ttw, &ti, &tt, has_w ? &tw : nullptr,
-                       static_cast<vt_loss_reduction>(reduction), ignore_index),
-        name);
+                       static_cast<vt_loss_reduction>(reduction), ignore_index));
   return {output, total_weight};
 }
 
@@ -179,8 +179,7 @@ at::Tensor& nll_backward_out(const at::Tensor& grad_output, const at::Tensor& se
   const at::Tensor go = per_sample ? grad_output : grad_output.reshape({});
   const vt_tensor tgo0 = desc_of(go, name);
   check(vt_op_nll_loss_backward(device_index(self), name, &tgi, &tgo0, &ti, &tt, has_w ? &tw : nullptr,
-                                static_cast<vt_loss_reduction>(reduction), ignore_index, &ttw),
-        name);
+                                static_cast<vt_loss_reduction>(reduction), ignore_index, &ttw));
   return grad_input;
 }
 
@@ -237,8 +236,7 @@ at::Tensor& pointwise_loss_out(vt_loss_kind kind, const at::Tensor& self_, const
   vt_tensor tw{}, tpw{};
   const vt_tensor to = desc_of(out, name), ti = desc_of(self, name), tt = desc_of(target, name);
   check(vt_op_pointwise_loss(device_index(self), name, kind, &to, &ti, &tt, opt_desc(weight, &tw, name),
-                             opt_desc(pos_weight, &tpw, name), static_cast<vt_loss_reduction>(reduction), param),
-        name);
+                             opt_desc(pos_weight, &tpw, name), static_cast<vt_loss_reduction>(reduction), param));
   return out;
 }
 
@@ -262,8 +260,7 @@ at::Tensor& pointwise_loss_backward_out(vt_loss_kind kind, const at::Tensor& gra
                   tt = desc_of(target, name);
   check(vt_op_pointwise_loss_backward(device_index(self), name, kind, &tgi, &tgo, &ti, &tt,
                                       opt_desc(weight, &tw, name), nullptr,
-                                      static_cast<vt_loss_reduction>(reduction), param),
-        name);
+                                      static_cast<vt_loss_reduction>(reduction), param));
   return grad_input;
 }
 
@@ -284,91 +281,91 @@ void check_bce_weight(const at::Tensor& self, const std::optional<at::Tensor>& w
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_softmax", softmax<false>);
-  m.impl("_softmax.out", softmax_out_t<false>);
-  m.impl("_log_softmax", softmax<true>);
-  m.impl("_log_softmax.out", softmax_out_t<true>);
-  m.impl("_softmax_backward_data", softmax_backward<false>);
-  m.impl("_softmax_backward_data.out", softmax_backward_out_t<false>);
-  m.impl("_log_softmax_backward_data", softmax_backward<true>);
-  m.impl("_log_softmax_backward_data.out", softmax_backward_out_t<true>);
+  VT_IMPL(m, "_softmax", softmax<false>);
+  VT_IMPL(m, "_softmax.out", softmax_out_t<false>);
+  VT_IMPL(m, "_log_softmax", softmax<true>);
+  VT_IMPL(m, "_log_softmax.out", softmax_out_t<true>);
+  VT_IMPL(m, "_softmax_backward_data", softmax_backward<false>);
+  VT_IMPL(m, "_softmax_backward_data.out", softmax_backward_out_t<false>);
+  VT_IMPL(m, "_log_softmax_backward_data", softmax_backward<true>);
+  VT_IMPL(m, "_log_softmax_backward_data.out", softmax_backward_out_t<true>);
 
-  m.impl("nll_loss_forward", nll_forward<false>);
-  m.impl("nll_loss_forward.output", nll_forward_out_t<false>);
-  m.impl("nll_loss2d_forward", nll_forward<true>);
-  m.impl("nll_loss2d_forward.output", nll_forward_out_t<true>);
-  m.impl("nll_loss_backward", nll_backward<false>);
-  m.impl("nll_loss_backward.grad_input", nll_backward_out_t<false>);
-  m.impl("nll_loss2d_backward", nll_backward<true>);
-  m.impl("nll_loss2d_backward.grad_input", nll_backward_out_t<true>);
+  VT_IMPL(m, "nll_loss_forward", nll_forward<false>);
+  VT_IMPL(m, "nll_loss_forward.output", nll_forward_out_t<false>);
+  VT_IMPL(m, "nll_loss2d_forward", nll_forward<true>);
+  VT_IMPL(m, "nll_loss2d_forward.output", nll_forward_out_t<true>);
+  VT_IMPL(m, "nll_loss_backward", nll_backward<false>);
+  VT_IMPL(m, "nll_loss_backward.grad_input", nll_backward_out_t<false>);
+  VT_IMPL(m, "nll_loss2d_backward", nll_backward<true>);
+  VT_IMPL(m, "nll_loss2d_backward.grad_input", nll_backward_out_t<true>);
 
-  m.impl("mse_loss", [](const at::Tensor& s, const at::Tensor& t, int64_t r) {
+  VT_IMPL(m, "mse_loss", [](const at::Tensor& s, const at::Tensor& t, int64_t r) {
     return pointwise_loss(VT_LOSS_MSE, s, t, {}, {}, r, 0);
   });
-  m.impl("mse_loss.out", [](const at::Tensor& s, const at::Tensor& t, int64_t r, at::Tensor& out) -> at::Tensor& {
+  VT_IMPL(m, "mse_loss.out", [](const at::Tensor& s, const at::Tensor& t, int64_t r, at::Tensor& out) -> at::Tensor& {
     return pointwise_loss_out(VT_LOSS_MSE, s, t, {}, {}, r, 0, out);
   });
-  m.impl("mse_loss_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r) {
+  VT_IMPL(m, "mse_loss_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r) {
     return pointwise_loss_backward(VT_LOSS_MSE, g, s, t, {}, r, 0);
   });
-  m.impl("mse_loss_backward.grad_input", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
+  VT_IMPL(m, "mse_loss_backward.grad_input", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
                                             at::Tensor& gi) -> at::Tensor& {
     return pointwise_loss_backward_out(VT_LOSS_MSE, g, s, t, {}, r, 0, gi);
   });
-  m.impl("smooth_l1_loss", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double beta) {
+  VT_IMPL(m, "smooth_l1_loss", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double beta) {
     TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
     return pointwise_loss(VT_LOSS_SMOOTH_L1, s, t, {}, {}, r, beta);
   });
-  m.impl("smooth_l1_loss.out", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double beta,
+  VT_IMPL(m, "smooth_l1_loss.out", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double beta,
                                   at::Tensor& out) -> at::Tensor& {
     TORCH_CHECK(beta >= 0, "smooth_l1_loss does not support negative values for beta.");
     return pointwise_loss_out(VT_LOSS_SMOOTH_L1, s, t, {}, {}, r, beta, out);
   });
-  m.impl("smooth_l1_loss_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
+  VT_IMPL(m, "smooth_l1_loss_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
                                        double beta) {
     return pointwise_loss_backward(VT_LOSS_SMOOTH_L1, g, s, t, {}, r, beta);
   });
-  m.impl("smooth_l1_loss_backward.grad_input", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t,
+  VT_IMPL(m, "smooth_l1_loss_backward.grad_input", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t,
                                                   int64_t r, double beta, at::Tensor& gi) -> at::Tensor& {
     return pointwise_loss_backward_out(VT_LOSS_SMOOTH_L1, g, s, t, {}, r, beta, gi);
   });
-  m.impl("huber_loss", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double delta) {
+  VT_IMPL(m, "huber_loss", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double delta) {
     TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
     return pointwise_loss(VT_LOSS_HUBER, s, t, {}, {}, r, delta);
   });
-  m.impl("huber_loss.out", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double delta,
+  VT_IMPL(m, "huber_loss.out", [](const at::Tensor& s, const at::Tensor& t, int64_t r, double delta,
                               at::Tensor& out) -> at::Tensor& {
     TORCH_CHECK(delta > 0, "huber_loss does not support non-positive values for delta.");
     return pointwise_loss_out(VT_LOSS_HUBER, s, t, {}, {}, r, delta, out);
   });
-  m.impl("huber_loss_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
+  VT_IMPL(m, "huber_loss_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
                                    double delta) {
     return pointwise_loss_backward(VT_LOSS_HUBER, g, s, t, {}, r, delta);
   });
-  m.impl("huber_loss_backward.out", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
+  VT_IMPL(m, "huber_loss_backward.out", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, int64_t r,
                                        double delta, at::Tensor& gi) -> at::Tensor& {
     return pointwise_loss_backward_out(VT_LOSS_HUBER, g, s, t, {}, r, delta, gi);
   });
-  m.impl("binary_cross_entropy", [](const at::Tensor& s, const at::Tensor& t, const std::optional<at::Tensor>& w,
+  VT_IMPL(m, "binary_cross_entropy", [](const at::Tensor& s, const at::Tensor& t, const std::optional<at::Tensor>& w,
                                     int64_t r) {
     check_bce_weight(s, w);
     return pointwise_loss(VT_LOSS_BCE, s, t, w, {}, r, 0);
   });
-  m.impl("binary_cross_entropy.out", [](const at::Tensor& s, const at::Tensor& t, const std::optional<at::Tensor>& w,
+  VT_IMPL(m, "binary_cross_entropy.out", [](const at::Tensor& s, const at::Tensor& t, const std::optional<at::Tensor>& w,
                                         int64_t r, at::Tensor& out) -> at::Tensor& {
     check_bce_weight(s, w);
     return pointwise_loss_out(VT_LOSS_BCE, s, t, w, {}, r, 0, out);
   });
-  m.impl("binary_cross_entropy_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t,
+  VT_IMPL(m, "binary_cross_entropy_backward", [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t,
                                              const std::optional<at::Tensor>& w, int64_t r) {
     return pointwise_loss_backward(VT_LOSS_BCE, g, s, t, w, r, 0);
   });
-  m.impl("binary_cross_entropy_backward.grad_input",
+  VT_IMPL(m, "binary_cross_entropy_backward.grad_input",
          [](const at::Tensor& g, const at::Tensor& s, const at::Tensor& t, const std::optional<at::Tensor>& w,
             int64_t r, at::Tensor& gi) -> at::Tensor& {
            return pointwise_loss_backward_out(VT_LOSS_BCE, g, s, t, w, r, 0, gi);
          });
-  m.impl("binary_cross_entropy_with_logits", [](const at::Tensor& s, const at::Tensor& t,
+  VT_IMPL(m, "binary_cross_entropy_with_logits", [](const at::Tensor& s, const at::Tensor& t,
                                                 const std::optional<at::Tensor>& w,
                                                 const std::optional<at::Tensor>& pw, int64_t r) {
     return pointwise_loss(VT_LOSS_BCE_LOGITS, s, t, w, pw, r, 0);

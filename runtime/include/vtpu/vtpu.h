@@ -181,20 +181,45 @@ typedef vt_status (*vt_kernel_fn)(void *args);
  * error, prefixed with op_name. op_name must be a static string. */
 vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size);
 
-/* Wait until all work enqueued on dev so far has run. Returns and clears the
- * latched error of the first failing op since the last synchronisation
- * ("aten::div: ZeroDivisionError"), as VT_ERR_KERNEL (or the op's own status). */
+/* Errors of queued work. A kernel that fails on the queue becomes a fault:
+ * every tensor it writes is poisoned with it, later ops that read poisoned
+ * memory do not run and poison what they write in turn, and a host read of
+ * poisoned memory (vt_check_readable) returns the fault's error. A
+ * synchronisation returns every fault of the device not yet returned,
+ * oldest first, as one error ("aten::div: ZeroDivisionError" and the
+ * others named after it). A successful op that writes a whole allocation
+ * densely clears its poison. */
+
+/* Wait until all work enqueued on dev so far has run; returns (and clears)
+ * the faults of dev not yet reported, as VT_ERR_KERNEL or the op's own
+ * status. */
 vt_status vt_synchronize(int dev);
 /* As vt_synchronize, but gives up after timeout_ms with VT_ERR_TIMEOUT
  * (work continues; nothing is cleared). Lets a caller poll for interrupts. */
 vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms);
+/* Wait (at most timeout_ms, < 0 forever) until all work enqueued on dev so
+ * far has run. Reports no fault: use before host reads (then
+ * vt_check_readable) and host writes of device memory. */
+vt_status vt_wait(int dev, int64_t timeout_ms);
+/* After a wait: VT_OK when t's memory (any device) holds valid data, else
+ * the error of the failed op that wrote it or that its data depends on. A
+ * view that is not live device memory is VT_ERR_INVALID_ARGUMENT. */
+vt_status vt_check_readable(const vt_tensor *t);
+/* The host wrote t's memory (after a wait): a dense write of a whole
+ * allocation clears its poison. */
+void vt_mark_written(const vt_tensor *t);
 
 /* Events: a ticket marks a point in the queue. */
 vt_status vt_event_record(int dev, uint64_t *ticket_out);
 /* 1 if all work up to ticket has completed. */
 int vt_event_query(int dev, uint64_t ticket);
+/* *done_out = vt_event_query; when done, returns the faults up to ticket
+ * not yet reported (as vt_synchronize does for all). */
+vt_status vt_event_status(int dev, uint64_t ticket, int *done_out);
 /* Wait for the ticket (bounded: VT_ERR_TIMEOUT after timeout_ms, <0 = forever). */
 vt_status vt_event_wait(int dev, uint64_t ticket, int64_t timeout_ms);
+/* vt_event_wait, then the faults up to ticket not yet reported. */
+vt_status vt_event_synchronize(int dev, uint64_t ticket, int64_t timeout_ms);
 /* Make later work on dev wait until ticket of src_dev completed. */
 vt_status vt_event_block(int dev, int src_dev, uint64_t ticket);
 /* Number of commands enqueued but not yet completed. */
@@ -511,6 +536,9 @@ vt_status vt_op_ternary(int dev, const char *name, vt_ternary_op op, const vt_te
                         const vt_scalar *c_scalar, vt_dtype compute, vt_scalar alpha);
 vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
                       const vt_tensor *b);
+/* dst (on dev) = src converted to dst's dtype. src may live on another
+ * device: the copy then runs on dev after src's pending work, and src's
+ * device runs nothing further until the copy has read it. */
 vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src);
 vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar value);
 vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,

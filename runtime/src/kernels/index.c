@@ -325,9 +325,25 @@ static vt_status index_update(const char *op, const vt_tensor *out, int dim, con
     return scatter_walk(&o, dim, &ix, st2, src ? &sr : NULL, vbuf, shape, mode, alpha, wrap, op);
 }
 
+/* CPU PyTorch runs index_add_ on a tensor of 2+ dims along its first or
+ * last dim, with alpha 1, int64 indices and a source of out's shape (but
+ * along dim) as scatter_add_: a bad index is then scatter's RuntimeError,
+ * otherwise an IndexError. The same inputs give the same exception here. */
+static int index_add_as_scatter(const vt_tensor *out, int dim, const vt_tensor *index, const vt_tensor *src,
+                                vt_scalar alpha) {
+    if (out->ndim < 2 || (dim != 0 && dim != out->ndim - 1) || index->dtype != VT_I64 || src->ndim != out->ndim)
+        return 0;
+    if (alpha.is_float ? alpha.f != 1.0 : alpha.i != 1) return 0;
+    for (int d = 0; d < out->ndim; d++)
+        if (d != dim && out->sizes[d] != src->sizes[d]) return 0;
+    return 1;
+}
+
 vt_status vt_index_add(const vt_tensor *out, int dim, const vt_tensor *index, const vt_tensor *src, vt_scalar alpha) {
     if (!src) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index_add(): source is NULL");
-    return index_update("index_add", out, dim, index, src, NULL, alpha, IX_SUM, alpha, 0);
+    int d = dim < 0 ? dim + (out->ndim ? out->ndim : 1) : dim;
+    return index_update(index_add_as_scatter(out, d, index, src, alpha) ? "scatter_add" : "index_add", out, dim,
+                        index, src, NULL, alpha, IX_SUM, alpha, 0);
 }
 
 vt_status vt_index_copy(const vt_tensor *out, int dim, const vt_tensor *index, const vt_tensor *src) {

@@ -17,8 +17,13 @@ typedef struct ix_err {
 } ix_err;
 void ix_err_init(ix_err *e);
 void ix_err_note(ix_err *e, int64_t key, int64_t value, int64_t bound, int dim);
-/* VT_OK, or VT_ERR_INDEX "op(): index v is out of bounds for dimension d with size n". */
+/* VT_OK, or ix_oob for the bad index recorded. */
 vt_status ix_err_finish(ix_err *e, const char *op);
+/* Index v out of range for a dimension of size n, reported as CPU PyTorch
+ * reports it for op: gather and the scatter family raise RuntimeError
+ * (VT_ERR_KERNEL), the others IndexError (VT_ERR_INDEX); take counts
+ * elements. The queued op prefixes the op's name. */
+vt_status ix_oob(const char *op, int64_t v, int dim, int64_t n);
 
 /* Read element i (in elements) of an I32 / I64 tensor's memory. */
 static inline int64_t ix_load(const void *base, int is64, int64_t i) {

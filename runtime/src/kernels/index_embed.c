@@ -133,10 +133,7 @@ vt_status vt_embedding_dense_backward(const vt_tensor *grad_weight, const vt_ten
         int64_t v = ix_load(ib, is64, indices->offset + i * indices->strides[0]);
         if (v < 0 || v >= V) {
             free(p);
-            return vt_set_error(VT_ERR_INDEX,
-                                "embedding_dense_backward(): index %lld is out of bounds for dimension 0 with size "
-                                "%lld",
-                                (long long)v, (long long)V);
+            return ix_oob("embedding_dense_backward", v, 0, V);
         }
         if (v == padding_idx) continue;
         p[np].v = v;

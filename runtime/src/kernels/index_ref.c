@@ -33,10 +33,7 @@ static int64_t idx_at(const vt_tensor *ix, const int64_t *coord) {
     return ix_load(ix->data, ix->dtype == VT_I64, off_at(ix, coord));
 }
 
-static vt_status oob(const char *op, int64_t v, int dim, int64_t size) {
-    return vt_set_error(VT_ERR_INDEX, "%s(): index %lld is out of bounds for dimension %d with size %lld", op,
-                        (long long)v, dim, (long long)size);
-}
+static vt_status oob(const char *op, int64_t v, int dim, int64_t size) { return ix_oob(op, v, dim, size); }
 
 static vt_tensor promote(const vt_tensor *t) {
     vt_tensor r = *t;

@@ -23,11 +23,19 @@ void ix_err_note(ix_err *e, int64_t key, int64_t value, int64_t bound, int dim) 
     pthread_mutex_unlock(&e->mu);
 }
 
+vt_status ix_oob(const char *op, int64_t v, int dim, int64_t n) {
+    if (!strcmp(op, "take"))
+        return vt_set_error(VT_ERR_INDEX, "out of range: tried to access index %lld on a tensor of %lld elements.",
+                            (long long)v, (long long)n);
+    vt_status s = !strcmp(op, "gather") || !strncmp(op, "scatter", 7) ? VT_ERR_KERNEL : VT_ERR_INDEX;
+    return vt_set_error(s, "%sindex %lld is out of bounds for dimension %d with size %lld",
+                        !strcmp(op, "index_copy") ? "index_copy_(): " : "", (long long)v, dim, (long long)n);
+}
+
 vt_status ix_err_finish(ix_err *e, const char *op) {
     pthread_mutex_destroy(&e->mu);
     if (e->key == INT64_MAX) return VT_OK;
-    return vt_set_error(VT_ERR_INDEX, "%s(): index %lld is out of bounds for dimension %d with size %lld", op,
-                        (long long)e->value, e->dim, (long long)e->bound);
+    return ix_oob(op, e->value, e->dim, e->bound);
 }
 
 void ix_value_bytes(vt_dtype dt, const vt_tensor *value_t, vt_scalar value, void *buf) {

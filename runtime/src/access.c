@@ -1,0 +1,430 @@
+/* access.c — the one check every queued op goes through. An op names the
+ * device tensors it reads and writes; here each is found in the device's
+ * HBM (memory of another device or of the host is refused, as PyTorch
+ * refuses tensors on two devices), PyTorch's overlap rules are applied to
+ * what it writes, and an input the kernel cannot read while writing over it
+ * is copied first. The result is the command's access list. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static const char kPartialMsg[] =
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single memory "
+    "location. Please clone() the tensor before performing the operation.";
+static const char kInternalMsg[] =
+    "unsupported operation: more than one element of the written-to tensor refers to a single memory location. "
+    "Please clone() the tensor before performing the operation.";
+
+/* ------------------------------------------------------------ geometry */
+
+/* 1: [lo, hi) spans the view; 0: the view is empty; -1: the extent
+ * overflows or the descriptor is malformed. */
+static int span_of(const vt_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    size_t es = vt_dtype_size(t->dtype);
+    if (!es || t->ndim < 0 || t->ndim > VT_MAX_DIMS) return -1;
+    int64_t neg = 0, pos = 0;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        if (t->sizes[i] < 0) return -1;
+        if (t->sizes[i] == 0) return 0;
+    }
+    for (int32_t i = 0; i < t->ndim; i++) {
+        int64_t ext;
+        if (__builtin_mul_overflow(t->sizes[i] - 1, t->strides[i], &ext)) return -1;
+        if (ext < 0 ? __builtin_add_overflow(neg, ext, &neg) : __builtin_add_overflow(pos, ext, &pos)) return -1;
+    }
+    int64_t first, last, bfirst, blast;
+    if (__builtin_add_overflow(t->offset, neg, &first) || __builtin_add_overflow(t->offset, pos, &last) ||
+        __builtin_mul_overflow(first, (int64_t)es, &bfirst) || __builtin_mul_overflow(last, (int64_t)es, &blast))
+        return -1;
+    uintptr_t base = (uintptr_t)t->data;
+    if (!base) return -1;
+    if (bfirst < 0 ? base < (uintptr_t)(-(bfirst + 1)) + 1 : UINTPTR_MAX - base < (uintptr_t)bfirst) return -1;
+    if (blast < 0 ? base < (uintptr_t)(-(blast + 1)) + 1 : UINTPTR_MAX - base - es < (uintptr_t)blast) return -1;
+    *lo = base + (uintptr_t)bfirst;
+    *hi = base + (uintptr_t)blast + es;
+    return 1;
+}
+
+int vt_view_span(const vt_tensor *t, uintptr_t *lo, uintptr_t *hi) { return span_of(t, lo, hi) == 1; }
+
+int vt_view_is_dense(const vt_tensor *t) {
+    if (t->ndim == 0) return 1;
+    if (t->ndim == 1) return t->sizes[0] < 2 || t->strides[0] == 1;
+    /* PyTorch's compute_non_overlapping_and_dense: dims of size < 2 last,
+     * the others by increasing stride; the strides must then be the running
+     * products of the sizes. */
+    int perm[VT_MAX_DIMS];
+    int n = 0;
+    for (int32_t i = 0; i < t->ndim; i++) {
+        if (t->sizes[i] < 2) continue;
+        int j = n++;
+        while (j > 0 && t->strides[perm[j - 1]] > t->strides[i]) {
+            perm[j] = perm[j - 1];
+            j--;
+        }
+        perm[j] = i;
+    }
+    int64_t require = 1;
+    for (int k = 0; k < n; k++) {
+        if (t->strides[perm[k]] != require) return 0;
+        require *= t->sizes[perm[k]];
+    }
+    return 1;
+}
+
+int vt_view_internal_overlap(const vt_tensor *t) {
+    if (vt_view_is_dense(t)) return 0;
+    for (int32_t i = 0; i < t->ndim; i++)
+        if (t->strides[i] == 0 && t->sizes[i] > 1) return 1;
+    return 0;
+}
+
+static uintptr_t start_of(const vt_tensor *t) {
+    return (uintptr_t)t->data + (uintptr_t)(t->offset * (int64_t)vt_dtype_size(t->dtype));
+}
+
+/* Same elements in the same order: same element size and start, and the
+ * same sizes and strides once dims of size 1 are dropped. */
+static int same_view(const vt_tensor *a, const vt_tensor *b) {
+    if (vt_dtype_size(a->dtype) != vt_dtype_size(b->dtype) || start_of(a) != start_of(b)) return 0;
+    int32_t i = 0, j = 0;
+    for (;;) {
+        while (i < a->ndim && a->sizes[i] == 1) i++;
+        while (j < b->ndim && b->sizes[j] == 1) j++;
+        if (i == a->ndim || j == b->ndim) return i == a->ndim && j == b->ndim;
+        if (a->sizes[i] != b->sizes[j] || a->strides[i] != b->strides[j]) return 0;
+        i++, j++;
+    }
+}
+
+static uint64_t gcd_u64(uint64_t x, uint64_t y) {
+    while (y) {
+        uint64_t r = x % y;
+        x = y;
+        y = r;
+    }
+    return x;
+}
+
+/* Element addresses of a view are start + a combination of its byte
+ * strides, so all of them are congruent to start modulo g, the gcd of both
+ * views' strides. When the two starts differ by more than an element width
+ * modulo g, no element of one can touch an element of the other (the
+ * interleaved halves of x[:, 0::2] and x[:, 1::2]). */
+static int provably_disjoint(const vt_tensor *a, const vt_tensor *b) {
+    uint64_t ea = vt_dtype_size(a->dtype), eb = vt_dtype_size(b->dtype), g = 0;
+    for (int32_t i = 0; i < a->ndim; i++)
+        if (a->sizes[i] > 1) g = gcd_u64(g, (uint64_t)(a->strides[i] < 0 ? -a->strides[i] : a->strides[i]) * ea);
+    for (int32_t i = 0; i < b->ndim; i++)
+        if (b->sizes[i] > 1) g = gcd_u64(g, (uint64_t)(b->strides[i] < 0 ? -b->strides[i] : b->strides[i]) * eb);
+    if (g == 0) return 0;
+    uint64_t r = (uint64_t)(start_of(a) - start_of(b)) % g;
+    /* element of a at A, of b at B overlap iff -eb < A - B < ea */
+    return r >= ea && g - r >= eb;
+}
+
+vt_overlap vt_view_overlap(const vt_tensor *a, const vt_tensor *b) {
+    uintptr_t alo, ahi, blo, bhi;
+    if (span_of(a, &alo, &ahi) != 1 || span_of(b, &blo, &bhi) != 1) return VT_OVERLAP_NO;
+    if (ahi <= blo || bhi <= alo) return VT_OVERLAP_NO;
+    if (same_view(a, b)) return VT_OVERLAP_FULL;
+    if (vt_view_is_dense(a) && vt_view_is_dense(b)) {
+        /* at::get_overlap_status: the same bytes with the same strides is
+         * full overlap, any other intersection partial */
+        if (alo == blo && ahi == bhi && a->ndim == b->ndim && vt_dtype_size(a->dtype) == vt_dtype_size(b->dtype)) {
+            int same = 1;
+            for (int32_t i = 0; i < a->ndim; i++) same &= a->strides[i] == b->strides[i];
+            if (same) return VT_OVERLAP_FULL;
+        }
+        return VT_OVERLAP_PARTIAL;
+    }
+    return provably_disjoint(a, b) ? VT_OVERLAP_NO : VT_OVERLAP_TOO_HARD;
+}
+
+/* ------------------------------------------------------------ staging */
+
+typedef struct stage_cmd {
+    vt_tensor dst, src;
+} stage_cmd;
+
+static vt_status stage_kernel(void *p) {
+    stage_cmd *c = p;
+    return vt_copy(&c->dst, &c->src);
+}
+
+/* Copy *t into a fresh contiguous block of dev (queued before the op) and
+ * point *t at the copy; p->scratch has room for the block. */
+static vt_status stage(int dev, const char *name, vt_tensor *t, vt_prepared *p) {
+    int64_t numel = vt_tensor_numel(t);
+    size_t es = vt_dtype_size(t->dtype);
+    void *mem = NULL;
+    vt_status s = vt_hbm_alloc(dev, (size_t)numel * es, &mem);
+    if (s != VT_OK) return vt_error_prefix(s, name);
+    p->scratch[p->nscratch++] = mem;
+    stage_cmd c;
+    memset(&c, 0, sizeof c);
+    c.src = *t;
+    c.dst.data = mem;
+    c.dst.dtype = t->dtype;
+    c.dst.ndim = t->ndim;
+    int64_t stride = 1;
+    for (int32_t i = t->ndim - 1; i >= 0; i--) {
+        c.dst.sizes[i] = t->sizes[i];
+        c.dst.strides[i] = stride;
+        stride *= t->sizes[i];
+    }
+    vt_use u[2] = {{&c.dst, VT_USE_WRITE, 0}, {&c.src, VT_USE_READ, 0}};
+    s = vt_enqueue_uses(dev, name, stage_kernel, &c, sizeof c, u, 2);
+    if (s == VT_OK) *t = c.dst;
+    return s;
+}
+
+/* ------------------------------------------------------------ prepare */
+
+typedef struct span {
+    uintptr_t lo, hi;
+    int use;
+} span;
+
+static int span_cmp(const void *x, const void *y) {
+    const span *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+static void init_prepared(vt_prepared *p) {
+    p->n = 0;
+    p->acc = p->inline_acc;
+    p->nscratch = 0;
+    p->scratch = p->inline_scratch;
+    p->payload = NULL;
+}
+
+void vt_prepared_release(int dev, vt_prepared *p) {
+    for (int i = 0; i < p->nscratch; i++) vt_hbm_free(dev, p->scratch[i]);
+    if (p->scratch != p->inline_scratch) free(p->scratch);
+    if (p->acc != p->inline_acc) free(p->acc);
+    free(p->payload);
+    init_prepared(p);
+}
+
+static vt_status device_mismatch(int dev, int other) {
+    if (other < 0)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT,
+                            "Expected all tensors to be on the same device, but found at least two devices, tpu:%d "
+                            "and cpu!",
+                            dev);
+    return vt_set_error(VT_ERR_INVALID_ARGUMENT,
+                        "Expected all tensors to be on the same device, but found at least two devices, tpu:%d and "
+                        "tpu:%d!",
+                        dev, other);
+}
+
+/* What a (write, read) pair needs: 0 nothing, 1 stage the read, -1 refuse. */
+static int pair_action(const vt_use *w, const vt_use *r) {
+    switch (vt_view_overlap(w->t, r->t)) {
+    case VT_OVERLAP_NO: return 0;
+    case VT_OVERLAP_FULL:
+        if (r->flags & VT_USE_ALIAS_OK) return 0;
+        return r->flags & VT_USE_STAGE ? 1 : -1;
+    case VT_OVERLAP_PARTIAL: return r->flags & VT_USE_STAGE ? 1 : -1;
+    case VT_OVERLAP_TOO_HARD: return 1; /* PyTorch lets it run; a copy makes the result well defined */
+    }
+    return 0;
+}
+
+vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_prepared *p) {
+    init_prepared(p);
+    if (!name) name = "vt_op";
+    vt_status s = vt_check_device(dev);
+    if (s != VT_OK) return s;
+    if (n < 0 || (n > 0 && !uses)) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: bad use list", name);
+    if (n == 0) return VT_OK;
+    /* per use: its span, the access it resolved to (-1: empty), whether to stage it */
+    span local_spans[16];
+    int local_acc_of[16];
+    unsigned char local_stage[16];
+    span *sp = local_spans;
+    int *acc_of = local_acc_of;
+    unsigned char *stage_it = local_stage;
+    void *heap = NULL;
+    if (n > 16) {
+        heap = malloc((sizeof(span) + sizeof(int) + 1) * (size_t)n);
+        sp = heap;
+        acc_of = heap ? (int *)(sp + n) : NULL;
+        stage_it = heap ? (unsigned char *)(acc_of + n) : NULL;
+    }
+    if (n > VT_ACCESS_INLINE) p->acc = malloc(sizeof(vt_access) * (size_t)n);
+    if ((n > 16 && !heap) || !p->acc) {
+        s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d tensor uses", name, n);
+        goto fail;
+    }
+    memset(stage_it, 0, (size_t)n);
+
+    /* The bytes each tensor spans (empty tensors touch no memory). */
+    int ns = 0;
+    for (int i = 0; i < n; i++) {
+        const vt_use *u = &uses[i];
+        acc_of[i] = -1;
+        if (!u->t || !(u->flags & (VT_USE_READ | VT_USE_WRITE))) {
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: use %d has no tensor or no mode", name, i);
+            goto fail;
+        }
+        uintptr_t lo, hi;
+        int k = span_of(u->t, &lo, &hi);
+        if (k < 0) {
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor %d has a malformed or overflowing view", name, i);
+            goto fail;
+        }
+        if (k == 1) {
+            acc_of[i] = ns;
+            sp[ns++] = (span){lo, hi, i};
+        }
+    }
+
+    /* Where each lives: the op's device's blocks in one locked pass, any
+     * other memory (another device's, the host's) looked up one by one. */
+    p->n = ns;
+    vt_hbm_resolve_local(dev, ns, &sp[0].lo, &sp[0].hi, sizeof *sp, p->acc, stage_it);
+    for (int x = 0; x < ns; x++) {
+        const vt_use *u = &uses[sp[x].use];
+        vt_access *a = &p->acc[x];
+        if (!stage_it[x]) {
+            int where = -1;
+            s = vt_hbm_resolve(u->flags & VT_USE_ANY_DEVICE ? -1 : dev, sp[x].lo, sp[x].hi, a, &where);
+            if (s != VT_OK) {
+                /* device memory, but no live block holds the whole view; or host memory */
+                s = where >= 0 ? vt_error_prefix(s, name) : device_mismatch(dev, -1);
+                goto fail;
+            }
+            if (where != dev && !(u->flags & VT_USE_ANY_DEVICE)) {
+                s = device_mismatch(dev, where);
+                goto fail;
+            }
+        }
+        a->flags = (a->flags & VT_ACCESS_COVERS) | (u->flags & (VT_USE_READ | VT_USE_WRITE));
+        if (!(u->flags & VT_USE_WRITE) || !vt_view_is_dense(u->t)) a->flags &= ~VT_ACCESS_COVERS;
+        if ((u->flags & VT_USE_WRITE) && !(u->flags & VT_USE_SAME_VALUE) && vt_view_internal_overlap(u->t)) {
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s", kInternalMsg);
+            goto fail;
+        }
+    }
+    memset(stage_it, 0, (size_t)n);
+
+    /* Pairs whose bytes intersect: sorted by start, each span meets only
+     * the spans that start before it ends. */
+    if (ns > 16) {
+        qsort(sp, (size_t)ns, sizeof *sp, span_cmp);
+    } else {
+        for (int x = 1; x < ns; x++) /* a few spans: insertion sort */
+            for (int y = x; y > 0 && sp[y - 1].lo > sp[y].lo; y--) {
+                span t = sp[y];
+                sp[y] = sp[y - 1];
+                sp[y - 1] = t;
+            }
+    }
+    for (int x = 0; x < ns; x++) {
+        for (int y = x + 1; y < ns && sp[y].lo < sp[x].hi; y++) {
+            const vt_use *a = &uses[sp[x].use], *b = &uses[sp[y].use];
+            if (a->group && b->group && a->group != b->group) continue;
+            int aw = (a->flags & VT_USE_WRITE) != 0, bw = (b->flags & VT_USE_WRITE) != 0;
+            if (!aw && !bw) continue;
+            if (aw && bw) {
+                /* two outputs in the same memory: the result would depend on write order */
+                vt_overlap o = vt_view_overlap(a->t, b->t);
+                if (o == VT_OVERLAP_FULL || o == VT_OVERLAP_PARTIAL) {
+                    s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s", kPartialMsg);
+                    goto fail;
+                }
+            }
+            /* a use that reads and writes is checked as the write against
+             * the other's read, and the other way round */
+            for (int dir = 0; dir < 2; dir++) {
+                const vt_use *w = dir ? b : a, *r = dir ? a : b;
+                int ri = dir ? sp[x].use : sp[y].use;
+                if (!(w->flags & VT_USE_WRITE) || !(r->flags & VT_USE_READ)) continue;
+                int act = pair_action(w, r);
+                if (act > 0 && (r->flags & VT_USE_WRITE)) act = -1; /* an in-place operand cannot be a copy */
+                if (act < 0) {
+                    s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s", kPartialMsg);
+                    goto fail;
+                }
+                if (act > 0) stage_it[ri] = 1;
+            }
+        }
+    }
+
+    /* Copies of the inputs that need them, queued ahead of the op; the op's
+     * access then reads the copy (a failure upstream still flows through
+     * it: the copy itself reads the original). */
+    int nstage = 0;
+    for (int i = 0; i < n; i++) nstage += stage_it[i];
+    if (nstage > VT_STAGE_INLINE && !(p->scratch = malloc(sizeof(void *) * (size_t)nstage))) {
+        p->scratch = p->inline_scratch;
+        s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory", name);
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!stage_it[i]) continue;
+        if ((s = stage(dev, name, uses[i].t, p)) != VT_OK) goto fail;
+        uintptr_t lo, hi;
+        int where = -1;
+        vt_access *a = &p->acc[acc_of[i]];
+        if (span_of(uses[i].t, &lo, &hi) != 1 || (s = vt_hbm_resolve(dev, lo, hi, a, &where)) != VT_OK) {
+            s = vt_set_error(VT_ERR_INTERNAL, "%s: cannot resolve a staged copy", name);
+            goto fail;
+        }
+        a->flags = VT_USE_READ;
+    }
+    free(heap);
+    return VT_OK;
+
+fail:
+    free(heap);
+    vt_prepared_release(dev, p);
+    return s;
+}
+
+vt_status vt_enqueue_uses(int dev, const char *name, vt_kernel_fn fn, void *args, size_t args_size, vt_use *uses,
+                          int n) {
+    vt_prepared p;
+    vt_status s = vt_uses_prepare(dev, name, uses, n, &p);
+    if (s != VT_OK) return s;
+    return vt_enqueue_prepared(dev, name, fn, args, args_size, &p, VT_ENQ_AUTO);
+}
+
+/* ------------------------------------------------------------ host reads and writes */
+
+static vt_status resolve_view(const vt_tensor *t, vt_access *a, int *empty) {
+    uintptr_t lo, hi;
+    int where = -1;
+    *empty = 0;
+    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "tensor descriptor is NULL");
+    int k = span_of(t, &lo, &hi);
+    if (k < 0) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "a malformed or overflowing tensor view");
+    if (k == 0) {
+        *empty = 1;
+        return VT_OK;
+    }
+    return vt_hbm_resolve(-1, lo, hi, a, &where);
+}
+
+vt_status vt_check_readable(const vt_tensor *t) {
+    vt_status s = vt_check_runtime();
+    if (s != VT_OK) return s;
+    vt_access a;
+    int empty;
+    if ((s = resolve_view(t, &a, &empty)) != VT_OK || empty) return s;
+    vt_fault *f = vt_hbm_fault(&a);
+    if (!f) return VT_OK;
+    s = vt_fault_raise(f);
+    vt_fault_unref(f);
+    return s;
+}
+
+void vt_mark_written(const vt_tensor *t) {
+    if (vt_check_runtime() != VT_OK || !t) return;
+    vt_access a;
+    int empty;
+    if (resolve_view(t, &a, &empty) != VT_OK || empty) return;
+    if ((a.flags & VT_ACCESS_COVERS) && vt_view_is_dense(t)) vt_hbm_unpoison(&a);
+}
