@@ -2,14 +2,15 @@
 #   make demo   create .venv, install torch 2.13.0 (CPU) and vtpu, run the demo
 #   make test   the same set-up if needed, then the C tests (plain and under
 #               ASan+UBSan) and the Python tests
-# Other targets: make bench (ratios vs PyTorch CPU), make op-coverage, make clean.
+# Other targets: make bench (ratios vs PyTorch CPU), make op-coverage, make fuzz
+# (the C op fuzzer for FUZZ_SECONDS, default 300), make clean.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
 NATIVE_SRC := $(shell find runtime/src runtime/include python/vtpu/csrc -name '*.[ch]' -o -name '*.cpp' 2>/dev/null) setup.py pyproject.toml
 
-.PHONY: all demo test test-c test-py bench op-coverage install clean
+.PHONY: all demo test test-c test-py bench op-coverage fuzz install clean
 
 all: install
 
@@ -47,6 +48,9 @@ bench: install
 	$(VPY) bench/ops.py
 	$(VPY) bench/attention.py
 	$(VPY) bench/gpt_step.py
+
+fuzz:
+	$(MAKE) -C runtime -j2 fuzz
 
 # docs/op_coverage.md from PyTorch's OpInfo database (tests/test_opinfo.py checks it).
 op-coverage: install

@@ -18,18 +18,22 @@ static const char kInternalMsg[] =
 /* ------------------------------------------------------------ geometry */
 
 /* 1: [lo, hi) spans the view; 0: the view is empty; -1: the extent
- * overflows or the descriptor is malformed. */
+ * overflows or the descriptor is malformed. An empty view must still be
+ * one whose extent (its sizes counted as at least 1) can be computed:
+ * kernels walk its geometry before they find nothing to do. */
 static int span_of(const vt_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     size_t es = vt_dtype_size(t->dtype);
     if (!es || t->ndim < 0 || t->ndim > VT_MAX_DIMS) return -1;
     int64_t neg = 0, pos = 0;
+    int empty = 0;
     for (int32_t i = 0; i < t->ndim; i++) {
         if (t->sizes[i] < 0) return -1;
-        if (t->sizes[i] == 0) return 0;
+        empty |= t->sizes[i] == 0;
     }
     for (int32_t i = 0; i < t->ndim; i++) {
-        int64_t ext;
-        if (__builtin_mul_overflow(t->sizes[i] - 1, t->strides[i], &ext)) return -1;
+        int64_t ext, sz = t->sizes[i] ? t->sizes[i] : 1;
+        if (__builtin_mul_overflow(sz, t->strides[i], &ext)) return -1; /* size * stride: what a walk computes */
+        ext -= t->strides[i];
         if (ext < 0 ? __builtin_add_overflow(neg, ext, &neg) : __builtin_add_overflow(pos, ext, &pos)) return -1;
     }
     int64_t first, last, bfirst, blast;
@@ -37,9 +41,10 @@ static int span_of(const vt_tensor *t, uintptr_t *lo, uintptr_t *hi) {
         __builtin_mul_overflow(first, (int64_t)es, &bfirst) || __builtin_mul_overflow(last, (int64_t)es, &blast))
         return -1;
     uintptr_t base = (uintptr_t)t->data;
-    if (!base) return -1;
+    if (!base) return empty && t->offset == 0 ? 0 : -1; /* no memory: only an empty view at offset 0 */
     if (bfirst < 0 ? base < (uintptr_t)(-(bfirst + 1)) + 1 : UINTPTR_MAX - base < (uintptr_t)bfirst) return -1;
     if (blast < 0 ? base < (uintptr_t)(-(blast + 1)) + 1 : UINTPTR_MAX - base - es < (uintptr_t)blast) return -1;
+    if (empty) return 0;
     *lo = base + (uintptr_t)bfirst;
     *hi = base + (uintptr_t)blast + es;
     return 1;

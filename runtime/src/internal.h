@@ -38,6 +38,11 @@ float vt_f16_to_f32(uint16_t h);
 uint16_t vt_f32_to_f16(float f);
 
 /* ---- tensor geometry */
+/* Address of t's first element; NULL for a view with no memory (an empty
+ * tensor may have data NULL, and no arithmetic is done on it). */
+static inline char *vt_base(const vt_tensor *t) {
+    return t->data ? (char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype) : NULL;
+}
 /* Broadcast t's view to the shape (ndim, sizes) of an output: right-aligned,
  * size-1 dims get stride 0. VT_ERR_INVALID_ARGUMENT if not broadcastable. */
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out);

@@ -386,9 +386,19 @@ vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt
 
 /* ------------------------------------------------------------ transfers */
 
+/* The host side of a transfer is the caller's memory, which the runtime
+ * cannot see; its view must at least be one (no extent that overflows). */
+static vt_status check_host_view(const char *name, const vt_tensor *t) {
+    uintptr_t lo, hi;
+    if (vt_tensor_numel(t) > 0 && !vt_view_span(t, &lo, &hi))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: the host tensor's view overflows the address space", name);
+    return VT_OK;
+}
+
 vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host) {
     const char *name = "vt_copy_to_device";
     vt_status s = check_copy(dev, name, dst_dev, src_host);
+    if (s == VT_OK) s = check_host_view(name, src_host);
     if (s != VT_OK) return s;
     /* Ordered on the queue (the destination may still be read by pending
      * ops), then waited for: the host buffer is the caller's again. */
@@ -402,6 +412,7 @@ vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *
 vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev) {
     const char *name = "vt_copy_to_host";
     vt_status s = check_copy(dev, name, dst_host, src_dev);
+    if (s == VT_OK) s = check_host_view(name, dst_host);
     /* Waits for the queue, not for errors of unrelated work: only a fault
      * of the memory read here is this read's error. */
     if (s == VT_OK && vt_tensor_numel(src_dev) > 0 && device_of(src_dev) != dev)

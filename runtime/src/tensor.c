@@ -120,13 +120,16 @@ vt_status vt_tensor_validate(const vt_tensor *t, const char *what) {
     if (t->ndim < 0 || t->ndim > VT_MAX_DIMS)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: ndim %d outside [0, %d]", what, (int)t->ndim,
                             VT_MAX_DIMS);
-    int64_t numel = 1;
+    /* The product of the nonzero sizes must fit too: shape arithmetic over
+     * any subset of dims (rows x columns of an empty tensor) stays exact. */
+    int64_t numel = 1, nonzero = 1;
     for (int32_t i = 0; i < t->ndim; i++) {
         if (t->sizes[i] < 0)
             return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: negative size %lld at dim %d", what,
                                 (long long)t->sizes[i], (int)i);
-        if (t->sizes[i] && numel > INT64_MAX / t->sizes[i])
+        if (t->sizes[i] && nonzero > INT64_MAX / t->sizes[i])
             return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: number of elements overflows int64", what);
+        if (t->sizes[i]) nonzero *= t->sizes[i];
         numel *= t->sizes[i];
     }
     if (numel > 0 && !t->data)

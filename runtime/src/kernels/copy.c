@@ -199,7 +199,7 @@ void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops) {
     it->numel = vt_tensor_numel(t0);
     for (int k = 0; k < nops; k++) {
         it->elsize[k] = vt_dtype_size(ops[k].dtype);
-        it->base[k] = (char *)ops[k].data + ops[k].offset * (int64_t)it->elsize[k];
+        it->base[k] = vt_base(&ops[k]);
     }
     /* Keep the non-trivial dims, outermost first, merging a dim into the
      * one inside it when every operand steps through both as one. */

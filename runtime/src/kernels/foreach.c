@@ -106,7 +106,7 @@ typedef struct fe_item {
 
 static double read_scalar_tensor(const vt_tensor *t) {
     double v;
-    vt_convert(t->dtype, (const char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype), 0, VT_F64, &v, 0, 1);
+    vt_convert(t->dtype, (const char *)vt_base(t), 0, VT_F64, &v, 0, 1);
     return v;
 }
 
@@ -168,7 +168,7 @@ static void plan_item(const vt_foreach_args *x, int64_t i, double st, int has_st
 }
 
 static char *elem_ptr(const vt_tensor *t) {
-    return (char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype);
+    return vt_base(t);
 }
 
 /* ------------------------------------------------------------ staged runs */

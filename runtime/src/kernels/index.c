@@ -156,10 +156,9 @@ static vt_status walk(int ndim, const int64_t *shape, int dim, const vt_tensor *
     ix_walk w;
     char *base[3];
     const int64_t *strides[3] = {t0->strides, st1, st2};
-    size_t es = vt_dtype_size(dt);
-    base[0] = (char *)t0->data + t0->offset * (int64_t)es;
-    base[1] = value_buf ? (char *)value_buf : (char *)t1->data + t1->offset * (int64_t)es;
-    base[2] = (char *)idx->data + idx->offset * (int64_t)vt_dtype_size(idx->dtype);
+    base[0] = vt_base(t0);
+    base[1] = value_buf ? (char *)value_buf : vt_base(t1);
+    base[2] = vt_base(idx);
     ix_walk_init(&w, ndim, shape, dim, base, strides);
     w.xs = xs;
     w.bound = bound;

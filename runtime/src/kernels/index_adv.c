@@ -193,9 +193,7 @@ static vt_status run_walk(int32_t wnd, const int64_t *wsz, int wdim, const vt_te
                           const vt_tensor *t1, const int64_t *st1, const int64_t *off, const int64_t *off_st,
                           int gather, ix_mode mode, int conflicts) {
     ix_walk w;
-    size_t es = vt_dtype_size(t0->dtype);
-    char *base[3] = {(char *)t0->data + t0->offset * (int64_t)es, (char *)t1->data + t1->offset * (int64_t)es,
-                     (char *)off};
+    char *base[3] = {vt_base(t0), vt_base(t1), (char *)off};
     const int64_t *strides[3] = {st0, st1, off_st};
     ix_walk_init(&w, wnd, wsz, wdim, base, strides);
     w.xs = 1;

@@ -32,7 +32,7 @@ static void row_sum(const emb_ctx *c, int64_t row, int64_t a, int64_t b) {
     size_t es = vt_dtype_size(dt);
     int64_t D = gw->sizes[1];
     char *dst = (char *)gw->data + (gw->offset + row * gw->strides[0]) * (int64_t)es;
-    const char *gb = (const char *)g->data + g->offset * (int64_t)es;
+    const char *gb = (const char *)vt_base(g);
     if (dt == VT_F64) {
         double sc = c->scale ? 1.0 / (double)(b - a) : 1.0, acc[EMB_TILE];
         for (int64_t t0 = 0; t0 < D; t0 += EMB_TILE) {

@@ -305,7 +305,7 @@ vt_status vt_masked_select(const vt_tensor *out, const vt_tensor *in, const vt_t
                             (long long)out->sizes[0], (long long)c.total);
     }
     c.es = vt_dtype_size(in->dtype);
-    c.out = (char *)out->data + out->offset * (int64_t)c.es;
+    c.out = vt_base(out);
     c.ost[0] = out->strides[0];
     if (c.total) vt_parallel_for((c.it.numel + IX_CHUNK - 1) / IX_CHUNK, 1, select_chunks, &c);
     free(c.counts);

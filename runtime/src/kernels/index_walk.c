@@ -41,7 +41,7 @@ vt_status ix_err_finish(ix_err *e, const char *op) {
 void ix_value_bytes(vt_dtype dt, const vt_tensor *value_t, vt_scalar value, void *buf) {
     memset(buf, 0, 8);
     if (value_t) {
-        const char *p = (const char *)value_t->data + value_t->offset * (int64_t)vt_dtype_size(value_t->dtype);
+        const char *p = (const char *)vt_base(value_t);
         vt_convert(value_t->dtype, p, 1, dt, buf, 1, 1);
     } else if (value.is_float) {
         vt_convert(VT_F64, &value.f, 1, dt, buf, 1, 1);

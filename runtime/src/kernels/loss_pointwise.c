@@ -160,7 +160,7 @@ static void pw_plan(pw_ctx *c, const vt_tensor *const *ops) {
         vt_broadcast_to(ops[k], x->ndim, x->sizes, &v[k]); /* checked already */
         c->dt[k] = ops[k]->dtype;
         c->es[k] = vt_dtype_size(ops[k]->dtype);
-        c->base[k] = (char *)ops[k]->data + ops[k]->offset * (int64_t)c->es[k];
+        c->base[k] = vt_base(ops[k]);
     }
     c->numel = vt_tensor_numel(x);
     c->nd = 0;

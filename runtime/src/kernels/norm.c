@@ -120,7 +120,7 @@ static vt_status dense(scratch *sc, const char *op, const vt_tensor *t, int chan
     size_t es = vt_dtype_size(t->dtype);
     if (ok || numel == 0) {
         *v = *t;
-        *base = t->data ? (char *)t->data + t->offset * (int64_t)es : NULL;
+        *base = vt_base(t);
         return VT_OK;
     }
     *v = *t;

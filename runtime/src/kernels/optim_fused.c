@@ -11,7 +11,7 @@
 
 static int fused_dt(vt_dtype d) { return d == VT_F32 || d == VT_BF16 || d == VT_F16; }
 
-static char *eptr(const vt_tensor *t) { return (char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype); }
+static char *eptr(const vt_tensor *t) { return vt_base(t); }
 
 static double read1(const vt_tensor *t) {
     double v;

@@ -62,8 +62,8 @@ static void plan_init(red_plan *pl, const vt_tensor *out, const vt_tensor *in, u
     pl->out_dt = out->dtype;
     pl->in_es = vt_dtype_size(in->dtype);
     pl->out_es = vt_dtype_size(out->dtype);
-    pl->in_base = (const char *)in->data + in->offset * (int64_t)pl->in_es;
-    pl->out_base = (char *)out->data + out->offset * (int64_t)pl->out_es;
+    pl->in_base = (const char *)vt_base(in);
+    pl->out_base = vt_base(out);
     pl->nout = pl->R = 1;
     int64_t rs[VT_MAX_DIMS], rt[VT_MAX_DIMS];
     int nr = 0;

@@ -112,12 +112,12 @@ vt_status vt_reduce_arg(int is_max, const vt_tensor *values, const vt_tensor *in
     c.is_max = is_max != 0;
     c.in_dt = in->dtype;
     c.in_es = vt_dtype_size(in->dtype);
-    c.in_base = (const char *)in->data + in->offset * (int64_t)c.in_es;
+    c.in_base = (const char *)vt_base(in);
     c.cls_dt = in->dtype == VT_F64 ? VT_F64 : vt_dtype_is_float(in->dtype) ? VT_F32 : VT_I64;
     if (values) {
         c.v_dt = values->dtype;
         c.v_es = vt_dtype_size(values->dtype);
-        c.vbase = (char *)values->data + values->offset * (int64_t)c.v_es;
+        c.vbase = vt_base(values);
     }
     if (indices) c.ibase = (char *)indices->data + indices->offset * 8;
     int64_t work = c.g.vertical ? c.g.len * VTL_LANES : c.g.len;

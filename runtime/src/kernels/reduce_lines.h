@@ -49,7 +49,7 @@ static inline void vt_lines_init(vt_lines *g, const vt_tensor *in, int dim, cons
     if (sk < 0) sk = -sk;
     /* Lanes when neighbouring lines are closer in memory than neighbouring
      * elements of one line (a scan or argmax over dim 0). */
-    g->vertical = g->nk > 0 && g->len > 1 && sk < sl;
+    g->vertical = g->nlines > 0 && g->nk > 0 && g->len > 1 && sk < sl; /* no lines: a dim of size 0 */
     if (g->vertical) {
         g->lane_len = g->ksz[g->nk - 1];
         g->tiles = (g->lane_len + VTL_LANES - 1) / VTL_LANES;

@@ -414,7 +414,7 @@ vt_status vt_rng_randperm(const vt_tensor *out, uint64_t seed, uint64_t offset) 
     for (int64_t i = 0; i < n; i++) k[i] = (keyed){u[i], i};
     qsort(k, (size_t)n, sizeof *k, keyed_cmp);
     size_t es = vt_dtype_size(out->dtype);
-    char *base = (char *)out->data + out->offset * (int64_t)es;
+    char *base = vt_base(out);
     for (int64_t i = 0; i < n; i++) vt_convert(VT_I64, &k[i].idx, 1, out->dtype, base + i * out->strides[0] * (int64_t)es, 1, 1);
     free(k);
     free(u);

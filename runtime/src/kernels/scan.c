@@ -114,8 +114,8 @@ vt_status vt_scan(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int 
     c.acc_dt = vt_dtype_is_float(compute) ? VT_F64 : VT_I64;
     c.in_es = vt_dtype_size(in->dtype);
     c.out_es = vt_dtype_size(out->dtype);
-    c.in_base = (const char *)in->data + in->offset * (int64_t)c.in_es;
-    c.out_base = (char *)out->data + out->offset * (int64_t)c.out_es;
+    c.in_base = (const char *)vt_base(in);
+    c.out_base = vt_base(out);
     int64_t work = c.g.vertical ? c.g.len * VTL_LANES : c.g.len;
     int64_t grain = SCAN_GRAIN / (work > 0 ? work : 1);
     vt_parallel_for(c.g.groups, grain < 1 ? 1 : grain, scan_range, &c);

@@ -82,13 +82,13 @@ vt_status vt_cat(const vt_tensor *out, int n, const vt_tensor *ins, int dim) {
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < dim; d++) outer *= out->sizes[d];
     for (int d = dim + 1; d < out->ndim; d++) inner *= out->sizes[d];
-    c->out = (char *)out->data + out->offset * (int64_t)es;
+    c->out = vt_base(out);
     c->row_bytes = out->sizes[dim] * inner * (int64_t)es;
     c->n = 0;
     int64_t at = 0;
     for (int k = 0; k < n; k++) {
         if (!ins[k].sizes[dim]) continue;
-        c->src[c->n] = (const char *)ins[k].data + ins[k].offset * (int64_t)es;
+        c->src[c->n] = (const char *)vt_base(&ins[k]);
         c->bytes[c->n] = ins[k].sizes[dim] * inner * (int64_t)es;
         c->dst_off[c->n] = at;
         at += c->bytes[c->n];

@@ -134,7 +134,7 @@ static void range_range(void *vctx, int64_t b, int64_t e) {
     const range_ctx *c = vctx;
     _Alignas(64) double tmp[RANGE_BATCH];
     size_t es = vt_dtype_size(c->out.dtype);
-    char *out = (char *)c->out.data + c->out.offset * (int64_t)es;
+    char *out = vt_base(&c->out);
     for (int64_t i = b; i < e; i += RANGE_BATCH) {
         int64_t m = e - i < RANGE_BATCH ? e - i : RANGE_BATCH;
         vt_dtype tdt;

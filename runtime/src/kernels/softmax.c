@@ -166,7 +166,7 @@ static void plan(sm_ctx *c, int nops, const vt_tensor *const *ops, int ref, int 
     for (int k = 0; k < nops; k++) {
         c->dt[k] = ops[k]->dtype;
         c->es[k] = vt_dtype_size(ops[k]->dtype);
-        c->base[k] = (char *)ops[k]->data + ops[k]->offset * (int64_t)c->es[k];
+        c->base[k] = vt_base(ops[k]);
         if (ops[k]->dtype == VT_F64) c->cdt = VT_F64;
     }
     c->ces = vt_dtype_size(c->cdt);
