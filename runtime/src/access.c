@@ -148,17 +148,8 @@ vt_overlap vt_view_overlap(const vt_tensor *a, const vt_tensor *b) {
 
 /* ------------------------------------------------------------ staging */
 
-typedef struct stage_cmd {
-    vt_tensor dst, src;
-} stage_cmd;
-
-static vt_status stage_kernel(void *p) {
-    stage_cmd *c = p;
-    return vt_copy(&c->dst, &c->src);
-}
-
-/* Copy *t into a fresh contiguous block of dev (queued before the op) and
- * point *t at the copy; p->scratch has room for the block. */
+/* Copy *t into a fresh contiguous block of dev (a queued copy, ahead of the
+ * op) and point *t at the copy; p->scratch has room for the block. */
 static vt_status stage(int dev, const char *name, vt_tensor *t, vt_prepared *p) {
     int64_t numel = vt_tensor_numel(t);
     size_t es = vt_dtype_size(t->dtype);
@@ -166,21 +157,19 @@ static vt_status stage(int dev, const char *name, vt_tensor *t, vt_prepared *p) 
     vt_status s = vt_hbm_alloc(dev, (size_t)numel * es, &mem);
     if (s != VT_OK) return vt_error_prefix(s, name);
     p->scratch[p->nscratch++] = mem;
-    stage_cmd c;
-    memset(&c, 0, sizeof c);
-    c.src = *t;
-    c.dst.data = mem;
-    c.dst.dtype = t->dtype;
-    c.dst.ndim = t->ndim;
+    vt_tensor copy;
+    memset(&copy, 0, sizeof copy);
+    copy.data = mem;
+    copy.dtype = t->dtype;
+    copy.ndim = t->ndim;
     int64_t stride = 1;
     for (int32_t i = t->ndim - 1; i >= 0; i--) {
-        c.dst.sizes[i] = t->sizes[i];
-        c.dst.strides[i] = stride;
+        copy.sizes[i] = t->sizes[i];
+        copy.strides[i] = stride;
         stride *= t->sizes[i];
     }
-    vt_use u[2] = {{&c.dst, VT_USE_WRITE, 0}, {&c.src, VT_USE_READ, 0}};
-    s = vt_enqueue_uses(dev, name, stage_kernel, &c, sizeof c, u, 2);
-    if (s == VT_OK) *t = c.dst;
+    s = vt_op_copy(dev, name, &copy, t);
+    if (s == VT_OK) *t = copy;
     return s;
 }
 

@@ -6,31 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "internal.h"
-#include "test.h"
+#include "test_runtime_util.h"
 
-static vt_tensor view(void *data, vt_dtype dt, int ndim, const int64_t *sizes, const int64_t *strides,
-                      int64_t offset) {
-    vt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = dt;
-    t.ndim = ndim;
-    t.offset = offset;
-    for (int i = 0; i < ndim; i++) t.sizes[i] = sizes[i], t.strides[i] = strides[i];
-    return t;
-}
-
-static vt_tensor vec(void *data, vt_dtype dt, int64_t n) {
-    int64_t s = 1;
-    return view(data, dt, 1, &n, &s, 0);
-}
-
-static void *dev_alloc(int dev, size_t bytes) {
-    void *p = NULL;
-    CHECK_OK(vt_hbm_alloc(dev, bytes, &p));
-    return p;
-}
 
 static void begin(void) {
     CHECK_OK(vt_init());
@@ -109,7 +86,7 @@ TEST(access_overlap_classification) {
  * in place; fill may write repeated elements. */
 TEST(access_overlap_rules_on_queued_ops) {
     begin();
-    float *d = dev_alloc(0, 64 * 4);
+    float *d = dev_alloc_on(0, 64 * 4);
     vt_tensor x = vec(d, VT_F32, 10), head = vec(d, VT_F32, 9), tail = vec(d + 1, VT_F32, 9);
     vt_scalar two = vt_scalar_from_double(2.0), one = vt_scalar_from_int(1);
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_double(1.0)));
@@ -123,7 +100,7 @@ TEST(access_overlap_rules_on_queued_ops) {
     CHECK_MSG(!strcmp(vt_last_error(), kInternal), "got '%s'", vt_last_error());
     CHECK_OK(vt_op_fill(0, "aten::fill_", &expanded, vt_scalar_from_double(5.0)));
     int64_t idx_data[3] = {0, 1, 2};
-    int64_t *di = dev_alloc(0, sizeof idx_data);
+    int64_t *di = dev_alloc_on(0, sizeof idx_data);
     vt_tensor hidx = vec(idx_data, VT_I64, 3), idx = vec(di, VT_I64, 3);
     CHECK_OK(vt_copy_to_device(0, &idx, &hidx));
     vt_tensor first3 = vec(d, VT_F32, 3);
@@ -145,7 +122,7 @@ TEST(access_overlapping_inputs_are_copied) {
     begin();
     for (int n = 3; n <= 300; n += 297) {
         size_t bytes = (size_t)n * n * 4;
-        float *d = dev_alloc(0, bytes), *orig = malloc(bytes), *got = malloc(bytes), *ref = malloc(bytes);
+        float *d = dev_alloc_on(0, bytes), *orig = malloc(bytes), *got = malloc(bytes), *ref = malloc(bytes);
         for (int i = 0; i < n * n; i++) orig[i] = (float)((i * 7) % 11) - 5.0f;
         int64_t s[2] = {n, n}, c[2] = {n, 1};
         vt_tensor x = view(d, VT_F32, 2, s, c, 0), hx = view(orig, VT_F32, 2, s, c, 0);
@@ -162,7 +139,7 @@ TEST(access_overlapping_inputs_are_copied) {
     }
     /* an elementwise op whose input overlaps its output in a way PyTorch
      * cannot classify (x[0:1].expand(4) added into x) reads the original */
-    float *d = dev_alloc(0, 4 * 4);
+    float *d = dev_alloc_on(0, 4 * 4);
     static float src[4] = {1, 2, 3, 4}, out[4];
     vt_tensor x = vec(d, VT_F32, 4), hs = vec(src, VT_F32, 4), ho = vec(out, VT_F32, 4);
     int64_t e4[1] = {4}, z[1] = {0};
@@ -180,7 +157,7 @@ TEST(access_overlapping_inputs_are_copied) {
 TEST(access_device_residency) {
     begin();
     CHECK(vt_device_count() >= 2); /* the runner sets VTPU_NUM_DEVICES=2 */
-    float *d0 = dev_alloc(0, 16 * 4), *d1 = dev_alloc(1, 16 * 4);
+    float *d0 = dev_alloc_on(0, 16 * 4), *d1 = dev_alloc_on(1, 16 * 4);
     static float host[16];
     vt_tensor a = vec(d0, VT_F32, 16), b = vec(d1, VT_F32, 16), h = vec(host, VT_F32, 16);
     vt_scalar one = vt_scalar_from_int(1);
@@ -207,7 +184,7 @@ TEST(access_cross_device_copy_is_ordered_on_both_queues) {
     begin();
     const int n = 1 << 14;
     for (int round = 0; round < 20; round++) {
-        float *s0 = dev_alloc(0, (size_t)n * 4), *d1 = dev_alloc(1, (size_t)n * 4);
+        float *s0 = dev_alloc_on(0, (size_t)n * 4), *d1 = dev_alloc_on(1, (size_t)n * 4);
         vt_tensor src = vec(s0, VT_F32, n), dst = vec(d1, VT_F32, n);
         CHECK_OK(vt_op_fill(0, "aten::fill_", &src, vt_scalar_from_double(3.0)));
         CHECK_OK(vt_debug_gate_enqueue(1, 30000));
@@ -216,7 +193,7 @@ TEST(access_cross_device_copy_is_ordered_on_both_queues) {
             CHECK_OK(vt_op_fill(0, "aten::fill_", &src, vt_scalar_from_double(-1.0)));
         } else {
             vt_hbm_free(0, s0); /* the block is handed out again at once */
-            s0 = dev_alloc(0, (size_t)n * 4);
+            s0 = dev_alloc_on(0, (size_t)n * 4);
             vt_tensor reuse = vec(s0, VT_F32, n);
             CHECK_OK(vt_op_fill(0, "aten::fill_", &reuse, vt_scalar_from_double(-7.0)));
         }

@@ -7,28 +7,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "internal.h"
-#include "test.h"
+#include "test_runtime_util.h"
 
 #define N 256
 #define GATE_MS 30000
-
-static vt_tensor vec(void *data, vt_dtype dt, int64_t n) {
-    vt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = dt;
-    t.ndim = 1;
-    t.sizes[0] = n;
-    t.strides[0] = 1;
-    return t;
-}
-
-static void *dev_alloc(int dev, size_t bytes) {
-    void *p = NULL;
-    CHECK_OK(vt_hbm_alloc(dev, bytes, &p));
-    return p;
-}
 
 static void begin(void) {
     CHECK_OK(vt_init());
@@ -55,7 +37,7 @@ static vt_status read_back(int dev, const vt_tensor *t, int32_t *host) {
 
 TEST(faults_follow_the_data) {
     begin();
-    int32_t *dx = dev_alloc(0, N * 4), *dy = dev_alloc(0, N * 4), *dz = dev_alloc(0, N * 4), *du = dev_alloc(0, N * 4);
+    int32_t *dx = dev_alloc_on(0, N * 4), *dy = dev_alloc_on(0, N * 4), *dz = dev_alloc_on(0, N * 4), *du = dev_alloc_on(0, N * 4);
     vt_tensor x = vec(dx, VT_I32, N), y = vec(dy, VT_I32, N), z = vec(dz, VT_I32, N), u = vec(du, VT_I32, N);
     static int32_t host[N];
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(6)));
@@ -87,7 +69,7 @@ TEST(faults_follow_the_data) {
 
 TEST(faults_none_is_lost_and_each_is_raised_once) {
     begin();
-    int32_t *dx = dev_alloc(0, N * 4), *dy = dev_alloc(0, N * 4);
+    int32_t *dx = dev_alloc_on(0, N * 4), *dy = dev_alloc_on(0, N * 4);
     vt_tensor x = vec(dx, VT_I32, N), y = vec(dy, VT_I32, N);
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(6)));
     failing_div(0, &y, &x);
@@ -112,14 +94,14 @@ TEST(faults_none_is_lost_and_each_is_raised_once) {
  * the free still sees the fault. */
 TEST(faults_belong_to_one_allocation) {
     begin();
-    int32_t *dx = dev_alloc(0, N * 4), *dy = dev_alloc(0, N * 4), *dz = dev_alloc(0, N * 4);
+    int32_t *dx = dev_alloc_on(0, N * 4), *dy = dev_alloc_on(0, N * 4), *dz = dev_alloc_on(0, N * 4);
     vt_tensor x = vec(dx, VT_I32, N), y = vec(dy, VT_I32, N), z = vec(dz, VT_I32, N);
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(6)));
     CHECK_OK(vt_debug_gate_enqueue(0, GATE_MS));
     failing_div(0, &y, &x);
     CHECK_OK(vt_op_copy(0, "aten::copy_", &z, &y)); /* queued before y's block is freed */
     vt_hbm_free(0, dy);
-    int32_t *dw = dev_alloc(0, N * 4); /* the cache hands y's block out again */
+    int32_t *dw = dev_alloc_on(0, N * 4); /* the cache hands y's block out again */
     CHECK(dw == dy);
     vt_tensor w = vec(dw, VT_I32, 128);
     CHECK_OK(vt_op_fill(0, "aten::fill_", &w, vt_scalar_from_int(9))); /* a partial write of the new owner */
@@ -137,7 +119,7 @@ TEST(faults_belong_to_one_allocation) {
  * op wrote; events raise the faults that precede them. */
 TEST(faults_in_debug_mode_and_at_events) {
     begin();
-    int32_t *dx = dev_alloc(0, N * 4), *dy = dev_alloc(0, N * 4), *dz = dev_alloc(0, N * 4);
+    int32_t *dx = dev_alloc_on(0, N * 4), *dy = dev_alloc_on(0, N * 4), *dz = dev_alloc_on(0, N * 4);
     vt_tensor x = vec(dx, VT_I32, N), y = vec(dy, VT_I32, N), z = vec(dz, VT_I32, N);
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(6)));
     vt_set_thread_eager_mode(VT_EAGER_DEBUG);
@@ -166,7 +148,7 @@ TEST(faults_in_debug_mode_and_at_events) {
 TEST(faults_cross_devices) {
     begin();
     CHECK(vt_device_count() >= 2);
-    int32_t *dx = dev_alloc(0, N * 4), *dy = dev_alloc(0, N * 4), *d1 = dev_alloc(1, N * 4);
+    int32_t *dx = dev_alloc_on(0, N * 4), *dy = dev_alloc_on(0, N * 4), *d1 = dev_alloc_on(1, N * 4);
     vt_tensor x = vec(dx, VT_I32, N), y = vec(dy, VT_I32, N), o = vec(d1, VT_I32, N);
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(6)));
     failing_div(0, &y, &x);

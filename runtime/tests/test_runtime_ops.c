@@ -4,28 +4,12 @@
 #include <math.h>
 #include <stdatomic.h>
 
-#include "internal.h"
-#include "test.h"
+#include "test_runtime_util.h"
 
 #define N 1000
 #define GATE_MS 30000
 
-static vt_tensor vec(void *data, vt_dtype dt, int64_t n) {
-    vt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = dt;
-    t.ndim = 1;
-    t.sizes[0] = n;
-    t.strides[0] = 1;
-    return t;
-}
-
-static void *dev_alloc(size_t bytes) {
-    void *p = NULL;
-    CHECK_OK(vt_hbm_alloc(0, bytes, &p));
-    return p;
-}
+static void *dev_alloc(size_t bytes) { return dev_alloc_on(0, bytes); }
 
 static void begin(void) {
     CHECK_OK(vt_init());
