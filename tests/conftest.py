@@ -1,7 +1,9 @@
 """Shared fixtures: every test starts with the tpu device in its default
-state (Strict mode, CPU fallback allowed, queue drained). The suite runs
+state (the eager mode the environment asks for: Strict, or Debug under
+TPU_LAUNCH_BLOCKING=1; CPU fallback allowed; queue drained). The suite runs
 with two devices (VTPU_NUM_DEVICES, unless set), so cross-device work is
-tested everywhere; tensors default to tpu:0."""
+tested everywhere; tensors default to tpu:0. Tests of asynchrony itself
+(a gate holding a queue) ask for Strict mode with the `strict` fixture."""
 
 import os
 
@@ -38,15 +40,23 @@ def make(shape, dtype, seed=0, low=-100, high=100):
 
 
 NUM_DEVICES = int(os.environ["VTPU_NUM_DEVICES"])
+DEFAULT_MODE = "debug" if os.environ.get("TPU_LAUNCH_BLOCKING", "0") not in ("", "0") else "strict"
 
 
 @pytest.fixture(autouse=True)
 def _clean_device_state():
-    vtpu.set_eager_mode("strict")
+    vtpu.set_eager_mode(DEFAULT_MODE)
     vtpu.set_cpu_fallback(True)
     yield
     for d in range(torch.tpu.device_count()):
         torch.tpu.synchronize(d)
+
+
+@pytest.fixture
+def strict():
+    """Strict mode for this test (it observes asynchrony), whatever the default."""
+    with vtpu.eager_mode("strict"):
+        yield
 
 
 @pytest.fixture(params=["strict", "debug"])

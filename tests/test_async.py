@@ -15,7 +15,7 @@ from vtpu import _C
 
 
 @pytest.fixture
-def gate():
+def gate(strict):
     _C._debug_gate_enqueue(0, 30_000)  # holds the queue for at most 30 s
     yield
     _C._debug_gate_open()
@@ -42,7 +42,7 @@ def test_host_read_waits_for_queue(gate):
     assert x.sum().item() == 50.0  # .item() blocks until the queue has run
 
 
-def test_kernel_error_latched_until_sync_in_strict_mode():
+def test_kernel_error_latched_until_sync_in_strict_mode(strict):
     a = torch.tensor([1, 2, 3], device="tpu")
     z = torch.tensor([1, 0, 1], device="tpu")
     r = a // z  # integer division by zero: queued, no error yet
@@ -53,7 +53,7 @@ def test_kernel_error_latched_until_sync_in_strict_mode():
     del r
 
 
-def test_kernel_error_raised_at_op_in_debug_mode():
+def test_kernel_error_raised_at_op_in_debug_mode(strict):
     a = torch.tensor([4, 5], device="tpu")
     z = torch.zeros(2, dtype=torch.int64, device="tpu")
     with vtpu.eager_mode("debug"):

@@ -139,7 +139,7 @@ def test_as_cpu(case, mode):
     torch.tpu.synchronize()  # nothing was left to raise later
 
 
-def test_error_messages_name_the_op_once():
+def test_error_messages_name_the_op_once(strict):
     r = torch.gather(torch.randn(3, device="tpu"), 0, _t("tpu", 5))
     with pytest.raises(RuntimeError) as e:
         r.cpu()

@@ -13,7 +13,7 @@ SAME_DEVICE = "Expected all tensors to be on the same device, but found at least
 
 
 @pytest.fixture
-def hold_device1():
+def hold_device1(strict):
     """Holds tpu:1's queue (at most 30 s) so work queued there stays pending."""
     _C._debug_gate_enqueue(1, 30_000)
     yield _C._debug_gate_open
@@ -39,6 +39,14 @@ def test_copy_reads_source_before_its_block_is_reused(hold_device1):
     hold_device1()
     assert torch.equal(d.cpu(), torch.full((1 << 16,), 5.0))
     assert all(torch.equal(r.cpu(), torch.full((1 << 16,), -7.0)) for r in reused)
+
+
+def test_copy_then_source_write_in_every_mode(mode):
+    src = torch.full((1 << 16,), 3.0, device="tpu:0")
+    dst = torch.empty(1 << 16, device="tpu:1")
+    dst.copy_(src)
+    src.fill_(-1.0)
+    assert torch.equal(dst.cpu(), torch.full((1 << 16,), 3.0))
 
 
 def test_model_moves_between_devices(mode):

@@ -13,6 +13,10 @@ import torch
 import vtpu
 from vtpu import _C
 
+# Strict mode's semantics (errors raised later, at the reads that depend on
+# them) unless a test asks for Debug.
+pytestmark = pytest.mark.usefixtures("strict")
+
 BOUNDS = r"index 12 is out of bounds"
 
 
@@ -44,7 +48,8 @@ def test_error_not_raised_in_another_threads_read():
     results = {}
 
     def thread_a():
-        r = bad_gather(t)
+        with vtpu.eager_mode("strict"):  # eager modes are per thread
+            r = bad_gather(t)
         ready.set()
         done.wait(30)
         try:
@@ -156,11 +161,11 @@ def test_threads_devices_copies_errors_frees():
         for i in range(rounds):
             value = float(torch.randint(1, 1000, (), generator=g))
             fail = (i + k) % 4 == 0
-            x = torch.full((4096,), value, device=dev)
-            y = bad_gather(x[:10]) if fail else x[:3] * 1.0
-            z = y.to(other)
-            del x, y  # freed while the copy may still be pending
-            try:
+            try:  # Strict raises at the read, Debug at the op (this thread's default mode)
+                x = torch.full((4096,), value, device=dev)
+                y = bad_gather(x[:10]) if fail else x[:3] * 1.0
+                z = y.to(other)
+                del x, y  # freed while the copy may still be pending
                 got = z.cpu()
                 if fail or not torch.equal(got, torch.full((3,), value)):
                     wrong.append((k, i, "value", got))

@@ -317,7 +317,7 @@ def cpu_error(f):
 
 
 @pytest.mark.parametrize("name,f", BAD, ids=[b[0] for b in BAD])
-def test_out_of_range_strict_raises_at_sync_and_keeps_others(name, f):
+def test_out_of_range_strict_raises_at_sync_and_keeps_others(name, f, strict):
     t = torch.randn(10, 4).to("tpu")
     keep = torch.randn(50).to("tpu")
     before = keep.cpu()
@@ -336,7 +336,7 @@ def test_out_of_range_strict_raises_at_sync_and_keeps_others(name, f):
 
 
 @pytest.mark.parametrize("name,f", BAD, ids=[b[0] for b in BAD])
-def test_out_of_range_strict_raises_at_read_of_the_result(name, f):
+def test_out_of_range_strict_raises_at_read_of_the_result(name, f, strict):
     t = torch.randn(10, 4).to("tpu")
     keep = torch.randn(50).to("tpu")
     i = torch.tensor([1, 12, 2]).to("tpu")

@@ -224,7 +224,7 @@ def test_nll_loss_all_ignored_and_empty():
         close(F.cross_entropy(e.to("tpu"), te.to("tpu"), reduction="sum"), F.cross_entropy(e, te, reduction="sum"))
 
 
-def test_bad_target_raises_index_error_at_sync():
+def test_bad_target_raises_index_error_at_sync(strict):
     x = torch.randn(4, 10, device="tpu")
     t = torch.tensor([1, 12, 3, 4], device="tpu")
     loss = F.cross_entropy(x, t)  # Strict: queued, reported at the next synchronisation
