@@ -56,6 +56,15 @@ bool describe(const at::Tensor& t, vt_tensor* out) {
   return true;
 }
 
+std::string lacking(std::initializer_list<at::Tensor> ts) {
+  vt_dtype d{};
+  for (const at::Tensor& t : ts)
+    if (t.defined() && !to_vt_dtype(t.scalar_type(), &d)) return c10::str("dtype ", t.scalar_type());
+  for (const at::Tensor& t : ts)
+    if (t.defined() && t.dim() > VT_MAX_DIMS) return c10::str(t.dim(), "-dim tensors");
+  return "these inputs";
+}
+
 namespace {
 // Poll in slices so Ctrl-C reaches Python while the queue drains.
 constexpr int64_t kPollMs = 50;

@@ -87,20 +87,13 @@ void check_scalar_fits(const at::Scalar& v, c10::ScalarType dt);
 // Byte-wise, queue-ordered copy of device memory (storage resize and clone).
 void copy_device_bytes(int dev, void* dst, const void* src, size_t n);
 
-// The boxed CPU fallback (fallback.cpp), also called by adapters that meet
-// inputs the C kernels do not handle.
+// The boxed CPU fallback (fallback.cpp): every op without a tpu kernel, and
+// (through VT_IMPL, device_check.h) every kernel that declines its inputs.
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// Run op `name`.`overload` with these arguments through the CPU fallback
-// (for inputs the C kernels do not take); returns its first result.
-template <class... Args>
-c10::IValue via_fallback(const char* name, const char* overload, Args&&... args) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
-  torch::jit::Stack stack;
-  (stack.emplace_back(std::forward<Args>(args)), ...);
-  cpu_fallback(op, &stack);
-  return stack.empty() ? c10::IValue() : stack.front();
-}
+// What the C kernels lack for these tensors ("dtype ComplexFloat", "20-dim
+// tensors"): the reason a kernel gives VT_FALLBACK_UNLESS.
+std::string lacking(std::initializer_list<at::Tensor> ts);
 
 // Matmul precision for fp32 operands: the innermost `torch.tpu.precision`
 // block of this thread (or of the thread whose backward() this is), else

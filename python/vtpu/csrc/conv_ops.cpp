@@ -24,13 +24,6 @@ vt_conv_params make_params(c10::IntArrayRef stride, c10::IntArrayRef padding, c1
   return p;
 }
 
-vt_tensor desc(const at::Tensor& t, const char* what) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: convolution ", what, " of dtype ", t.scalar_type(),
-                              " is not supported on tpu");
-  return d;
-}
-
 // Output size of the plain convolution over `in`, or the input size a
 // transposed convolution produces.
 std::vector<int64_t> conv_shape(const at::Tensor& input, const at::Tensor& weight, const vt_conv_params& p,
@@ -78,19 +71,20 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
                        c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                        c10::IntArrayRef output_padding, int64_t groups) {
   const auto p = make_params(stride, padding, dilation, groups, input.dim() - 2);
+  VT_FALLBACK_UNLESS(c10::isFloatingType(input.scalar_type()), "dtype ", input.scalar_type());
   at::Tensor out = at::empty(conv_shape(input, weight, p, transposed, output_padding), input.options());
   if (out.numel() == 0) return out;
   const int dev = device_index(input);
-  const vt_tensor ti = desc(input, "input"), tw = desc(weight, "weight"), to = desc(out, "output");
+  const vt_tensor ti = view_of(input), tw = view_of(weight), to = view_of(out);
   if (transposed) {
     const at::Tensor src = zero_extend(input, plain_out_shape(out.sizes(), weight, p));
-    const vt_tensor ts = desc(src, "input");
+    const vt_tensor ts = view_of(src);
     check(vt_op_conv_backward_input(dev, "aten::convolution", &to, &ts, &tw, &p, matmul_precision()));
     return add_bias(out, bias);
   }
   vt_tensor tb{};
   const bool has_bias = bias && bias->defined();
-  if (has_bias) tb = desc(*bias, "bias");
+  if (has_bias) tb = view_of(*bias);
   check(vt_op_conv_forward(dev, "aten::convolution", &to, &ti, &tw, has_bias ? &tb : nullptr, &p,
                            matmul_precision()));
   return out;
@@ -105,7 +99,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const auto prec = matmul_precision();
   const char* name = "aten::convolution_backward";
   at::Tensor gi, gw, gb;
-  const vt_tensor tg = desc(grad_out, "grad_output");
+  const vt_tensor tg = view_of(grad_out);
   // A transposed convolution's input, seen at the plain convolution's output size.
   const std::vector<int64_t> full = transposed ? plain_out_shape(grad_out.sizes(), weight, p) : std::vector<int64_t>{};
   if (mask[0]) {
@@ -113,25 +107,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     if (gi.numel() && transposed) {
       // the input gradient of a transposed convolution is the plain convolution of grad_out
       at::Tensor whole = at::empty(full, input.options());
-      const vt_tensor tw = desc(weight, "weight"), twh = desc(whole, "grad_input");
+      const vt_tensor tw = view_of(weight), twh = view_of(whole);
       check(vt_op_conv_forward(dev, name, &twh, &tg, &tw, nullptr, &p, prec));
       for (int64_t d = 0; d < gi.dim(); d++) whole = whole.narrow(d, 0, gi.size(d));
       gi.copy_(whole);
     } else if (gi.numel()) {
-      const vt_tensor tgi = desc(gi, "grad_input"), tw = desc(weight, "weight");
+      const vt_tensor tgi = view_of(gi), tw = view_of(weight);
       check(vt_op_conv_backward_input(dev, name, &tgi, &tg, &tw, &p, prec));
     }
   }
   if (mask[1]) {
     gw = at::empty(weight.sizes(), weight.options());
     if (gw.numel()) {
-      const vt_tensor tgw = desc(gw, "grad_weight");
+      const vt_tensor tgw = view_of(gw);
       if (transposed) {  // the roles of input and grad_out swap
         const at::Tensor x = zero_extend(input, full);
-        const vt_tensor tx = desc(x, "input");
+        const vt_tensor tx = view_of(x);
         check(vt_op_conv_backward_weight(dev, name, &tgw, &tx, &tg, &p, prec));
       } else {
-        const vt_tensor ti = desc(input, "input");
+        const vt_tensor ti = view_of(input);
         check(vt_op_conv_backward_weight(dev, name, &tgw, &tg, &ti, &p, prec));
       }
     }
@@ -147,7 +141,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  VT_IMPL(m, "convolution_overrideable", convolution);
+  VT_IMPL_VIA(m, "convolution_overrideable", "convolution", convolution);
   VT_IMPL(m, "convolution_backward_overrideable", convolution_backward);
 }
 

@@ -1,7 +1,21 @@
-// device_check.cpp — the device check's message and its boxed form.
+// device_check.cpp — the device check's message and its boxed form; the
+// exception a kernel throws to hand its op to the CPU fallback.
 #include "device_check.h"
 
+#include <cstring>
+
 namespace vtpu {
+
+void throw_unsupported(const char* func, const char* file, uint32_t line, const std::string& why) {
+  throw Unsupported(c10::SourceLocation{func, file, line}, why);
+}
+
+c10::OperatorHandle op_handle(const char* name) {
+  const char* dot = std::strchr(name, '.');
+  std::string base = dot ? std::string(name, dot - name) : std::string(name);
+  if (base.find("::") == std::string::npos) base = "aten::" + base;
+  return c10::Dispatcher::singleton().findSchemaOrThrow(base.c_str(), dot ? dot + 1 : "");
+}
 
 void DeviceCheck::fail() const {
   const std::string other = second_ >= 0 ? "tpu:" + std::to_string(second_) : other_->str();

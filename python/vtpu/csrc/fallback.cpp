@@ -23,6 +23,7 @@ std::mutex g_mu;
 std::map<std::string, int64_t> g_counts;
 std::set<std::string> g_warned;
 thread_local int tls_allowed = -1;  // -1: follow the process setting
+thread_local std::string tls_reason;  // why the native kernel declined (set_fallback_reason)
 
 std::atomic<int>& process_override_ref();
 
@@ -120,21 +121,25 @@ void reset_fallback_counts() {
   g_counts.clear();
 }
 
+void set_fallback_reason(const char* why) { tls_reason = why; }
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   std::string name = schema.name();
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
-  TORCH_CHECK_NOT_IMPLEMENTED(fallback_allowed(), "operator '", schema.name(),
-                              "' is not implemented for TPU (vtpu has no native kernel and the CPU fallback is "
-                              "off: VTPU_CPU_FALLBACK=0 or vtpu.cpu_fallback(False))");
+  const std::string why = std::move(tls_reason);
+  tls_reason.clear();
+  const std::string lacks = why.empty() ? "has no native TPU kernel" : "has no native TPU kernel for " + why;
+  TORCH_CHECK_NOT_IMPLEMENTED(fallback_allowed(), "operator '", schema.name(), "' is not implemented for TPU (vtpu ", lacks,
+                              " and the CPU fallback is off: VTPU_CPU_FALLBACK=0 or vtpu.cpu_fallback(False))");
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     first = g_counts[name]++ == 0 && g_warned.insert(name).second;
   }
   if (first)
-    TORCH_WARN("vtpu: operator '", name,
-               "' has no native TPU kernel; it runs on the CPU (the device queue is drained first). "
+    TORCH_WARN("vtpu: operator '", name, "' ", lacks,
+               "; it runs on the CPU (the device queue is drained first). "
                "vtpu.fallback_report() lists every op that fell back.");
 
   const size_t n = schema.arguments().size();
@@ -222,6 +227,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
+
+// Composite ops whose PyTorch implementation refuses devices other than
+// CPU/CUDA/XPU ("mode only supports CPU, CUDA and XPU device type"): on tpu
+// they run through the fallback like an op without a kernel.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"mode", "mode.values"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
 
 
 }  // namespace vtpu

@@ -28,13 +28,6 @@ bool native(std::initializer_list<const at::Tensor*> ts) {
   return true;
 }
 
-vt_tensor desc(const at::Tensor& t) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: dtype ", t.scalar_type(), " with ", t.dim(),
-                              " dims is not supported by the tpu indexing kernels");
-  return d;
-}
-
 // Index and mask operands may come from the host (as on CUDA): copy them over.
 at::Tensor on_device(const at::Tensor& t, const at::Tensor& like) {
   return t.defined() && t.device() != like.device() ? t.to(like.device()) : t;
@@ -45,9 +38,8 @@ vt_scalar scalar_of(const at::Scalar& s) {
   if (s.isFloatingPoint()) {
     v.f = s.toDouble();
     v.is_float = 1;
-  } else if (s.isComplex()) {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "vtpu: complex scalars are not supported by the tpu indexing kernels");
   } else {
+    VT_FALLBACK_UNLESS(!s.isComplex(), "complex scalars");
     v.i = s.isBoolean() ? static_cast<int64_t>(s.toBool()) : s.toLong();
     v.f = static_cast<double>(v.i);
   }
@@ -91,9 +83,7 @@ at::Tensor& index_select_named(const at::Tensor& self, int64_t dim, const at::Te
   if (self.dim() == 0)
     TORCH_CHECK_INDEX(index_.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
                       index_.numel(), " value(s)");
-  if (!native({&self, &out})) {
-    return via_fallback("aten::index_select", "out", self, dim, index_, out).toTensor(), out;
-  }
+  VT_FALLBACK_UNLESS(native({&self, &out}), lacking({self, out}));
   // CPU's check for an empty self of 2+ dims (a RuntimeError, before any index is read)
   if (self.dim() > 1 && index_.numel() > 0 && self.numel() == 0)
     TORCH_CHECK(self.size(d) > 0, "index_select(): self indexing axis dim should be positive");
@@ -102,7 +92,7 @@ at::Tensor& index_select_named(const at::Tensor& self, int64_t dim, const at::Te
   if (self.dim()) shape[d] = index.numel();
   resize_out(out, shape, {self, index});
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc(out), s = desc(self), i = desc(index);
+  const vt_tensor o = view_of(out), s = view_of(self), i = view_of(index);
   check(vt_op_index_select(device_index(self), name, &o, &s, static_cast<int>(d), &i));
   return out;
 }
@@ -146,16 +136,13 @@ at::Tensor one_hot(const at::Tensor& self, int64_t num_classes) {
 at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices_,
                                    c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
   at::checkScalarTypes("embedding_backward", at::TensorArg(indices_, "indices", 2), {at::kLong, at::kInt});
-  if (!native({&grad_output}) || !c10::isFloatingType(grad_output.scalar_type()))
-    return via_fallback("aten::embedding_dense_backward", "", grad_output, indices_, num_weights, padding_idx,
-                        scale_grad_by_freq)
-        .toTensor();
+  VT_FALLBACK_UNLESS(native({&grad_output}) && c10::isFloatingType(grad_output.scalar_type()), lacking({grad_output}));
   const at::Tensor indices = on_device(indices_, grad_output).reshape({-1});
   const int64_t D = grad_output.size(-1);
   const at::Tensor grad = grad_output.reshape({indices.numel(), D});
   at::Tensor gw = at::empty({num_weights.expect_int(), D}, grad_output.options());
   if (gw.numel() == 0) return gw;
-  const vt_tensor w = desc(gw), g = desc(grad), i = desc(indices);
+  const vt_tensor w = view_of(gw), g = view_of(grad), i = view_of(indices);
   check(vt_op_embedding_dense_backward(device_index(grad_output), "aten::embedding_dense_backward", &w, &g, &i,
                                        padding_idx.expect_int(), scale_grad_by_freq ? 1 : 0));
   return gw;
@@ -170,11 +157,11 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   at::native::gather_shape_check(self, d, index_);
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "gather(): Expected out tensor to have dtype ",
               self.scalar_type(), ", but got ", out.scalar_type(), " instead");
-  if (!native({&self, &out})) return via_fallback("aten::gather", "out", self, dim, index_, sparse_grad, out).toTensor(), out;
+  VT_FALLBACK_UNLESS(native({&self, &out}), lacking({self, out}));
   const at::Tensor index = on_device(index_, self);
   resize_out(out, index.sizes(), {self, index});
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc(out), s = desc(self), i = desc(index);
+  const vt_tensor o = view_of(out), s = view_of(self), i = view_of(index);
   check(vt_op_gather(device_index(self), "aten::gather", &o, &s, static_cast<int>(d), &i));
   return out;
 }
@@ -192,9 +179,9 @@ at::Tensor& scatter_impl(const char* name, const at::Tensor& self, int64_t dim, 
   if (index_.numel() == 0 || out.numel() == 0) return out;
   const at::Tensor index = on_device(index_, self);
   at::Tensor src_dev = src ? on_device(*src, self) : at::Tensor();
-  const vt_tensor o = desc(out), i = desc(index);
+  const vt_tensor o = view_of(out), i = view_of(index);
   vt_tensor s{};
-  if (src) s = desc(src_dev);
+  if (src) s = view_of(src_dev);
   vt_scalar v = value ? scalar_of(*value) : vt_scalar{};
   // the queue keeps the op's name until the op has run: a static string
   const std::string_view n(name);
@@ -222,35 +209,33 @@ vt_scatter_reduce two_reduce(c10::string_view r) {
 
 at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             at::Tensor& out) {
-  if (!native({&self, &out, &src})) return via_fallback("aten::scatter", "src_out", self, dim, index, src, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out, &src}), lacking({self, out, src}));
   return scatter_impl("scatter", self, dim, index, &src, nullptr, VT_SCATTER_ASSIGN, true, out);
 }
 
 at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value,
                               at::Tensor& out) {
-  if (!native({&self, &out})) return via_fallback("aten::scatter", "value_out", self, dim, index, value, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out}), lacking({self, out}));
   return scatter_impl("scatter", self, dim, index, nullptr, &value, VT_SCATTER_ASSIGN, true, out);
 }
 
 at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                                c10::string_view reduce, at::Tensor& out) {
   const auto op = old_reduce(reduce);
-  if (!native({&self, &out, &src}))
-    return via_fallback("aten::scatter", "reduce_out", self, dim, index, src, reduce, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out, &src}), lacking({self, out, src}));
   return scatter_impl("scatter", self, dim, index, &src, nullptr, op, true, out);
 }
 
 at::Tensor& scatter_value_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                                      const at::Scalar& value, c10::string_view reduce, at::Tensor& out) {
   const auto op = old_reduce(reduce);
-  if (!native({&self, &out}))
-    return via_fallback("aten::scatter", "value_reduce_out", self, dim, index, value, reduce, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out}), lacking({self, out}));
   return scatter_impl("scatter", self, dim, index, nullptr, &value, op, true, out);
 }
 
 at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& src,
                             at::Tensor& out) {
-  if (!native({&self, &out, &src})) return via_fallback("aten::scatter_add", "out", self, dim, index, src, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out, &src}), lacking({self, out, src}));
   return scatter_impl("scatter_add", self, dim, index, &src, nullptr, VT_SCATTER_SUM, true, out);
 }
 
@@ -258,8 +243,7 @@ at::Tensor& scatter_reduce_two_out(const at::Tensor& self, int64_t dim, const at
                                    const at::Tensor& src, c10::string_view reduce, bool include_self,
                                    at::Tensor& out) {
   const auto op = two_reduce(reduce);
-  if (!native({&self, &out, &src}))
-    return via_fallback("aten::scatter_reduce", "two_out", self, dim, index, src, reduce, include_self, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out, &src}), lacking({self, out, src}));
   return scatter_impl("scatter_reduce", self, dim, index, &src, nullptr, op, include_self, out);
 }
 
@@ -292,12 +276,11 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   check_vector_index("index_add_", index_);
   check_source("index_add_", self, d, index_, source);
-  if (!native({&self, &out, &source}))
-    return via_fallback("aten::index_add", "out", self, dim, index_, source, alpha, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out, &source}), lacking({self, out, source}));
   prepare_out(self, out, {index_, source});
   if (index_.numel() == 0 || out.numel() == 0) return out;
   const at::Tensor index = on_device(index_, self), src = on_device(source, self);
-  const vt_tensor o = desc(out), i = desc(index), s = desc(src);
+  const vt_tensor o = view_of(out), i = view_of(index), s = view_of(src);
   check(vt_op_index_add(device_index(self), "aten::index_add", &o, static_cast<int>(d), &i, &s, scalar_of(alpha)));
   return out;
 }
@@ -309,12 +292,11 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   TORCH_CHECK(index_.scalar_type() == at::kLong, "index_copy_(): Expected a long tensor for index, but got ",
               index_.scalar_type());
   check_source("index_copy_", self, d, index_, source);
-  if (!native({&self, &out, &source}))
-    return via_fallback("aten::index_copy", "out", self, dim, index_, source, out), out;
+  VT_FALLBACK_UNLESS(native({&self, &out, &source}), lacking({self, out, source}));
   prepare_out(self, out, {index_, source});
   if (index_.numel() == 0 || out.numel() == 0) return out;
   const at::Tensor index = on_device(index_, self), src = on_device(source, self);
-  const vt_tensor o = desc(out), i = desc(index), s = desc(src);
+  const vt_tensor o = view_of(out), i = view_of(index), s = view_of(src);
   check(vt_op_index_copy(device_index(self), "aten::index_copy", &o, static_cast<int>(d), &i, &s));
   return out;
 }
@@ -328,23 +310,23 @@ at::Tensor& index_fill_impl(at::Tensor& self, int64_t dim, const at::Tensor& ind
   warn_if_expanded(self, "index_fill_");
   if (index_.numel() == 0 || self.numel() == 0) return self;
   const at::Tensor index = on_device(index_, self);
-  const vt_tensor o = desc(self), i = desc(index);
+  const vt_tensor o = view_of(self), i = view_of(index);
   vt_tensor vt{};
-  if (value_t) vt = desc(*value_t);
+  if (value_t) vt = view_of(*value_t);
   check(vt_op_index_fill(device_index(self), "aten::index_fill_", &o, static_cast<int>(d), &i,
                          value_t ? &vt : nullptr, value_t ? vt_scalar{} : scalar_of(value)));
   return self;
 }
 
 at::Tensor& index_fill_scalar(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  if (!native({&self})) return via_fallback("aten::index_fill_", "int_Scalar", self, dim, index, value), self;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   return index_fill_impl(self, dim, index, nullptr, value);
 }
 
 at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
-  if (!native({&self, &value})) return via_fallback("aten::index_fill_", "int_Tensor", self, dim, index, value), self;
+  VT_FALLBACK_UNLESS(native({&self, &value}), lacking({self, value}));
   if (!is_tpu(value)) return index_fill_impl(self, dim, index, nullptr, value.item());
   return index_fill_impl(self, dim, index, &value, 0);
 }
@@ -355,7 +337,7 @@ at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& i
 int64_t count_nonzero_sync(const at::Tensor& t, const char* name) {
   const int dev = device_index(t);
   at::Tensor cnt = at::empty({}, t.options().dtype(at::kLong));
-  const vt_tensor c = desc(cnt), s = desc(t);
+  const vt_tensor c = view_of(cnt), s = view_of(t);
   check(vt_op_count_nonzero(dev, name, &c, &s));
   wait_readable(cnt);
   return *static_cast<const int64_t*>(cnt.const_data_ptr());
@@ -364,11 +346,11 @@ int64_t count_nonzero_sync(const at::Tensor& t, const char* name) {
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
-  if (!native({&self})) return via_fallback("aten::nonzero", "out", self, out), out;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   const int64_t n = self.numel() ? count_nonzero_sync(self, "aten::nonzero") : 0;
   at::native::resize_output(out, {n, self.dim()});
   if (n == 0 || self.dim() == 0) return out;
-  const vt_tensor o = desc(out), s = desc(self);
+  const vt_tensor o = view_of(out), s = view_of(self);
   check(vt_op_nonzero(device_index(self), "aten::nonzero", &o, &s));
   return out;
 }
@@ -391,23 +373,23 @@ at::Tensor& masked_fill_impl(at::Tensor& self, const at::Tensor& mask_, const at
   const at::Tensor mask = on_device(mask_, self);
   c10::MaybeOwned<at::Tensor> m = at::expand_inplace(self, mask, "masked_fill_");
   if (self.numel() == 0) return self;
-  const vt_tensor o = desc(self), k = desc(*m);
+  const vt_tensor o = view_of(self), k = view_of(*m);
   vt_tensor vt{};
-  if (value_t) vt = desc(*value_t);
+  if (value_t) vt = view_of(*value_t);
   check(vt_op_masked_fill(device_index(self), "aten::masked_fill_", &o, &k, value_t ? &vt : nullptr,
                           value_t ? vt_scalar{} : scalar_of(value)));
   return self;
 }
 
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
-  if (!native({&self})) return via_fallback("aten::masked_fill_", "Scalar", self, mask, value), self;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   return masked_fill_impl(self, mask, nullptr, value);
 }
 
 at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
               value.dim(), " dimension(s).");
-  if (!native({&self, &value})) return via_fallback("aten::masked_fill_", "Tensor", self, mask, value), self;
+  VT_FALLBACK_UNLESS(native({&self, &value}), lacking({self, value}));
   if (!is_tpu(value)) return masked_fill_impl(self, mask, nullptr, value.item());
   return masked_fill_impl(self, mask, &value, 0);
 }
@@ -416,14 +398,14 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask_, a
   TORCH_CHECK(mask_.scalar_type() == at::kBool || mask_.scalar_type() == at::kByte,
               "masked_select: expected BoolTensor or ByteTensor for mask");
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "masked_select(): self and result must have the same scalar type");
-  if (!native({&self})) return via_fallback("aten::masked_select", "out", self, mask_, out), out;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   const at::Tensor mask = on_device(mask_, self);
   const auto shape = at::infer_size(self.sizes(), mask.sizes());
   const at::Tensor mb = mask.expand(shape);
   const int64_t n = mb.numel() ? count_nonzero_sync(mb, "aten::masked_select") : 0;
   resize_out(out, {n}, {self, mask});
   if (n == 0) return out;
-  const vt_tensor o = desc(out), s = desc(self), k = desc(mask);
+  const vt_tensor o = view_of(out), s = view_of(self), k = view_of(mask);
   check(vt_op_masked_select(device_index(self), "aten::masked_select", &o, &s, &k));
   return out;
 }
@@ -438,12 +420,12 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask_, const at:
   TORCH_CHECK(self.scalar_type() == source_.scalar_type(),
               "masked_scatter_: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
               source_.scalar_type());
-  if (!native({&self})) return via_fallback("aten::masked_scatter_", "", self, mask_, source_), self;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   at::assert_no_internal_overlap(self);
   const at::Tensor mask = on_device(mask_, self), source = on_device(source_, self);
   c10::MaybeOwned<at::Tensor> m = at::expand_inplace(self, mask, "masked_scatter_");
   if (self.numel() == 0) return self;
-  const vt_tensor o = desc(self), k = desc(*m), s = desc(source);
+  const vt_tensor o = view_of(self), k = view_of(*m), s = view_of(source);
   check(vt_op_masked_scatter(device_index(self), "aten::masked_scatter_", &o, &k, &s));
   return self;
 }
@@ -456,11 +438,11 @@ at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index_, at::Tenso
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "take(): self and out expected to have the same dtype, but got self.dtype = ",
               self.scalar_type(), " and out.dtype = ", out.scalar_type());
   TORCH_CHECK_INDEX(!(self.numel() == 0 && index_.numel() != 0), "take(): tried to take from an empty tensor");
-  if (!native({&self})) return via_fallback("aten::take", "out", self, index_, out), out;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   const at::Tensor index = on_device(index_, self);
   resize_out(out, index.sizes(), {self, index});
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc(out), s = desc(self), i = desc(index);
+  const vt_tensor o = view_of(out), s = view_of(self), i = view_of(index);
   check(vt_op_take(device_index(self), "aten::take", &o, &s, &i));
   return out;
 }
@@ -490,7 +472,7 @@ IndexList index_list(const at::Tensor& self, const c10::List<std::optional<at::T
       l.ptrs.push_back(nullptr);
       continue;
     }
-    l.descs[k] = desc(l.keep[k]);
+    l.descs[k] = view_of(l.keep[k]);
   }
   l.ptrs.clear();
   for (size_t k = 0; k < l.keep.size(); k++) l.ptrs.push_back(l.keep[k].defined() ? &l.descs[k] : nullptr);
@@ -499,30 +481,29 @@ IndexList index_list(const at::Tensor& self, const c10::List<std::optional<at::T
 
 at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
   TORCH_CHECK_INDEX(!indices.empty(), "at least one index must be provided");
-  if (!native({&self})) return via_fallback("aten::index", "Tensor_out", self, indices, out), out;
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   const IndexList l = index_list(self, indices);
-  const vt_tensor s = desc(self);
+  const vt_tensor s = view_of(self);
   int32_t nd = 0;
   int64_t sizes[VT_MAX_DIMS];
   check(vt_index_shape(&s, static_cast<int>(l.ptrs.size()), l.ptrs.data(), &nd, sizes));
   at::native::resize_output(out, at::IntArrayRef(sizes, nd));
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc(out);
+  const vt_tensor o = view_of(out);
   check(vt_op_index(device_index(self), "aten::index", &o, &s, static_cast<int>(l.ptrs.size()), l.ptrs.data()));
   return out;
 }
 
 at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
   TORCH_CHECK_INDEX(!indices.empty(), "at least one index must be provided");
-  if (!native({&self})) return via_fallback("aten::index", "Tensor", self, indices).toTensor();
+  VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   at::Tensor out = at::empty({0}, self.options());
   return index_out(self, indices, out);
 }
 
 at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                             const at::Tensor& values_, bool accumulate, bool unsafe) {
-  if (!native({&self, &values_}))
-    return via_fallback("aten::_index_put_impl_", "", self, indices, values_, accumulate, unsafe), self;
+  VT_FALLBACK_UNLESS(native({&self, &values_}), lacking({self, values_}));
   warn_if_expanded(self, "index_put_");
   at::Tensor values = on_device(values_, self);
   // x[mask] = scalar: a masked fill, no nonzero (and no wait) needed.
@@ -539,7 +520,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   at::assert_no_overlap(self, values);
   const IndexList l = index_list(self, indices);
   if (self.numel() == 0) return self;
-  const vt_tensor s = desc(self), v = desc(values);
+  const vt_tensor s = view_of(self), v = view_of(values);
   check(vt_op_index_put(device_index(self), "aten::index_put_", &s, static_cast<int>(l.ptrs.size()), l.ptrs.data(),
                         &v, accumulate ? 1 : 0));
   return self;

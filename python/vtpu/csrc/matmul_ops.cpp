@@ -61,7 +61,7 @@ void run_matmul(const char* name, const at::Tensor& out, const at::Tensor& a, co
   if (out.numel() == 0) return;
   vt_tensor to{}, ta{}, tb{}, tc{};
   const bool ok = describe(out, &to) && describe(a, &ta) && describe(b, &tb) && (!bias || describe(*bias, &tc));
-  TORCH_CHECK_NOT_IMPLEMENTED(ok, "vtpu: ", name, " on ", out.dim(), "-dim tensors is not supported by the MXU kernel");
+  VT_FALLBACK_UNLESS(ok, lacking({out, a, b}));
   check(vt_op_matmul(device_index(out), name, &to, &ta, &tb, bias ? &tc : nullptr, alpha, beta, matmul_precision()));
 }
 
@@ -100,10 +100,7 @@ at::Tensor& prepare_out(at::Tensor& out, const at::Tensor& a, c10::IntArrayRef s
 
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   check_mm(a, b);
-  if (!mxu_dtype(a.scalar_type())) {
-    via_fallback("aten::mm", "out", a, b, out);
-    return out;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   prepare_out(out, a, {a.size(0), b.size(1)});
   run_matmul("aten::mm", out, a, b, nullptr, 1.0, 0.0);
   return out;
@@ -111,7 +108,7 @@ at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   check_mm(a, b);
-  if (!mxu_dtype(a.scalar_type())) return via_fallback("aten::mm", "", a, b).toTensor();
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   at::Tensor out = new_like(a, {a.size(0), b.size(1)});
   run_matmul("aten::mm", out, a, b, nullptr, 1.0, 0.0);
   return out;
@@ -129,10 +126,7 @@ void check_bias(const at::Tensor& bias, c10::IntArrayRef shape, const at::Tensor
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out) {
   check_mm(a, b);
-  if (!mxu_dtype(a.scalar_type())) {
-    via_fallback("aten::addmm", "out", self, a, b, beta, alpha, out);
-    return out;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   const std::vector<int64_t> shape{a.size(0), b.size(1)};
   check_bias(self, shape, a);
   const double be = beta.toDouble();
@@ -144,7 +138,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& a, const at::Ten
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                  const at::Scalar& alpha) {
   check_mm(a, b);
-  if (!mxu_dtype(a.scalar_type())) return via_fallback("aten::addmm", "", self, a, b, beta, alpha).toTensor();
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   at::Tensor out = new_like(a, {a.size(0), b.size(1)});
   return addmm_out(self, a, b, beta, alpha, out);
 }
@@ -154,10 +148,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, c
   check_mm(a, b);
   TORCH_CHECK(self.sizes() == c10::IntArrayRef({a.size(0), b.size(1)}), "The input tensor must be of shape [",
               a.size(0), ", ", b.size(1), "] to be updated in place, got ", self.sizes());
-  if (!mxu_dtype(a.scalar_type())) {
-    via_fallback("aten::addmm_", "", self, a, b, beta, alpha);
-    return self;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   return addmm_out(self, a, b, beta, alpha, self);
 }
 
@@ -165,10 +156,7 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, c
 
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
   check_bmm(a, b);
-  if (!mxu_dtype(a.scalar_type())) {
-    via_fallback("aten::bmm", "out", a, b, out);
-    return out;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   prepare_out(out, a, {a.size(0), a.size(1), b.size(2)});
   run_matmul("aten::bmm", out, a, b, nullptr, 1.0, 0.0);
   return out;
@@ -176,7 +164,7 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   check_bmm(a, b);
-  if (!mxu_dtype(a.scalar_type())) return via_fallback("aten::bmm", "", a, b).toTensor();
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   at::Tensor out = new_like(a, {a.size(0), a.size(1), b.size(2)});
   run_matmul("aten::bmm", out, a, b, nullptr, 1.0, 0.0);
   return out;
@@ -185,10 +173,7 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                         const at::Scalar& alpha, at::Tensor& out) {
   check_bmm(a, b);
-  if (!mxu_dtype(a.scalar_type())) {
-    via_fallback("aten::baddbmm", "out", self, a, b, beta, alpha, out);
-    return out;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   const std::vector<int64_t> shape{a.size(0), a.size(1), b.size(2)};
   check_bias(self, shape, a);
   const double be = beta.toDouble();
@@ -200,7 +185,7 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& a, const at::T
 at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                    const at::Scalar& alpha) {
   check_bmm(a, b);
-  if (!mxu_dtype(a.scalar_type())) return via_fallback("aten::baddbmm", "", self, a, b, beta, alpha).toTensor();
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   at::Tensor out = new_like(a, {a.size(0), a.size(1), b.size(2)});
   return baddbmm_out(self, a, b, beta, alpha, out);
 }
@@ -208,10 +193,7 @@ at::Tensor baddbmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor
 at::Tensor& baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b, const at::Scalar& beta,
                      const at::Scalar& alpha) {
   check_bmm(a, b);
-  if (!mxu_dtype(a.scalar_type())) {
-    via_fallback("aten::baddbmm_", "", self, a, b, beta, alpha);
-    return self;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   return baddbmm_out(self, a, b, beta, alpha, self);
 }
 
@@ -233,12 +215,6 @@ vt_tensor as_row(vt_tensor v) {
   return v;
 }
 
-vt_tensor desc_of(const at::Tensor& t) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: dtype ", t.scalar_type(), " is not supported on tpu");
-  return d;
-}
-
 at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
                       const at::Scalar& alpha, at::Tensor& out) {
   TORCH_CHECK((mat.dim() == 2 && vec.dim() == 1 && self.dim() <= 1),
@@ -247,17 +223,15 @@ at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::T
               "size mismatch, got input (", self.size(0), "), mat (", mat.size(0), "x", mat.size(1), "), vec (",
               vec.size(0), ")");
   check_same_device(mat, vec);
-  if (!mxu_dtype(mat.scalar_type()) || mat.scalar_type() != vec.scalar_type()) {
-    via_fallback("aten::addmv", "out", self, mat, vec, beta, alpha, out);
-    return out;
-  }
+  VT_FALLBACK_UNLESS(mxu_dtype(mat.scalar_type()) && mat.scalar_type() == vec.scalar_type(), "dtypes ",
+                     mat.scalar_type(), " and ", vec.scalar_type());
   if (!out.is_same(self)) prepare_out(out, mat, {mat.size(0)});
   if (out.numel() == 0) return out;
   const double be = beta.toDouble();
   const at::Tensor bias = be != 0.0 ? self.expand({mat.size(0)}) : at::Tensor();
-  const vt_tensor to = as_column(desc_of(out)), ta = desc_of(mat), tb = as_column(desc_of(vec));
+  const vt_tensor to = as_column(view_of(out)), ta = view_of(mat), tb = as_column(view_of(vec));
   vt_tensor tc{};
-  if (bias.defined()) tc = as_column(desc_of(bias));
+  if (bias.defined()) tc = as_column(view_of(bias));
   check(vt_op_matmul(device_index(out), "aten::addmv", &to, &ta, &tb, bias.defined() ? &tc : nullptr,
                      alpha.toDouble(), be, matmul_precision()));
   return out;
@@ -278,13 +252,13 @@ at::Tensor dot_mxu(const at::Tensor& a, const at::Tensor& b) {
               b.numel(), "] to have the same number of elements, but got ", a.numel(), " and ", b.numel(),
               " elements respectively");
   check_same_device(a, b);
-  if (!mxu_dtype(a.scalar_type())) return via_fallback("aten::dot", "", a, b).toTensor();
+  VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
   at::Tensor out = at::empty({}, a.options());
-  vt_tensor to = desc_of(out);
+  vt_tensor to = view_of(out);
   to.ndim = 2;
   to.sizes[0] = to.sizes[1] = 1;
   to.strides[0] = to.strides[1] = 1;
-  const vt_tensor ta = as_row(desc_of(a)), tb = as_column(desc_of(b));
+  const vt_tensor ta = as_row(view_of(a)), tb = as_column(view_of(b));
   check(vt_op_matmul(device_index(out), "aten::dot", &to, &ta, &tb, nullptr, 1.0, 0.0, matmul_precision()));
   return out;
 }
@@ -301,7 +275,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   VT_IMPL(m, "dot", dot_mxu);
   VT_IMPL(m, "vdot", [](const at::Tensor& a, const at::Tensor& b) {
     // real dtypes (all the MXU takes) need no conjugation: vdot == dot
-    return mxu_dtype(a.scalar_type()) ? dot_mxu(a, b) : via_fallback("aten::vdot", "", a, b).toTensor();
+    VT_FALLBACK_UNLESS(mxu_dtype(a.scalar_type()), "dtype ", a.scalar_type());
+    return dot_mxu(a, b);
   });
   VT_IMPL(m, "mm", mm);
   VT_IMPL(m, "mm.out", mm_out);

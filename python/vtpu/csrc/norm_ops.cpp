@@ -23,8 +23,7 @@ struct Desc {
   Desc() = default;
   explicit Desc(const at::Tensor& t) {
     if (!t.defined()) return;
-    TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: normalisation of dtype ", t.scalar_type(),
-                                " is not supported on tpu");
+    VT_FALLBACK_UNLESS(describe(t, &d), lacking({t}));
     p = &d;
   }
 };
@@ -84,10 +83,7 @@ std::vector<int64_t> stat_shape(const at::Tensor& input, int64_t axis) {
 T3 layer_norm(const at::Tensor& input, c10::IntArrayRef shape, const Opt& w_, const Opt& b_, double eps) {
   const at::Tensor w = value(w_), b = value(b_);
   const int64_t axis = check_norm_inputs(input, shape, w, b);
-  if (!is_float(input)) {
-    auto r = via_fallback("aten::native_layer_norm", "", input, shape, w_, b_, eps).toTuple();
-    return {r->elements()[0].toTensor(), r->elements()[1].toTensor(), r->elements()[2].toTensor()};
-  }
+  VT_FALLBACK_UNLESS(is_float(input), "dtype ", input.scalar_type());
   const auto st = param_dtype(input, {w, b});
   at::Tensor out = at::empty(input.sizes(), input.options());
   at::Tensor mean = at::empty(stat_shape(input, axis), input.options().dtype(st));
@@ -120,8 +116,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, c10::IntArr
                                             std::optional<double> eps) {
   const at::Tensor w = value(w_);
   const int64_t axis = check_norm_inputs(input, shape, w, at::Tensor());
-  TORCH_CHECK_NOT_IMPLEMENTED(is_float(input) && (!w.defined() || is_float(w)), "vtpu: rms_norm of dtype ",
-                              input.scalar_type(), " is not supported on tpu");
+  VT_FALLBACK_UNLESS(is_float(input) && (!w.defined() || is_float(w)), "dtype ", input.scalar_type());
   const bool dbl = input.scalar_type() == at::kDouble;
   const double e = eps ? *eps : (dbl ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon());
   at::Tensor out = at::empty(input.sizes(), input.options());
@@ -171,8 +166,7 @@ T3 group_norm(const at::Tensor& input, const Opt& w_, const Opt& b_, int64_t N, 
               "channels in input, but got weight of shape ", w.sizes(), " and input of shape ", input.sizes());
   TORCH_CHECK(!b.defined() || b.numel() == C, "Expected bias to be a vector of size equal to the number of "
               "channels in input, but got bias of shape ", b.sizes(), " and input of shape ", input.sizes());
-  TORCH_CHECK_NOT_IMPLEMENTED(is_float(input), "vtpu: group_norm of dtype ", input.scalar_type(),
-                              " is not supported on tpu");
+  VT_FALLBACK_UNLESS(is_float(input), "dtype ", input.scalar_type());
   const auto st = param_dtype(input, {w, b});
   const at::Tensor x = as_nc(input, N, C, HxW);
   at::Tensor out = at::empty(x.sizes(), input.options());
@@ -211,8 +205,7 @@ T3 batch_norm(const at::Tensor& input, const Opt& w_, const Opt& b_, const Opt& 
   TORCH_CHECK(input.dim() >= 2, "batch_norm: expected input with at least 2 dims, got ", input.dim());
   TORCH_CHECK(training || rm.defined(), "running_mean must be defined in evaluation mode");
   TORCH_CHECK(training || rv.defined(), "running_var must be defined in evaluation mode");
-  TORCH_CHECK_NOT_IMPLEMENTED(is_float(input), "vtpu: batch_norm of dtype ", input.scalar_type(),
-                              " is not supported on tpu");
+  VT_FALLBACK_UNLESS(is_float(input), "dtype ", input.scalar_type());
   const auto st = param_dtype(input, {w, b, rm, rv});
   const int64_t C = input.size(1);
   at::Tensor out = at::empty(input.sizes(), input.options());

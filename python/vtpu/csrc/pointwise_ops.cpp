@@ -87,7 +87,6 @@ struct Binary {
   vt_binary_op op;
   const char* name;
   Kind kind;
-  const char* out_overload;  // the op's out= overload, for dtypes the kernels do not take
   const char* rounding_mode;  // div's trunc / floor
 };
 
@@ -143,16 +142,7 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   const bool native = supported(common) && (b.kind != Kind::Gradient || c10::isFloatingType(common)) &&
                       describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
                       (is_host_scalar(o) || describe(o, &tb));
-  if (!native) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!params && b.kind != Kind::Activation, "vtpu: ", b.name, " on dtype ", common,
-                                " is not supported by the tpu kernels");
-    // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel, through the fallback, into out
-    if (b.rounding_mode) via_fallback(b.name, "out_mode", a, o, std::string(b.rounding_mode), out);
-    else if (b.op == VT_ADD || b.op == VT_SUB || b.op == VT_THRESHOLD_BACKWARD)
-      via_fallback(b.name, b.out_overload, a, o, alpha, out);
-    else via_fallback(b.name, b.out_overload, a, o, out);
-    return out;
-  }
+  VT_FALLBACK_UNLESS(native, lacking({a, o, out}));
   const vt_dtype compute = vt_of(common);
   const bool fl = vt_dtype_is_float(compute) != 0;
   vt_scalar sa{}, sb{};
@@ -172,34 +162,34 @@ at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar&
   return binary(b, a, at::scalar_to_tensor(s), 1, std::move(out), inplace);
 }
 
-#define BIN(var, vop, str, kind, out) const Binary var{vop, "aten::" str, Kind::kind, out, nullptr};
-BIN(kAdd, VT_ADD, "add", Arith, "out")
-BIN(kSub, VT_SUB, "sub", Arith, "out")
-BIN(kMul, VT_MUL, "mul", Arith, "out")
-BIN(kDiv, VT_DIV, "div", TrueDiv, "out")
-BIN(kRemainder, VT_REMAINDER, "remainder", Arith, "Tensor_out")
-BIN(kFmod, VT_FMOD, "fmod", Arith, "Tensor_out")
-BIN(kPow, VT_POW, "pow", Arith, "Tensor_Tensor_out")
-BIN(kMaximum, VT_MAXIMUM, "maximum", Arith, "out")
-BIN(kMinimum, VT_MINIMUM, "minimum", Arith, "out")
-BIN(kAtan2, VT_ATAN2, "atan2", TrueDiv, "out")
-BIN(kEq, VT_EQ, "eq", Compare, "Tensor_out")
-BIN(kNe, VT_NE, "ne", Compare, "Tensor_out")
-BIN(kLt, VT_LT, "lt", Compare, "Tensor_out")
-BIN(kLe, VT_LE, "le", Compare, "Tensor_out")
-BIN(kGt, VT_GT, "gt", Compare, "Tensor_out")
-BIN(kGe, VT_GE, "ge", Compare, "Tensor_out")
-BIN(kLogicalAnd, VT_LOGICAL_AND, "logical_and", Logical, "out")
-BIN(kLogicalOr, VT_LOGICAL_OR, "logical_or", Logical, "out")
-BIN(kLogicalXor, VT_LOGICAL_XOR, "logical_xor", Logical, "out")
-BIN(kBitAnd, VT_BITWISE_AND, "bitwise_and", Bitwise, "Tensor_out")
-BIN(kBitOr, VT_BITWISE_OR, "bitwise_or", Bitwise, "Tensor_out")
-BIN(kBitXor, VT_BITWISE_XOR, "bitwise_xor", Bitwise, "Tensor_out")
-BIN(kThresholdBw, VT_THRESHOLD_BACKWARD, "threshold_backward", Gradient, "grad_input")
-BIN(kTanhBw, VT_TANH_BACKWARD, "tanh_backward", Gradient, "grad_input")
-BIN(kSigmoidBw, VT_SIGMOID_BACKWARD, "sigmoid_backward", Gradient, "grad_input")
-const Binary kDivTrunc{VT_DIV_TRUNC, "aten::div", Kind::Arith, "out_mode", "trunc"};
-const Binary kDivFloor{VT_DIV_FLOOR, "aten::div", Kind::Arith, "out_mode", "floor"};
+#define BIN(var, vop, str, kind) const Binary var{vop, "aten::" str, Kind::kind, nullptr};
+BIN(kAdd, VT_ADD, "add", Arith)
+BIN(kSub, VT_SUB, "sub", Arith)
+BIN(kMul, VT_MUL, "mul", Arith)
+BIN(kDiv, VT_DIV, "div", TrueDiv)
+BIN(kRemainder, VT_REMAINDER, "remainder", Arith)
+BIN(kFmod, VT_FMOD, "fmod", Arith)
+BIN(kPow, VT_POW, "pow", Arith)
+BIN(kMaximum, VT_MAXIMUM, "maximum", Arith)
+BIN(kMinimum, VT_MINIMUM, "minimum", Arith)
+BIN(kAtan2, VT_ATAN2, "atan2", TrueDiv)
+BIN(kEq, VT_EQ, "eq", Compare)
+BIN(kNe, VT_NE, "ne", Compare)
+BIN(kLt, VT_LT, "lt", Compare)
+BIN(kLe, VT_LE, "le", Compare)
+BIN(kGt, VT_GT, "gt", Compare)
+BIN(kGe, VT_GE, "ge", Compare)
+BIN(kLogicalAnd, VT_LOGICAL_AND, "logical_and", Logical)
+BIN(kLogicalOr, VT_LOGICAL_OR, "logical_or", Logical)
+BIN(kLogicalXor, VT_LOGICAL_XOR, "logical_xor", Logical)
+BIN(kBitAnd, VT_BITWISE_AND, "bitwise_and", Bitwise)
+BIN(kBitOr, VT_BITWISE_OR, "bitwise_or", Bitwise)
+BIN(kBitXor, VT_BITWISE_XOR, "bitwise_xor", Bitwise)
+BIN(kThresholdBw, VT_THRESHOLD_BACKWARD, "threshold_backward", Gradient)
+BIN(kTanhBw, VT_TANH_BACKWARD, "tanh_backward", Gradient)
+BIN(kSigmoidBw, VT_SIGMOID_BACKWARD, "sigmoid_backward", Gradient)
+const Binary kDivTrunc{VT_DIV_TRUNC, "aten::div", Kind::Arith, "trunc"};
+const Binary kDivFloor{VT_DIV_FLOOR, "aten::div", Kind::Arith, "floor"};
 #undef BIN
 
 const Binary& div_mode(std::optional<c10::string_view> mode) {
@@ -223,15 +213,7 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
   if (u.kind == Kind::Activation)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(a.scalar_type()), "\"", u.name, "\" not implemented for '",
                                 c10::toString(a.scalar_type()), "'");
-  if (!supported(a.scalar_type()) || a.dim() > VT_MAX_DIMS) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!params, "vtpu: ", u.name, " on dtype ", a.scalar_type(),
-                                " is not supported by the tpu kernels");
-    // dtypes the kernels do not take (complex, ...): PyTorch's CPU kernel through the fallback
-    at::Tensor r = via_fallback(u.name, "", a).toTensor();
-    if (!out.defined()) return r;
-    at::native::resize_output(out, r.sizes());
-    return out.copy_(r);
-  }
+  VT_FALLBACK_UNLESS(supported(a.scalar_type()) && a.dim() <= VT_MAX_DIMS, lacking({a}));
   c10::ScalarType compute = a.scalar_type();
   if (u.kind == Kind::FloatMath && c10::isIntegralType(compute, /*includeBool=*/true))
     compute = c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -253,8 +235,7 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
   }
   if (out.numel() == 0) return out;
   vt_tensor to{}, ta{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(a, &ta), "vtpu: ", u.name, " on dtype ",
-                              out.scalar_type(), " is not supported by the tpu kernels");
+  VT_FALLBACK_UNLESS(describe(out, &to) && describe(a, &ta), lacking({a, out}));
   check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params));
   return out;
 }
@@ -319,34 +300,34 @@ UN(kLgamma, VT_LGAMMA, "lgamma", FloatMath)
 UN(kDigamma, VT_DIGAMMA, "digamma", FloatMath)
 #undef UN
 
-#define BIN2(var, vop, str, kind, out) const Binary var{vop, "aten::" str, Kind::kind, out, nullptr};
-BIN2(kSiluBw, VT_SILU_BACKWARD, "silu_backward", Activation, "grad_input")
-BIN2(kGeluBw, VT_GELU_BACKWARD, "gelu_backward", Activation, "grad_input")
-BIN2(kGeluTanhBw, VT_GELU_TANH_BACKWARD, "gelu_backward", Activation, "grad_input")
-BIN2(kMishBw, VT_MISH_BACKWARD, "mish_backward", Activation, "")
-BIN2(kSoftplusBw, VT_SOFTPLUS_BACKWARD, "softplus_backward", Activation, "grad_input")
-BIN2(kEluBw, VT_ELU_BACKWARD, "elu_backward", Activation, "grad_input")
-BIN2(kLeakyReluBw, VT_LEAKY_RELU_BACKWARD, "leaky_relu_backward", Activation, "grad_input")
-BIN2(kHardtanhBw, VT_HARDTANH_BACKWARD, "hardtanh_backward", Activation, "grad_input")
-BIN2(kHardsigmoidBw, VT_HARDSIGMOID_BACKWARD, "hardsigmoid_backward", Activation, "grad_input")
-BIN2(kHardswishBw, VT_HARDSWISH_BACKWARD, "hardswish_backward", Activation, "")
-BIN2(kLogSigmoidBw, VT_LOG_SIGMOID_BACKWARD, "log_sigmoid_backward", Activation, "grad_input")
-BIN2(kLogitBw, VT_LOGIT_BACKWARD, "logit_backward", Activation, "grad_input")
-BIN2(kXlogy, VT_XLOGY, "xlogy", FloatOnly, "OutTensor")
-BIN2(kHypot, VT_HYPOT, "hypot", Activation, "out")
-BIN2(kCopysign, VT_COPYSIGN, "copysign", FloatOnly, "out")
-BIN2(kLogaddexp, VT_LOGADDEXP, "logaddexp", Activation, "out")
-BIN2(kLogaddexp2, VT_LOGADDEXP2, "logaddexp2", Activation, "out")
-BIN2(kFmin, VT_FMIN, "fmin", Arith, "out")
-BIN2(kFmax, VT_FMAX, "fmax", Arith, "out")
-BIN2(kHeaviside, VT_HEAVISIDE, "heaviside", Arith, "out")
-BIN2(kShl, VT_SHIFT_LEFT, "bitwise_left_shift", Bitwise, "Tensor_out")
-BIN2(kShr, VT_SHIFT_RIGHT, "bitwise_right_shift", Bitwise, "Tensor_out")
-BIN2(kClampMin, VT_CLAMP_MIN, "clamp_min", Arith, "out")
-BIN2(kClampMax, VT_CLAMP_MAX, "clamp_max", Arith, "out")
-BIN2(kClampMinT, VT_MAXIMUM, "clamp_min", Arith, "Tensor_out")
-BIN2(kClampMaxT, VT_MINIMUM, "clamp_max", Arith, "Tensor_out")
-BIN2(kLerpS, VT_LERP_SCALAR, "lerp", Activation, "Scalar_out")
+#define BIN2(var, vop, str, kind) const Binary var{vop, "aten::" str, Kind::kind, nullptr};
+BIN2(kSiluBw, VT_SILU_BACKWARD, "silu_backward", Activation)
+BIN2(kGeluBw, VT_GELU_BACKWARD, "gelu_backward", Activation)
+BIN2(kGeluTanhBw, VT_GELU_TANH_BACKWARD, "gelu_backward", Activation)
+BIN2(kMishBw, VT_MISH_BACKWARD, "mish_backward", Activation)
+BIN2(kSoftplusBw, VT_SOFTPLUS_BACKWARD, "softplus_backward", Activation)
+BIN2(kEluBw, VT_ELU_BACKWARD, "elu_backward", Activation)
+BIN2(kLeakyReluBw, VT_LEAKY_RELU_BACKWARD, "leaky_relu_backward", Activation)
+BIN2(kHardtanhBw, VT_HARDTANH_BACKWARD, "hardtanh_backward", Activation)
+BIN2(kHardsigmoidBw, VT_HARDSIGMOID_BACKWARD, "hardsigmoid_backward", Activation)
+BIN2(kHardswishBw, VT_HARDSWISH_BACKWARD, "hardswish_backward", Activation)
+BIN2(kLogSigmoidBw, VT_LOG_SIGMOID_BACKWARD, "log_sigmoid_backward", Activation)
+BIN2(kLogitBw, VT_LOGIT_BACKWARD, "logit_backward", Activation)
+BIN2(kXlogy, VT_XLOGY, "xlogy", FloatOnly)
+BIN2(kHypot, VT_HYPOT, "hypot", Activation)
+BIN2(kCopysign, VT_COPYSIGN, "copysign", FloatOnly)
+BIN2(kLogaddexp, VT_LOGADDEXP, "logaddexp", Activation)
+BIN2(kLogaddexp2, VT_LOGADDEXP2, "logaddexp2", Activation)
+BIN2(kFmin, VT_FMIN, "fmin", Arith)
+BIN2(kFmax, VT_FMAX, "fmax", Arith)
+BIN2(kHeaviside, VT_HEAVISIDE, "heaviside", Arith)
+BIN2(kShl, VT_SHIFT_LEFT, "bitwise_left_shift", Bitwise)
+BIN2(kShr, VT_SHIFT_RIGHT, "bitwise_right_shift", Bitwise)
+BIN2(kClampMin, VT_CLAMP_MIN, "clamp_min", Arith)
+BIN2(kClampMax, VT_CLAMP_MAX, "clamp_max", Arith)
+BIN2(kClampMinT, VT_MAXIMUM, "clamp_min", Arith)
+BIN2(kClampMaxT, VT_MINIMUM, "clamp_max", Arith)
+BIN2(kLerpS, VT_LERP_SCALAR, "lerp", Activation)
 #undef BIN2
 
 // ------------------------------------------------------------------ ternary and parameterised ops
@@ -387,7 +368,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
   const at::Tensor* in[3] = {&a, &b, &c};
   bool native = supported(common) && describe(out, &to);
   for (int k = 0; k < 3 && native; k++) native = is_host_scalar(*in[k]) || describe(*in[k], &t[k]);
-  TORCH_CHECK_NOT_IMPLEMENTED(native, "vtpu: ", name, " on dtype ", common, " is not supported by the tpu kernels");
+  VT_FALLBACK_UNLESS(native, lacking({a, b, c, out}));
   const vt_dtype compute = vt_of(common);
   const bool fl = vt_dtype_is_float(compute) != 0;
   vt_scalar sc[3]{};
@@ -477,10 +458,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
   vt_tensor t{};
-  if (!describe(self, &t)) {
-    via_fallback("aten::fill_", "Scalar", self, value);
-    return self;
-  }
+  VT_FALLBACK_UNLESS(describe(self, &t), lacking({self}));
   check_scalar_fits(value, self.scalar_type());
   const bool fl = vt_dtype_is_float(t.dtype) != 0;
   // a bool tensor takes the truth of the value (nan is true), as CPU
@@ -496,10 +474,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   common_device({&self, &value});
   if (self.numel() == 0) return self;
   vt_tensor d{}, s{};
-  if (!describe(self, &d) || !describe(value, &s)) {
-    via_fallback("aten::fill_", "Tensor", self, value);
-    return self;
-  }
+  VT_FALLBACK_UNLESS(describe(self, &d) && describe(value, &s), lacking({self, value}));
   check(vt_op_copy(device_index(self), "aten::fill_", &d, &s));
   return self;
 }
@@ -528,8 +503,8 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   const at::Tensor ea = aa.scalar_type() == out.scalar_type() ? aa : aa.to(out.scalar_type());
   const at::Tensor eb = bb.scalar_type() == out.scalar_type() ? bb : bb.to(out.scalar_type());
   vt_tensor to{}, tc{}, ta{}, tb{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(out, &to) && describe(ca, &tc) && describe(ea, &ta) && describe(eb, &tb),
-                              "vtpu: where on dtype ", result, " is not supported by the tpu kernels");
+  VT_FALLBACK_UNLESS(describe(out, &to) && describe(ca, &tc) && describe(ea, &ta) && describe(eb, &tb),
+                     lacking({cond, a, b, out}));
   check(vt_op_where(dev, "aten::where", &to, &tc, &ta, &tb));
   return out;
 }
@@ -539,8 +514,7 @@ at::Tensor& random_fill(at::Tensor& self, std::optional<at::Generator> gen, cons
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
   vt_tensor t{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(self, &t) && vt_dtype_is_float(t.dtype), "vtpu: ", name, " on dtype ",
-                              self.scalar_type(), " is not supported by the tpu kernels");
+  VT_FALLBACK_UNLESS(describe(self, &t) && vt_dtype_is_float(t.dtype), lacking({self}));
   auto* g = at::get_generator_or_default<TpuGeneratorImpl>(gen, default_generator(static_cast<c10::DeviceIndex>(dev)));
   uint64_t seed = 0, offset = 0;
   {

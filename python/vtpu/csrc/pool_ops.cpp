@@ -15,8 +15,7 @@ namespace {
 vt_tensor desc4(const at::Tensor& t, const char* op) {
   vt_tensor d{};
   const at::Tensor v = t.dim() == 3 ? t.unsqueeze(0) : t;
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(v, &d) && vt_dtype_is_float(d.dtype), "vtpu: ", op, " on dtype ",
-                              t.scalar_type(), " is not supported on tpu");
+  VT_FALLBACK_UNLESS(describe(v, &d) && vt_dtype_is_float(d.dtype), "dtype ", t.scalar_type());
   return d;
 }
 

@@ -13,12 +13,6 @@
 namespace vtpu {
 namespace {
 
-vt_tensor desc_of(const at::Tensor& t, const char* op) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " is not supported on tpu");
-  return d;
-}
-
 // Reserve `counters` Philox counter values on the generator of device dev.
 std::pair<uint64_t, uint64_t> reserve(std::optional<at::Generator> gen, int dev, uint64_t counters) {
   auto* g = at::get_generator_or_default<TpuGeneratorImpl>(gen, default_generator(static_cast<c10::DeviceIndex>(dev)));
@@ -49,7 +43,7 @@ int64_t random_top(const at::Tensor& self) {
 at::Tensor& random_range(at::Tensor& self, int64_t from, uint64_t range, std::optional<at::Generator> gen) {
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
-  const vt_tensor t = desc_of(self, "aten::random_");
+  const vt_tensor t = view_of(self);
   const auto [seed, offset] = reserve(std::move(gen), dev, two_per_block(self.numel()));
   check(vt_op_rng_random(dev, "aten::random_", &t, seed, offset, from, range));
   return self;
@@ -80,14 +74,13 @@ at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
 at::Tensor& bernoulli_impl(at::Tensor& self, const at::Tensor* p, double ps, std::optional<at::Generator> gen) {
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
-  const vt_tensor t = desc_of(self, "aten::bernoulli_");
+  const vt_tensor t = view_of(self);
   vt_tensor pt{};
   at::Tensor pp;
   if (p) {
     pp = p->device() == self.device() ? *p : p->to(self.device());
-    pt = desc_of(pp, "aten::bernoulli_");
-    TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(pt.dtype), "vtpu: bernoulli_ with p of dtype ", pp.scalar_type(),
-                                " is not supported on tpu");
+    pt = view_of(pp);
+    VT_FALLBACK_UNLESS(vt_dtype_is_float(pt.dtype), "dtype ", pp.scalar_type());
   }
   const auto [seed, offset] = reserve(std::move(gen), dev, four_per_block(self.numel()));
   check(vt_op_rng_bernoulli(dev, "aten::bernoulli_", &t, p ? &pt : nullptr, ps, seed, offset));
@@ -121,10 +114,9 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   at::Tensor out = at::empty_like(input);
   at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
   const int dev = device_index(input);
-  const vt_tensor o = desc_of(out, "aten::native_dropout"), m = desc_of(mask, "aten::native_dropout"),
-                  x = desc_of(input, "aten::native_dropout");
-  TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(x.dtype), "vtpu: native_dropout on dtype ", input.scalar_type(),
-                              " is not supported on tpu");
+  const vt_tensor o = view_of(out), m = view_of(mask),
+                  x = view_of(input);
+  VT_FALLBACK_UNLESS(vt_dtype_is_float(x.dtype), "dtype ", input.scalar_type());
   const auto [seed, offset] = reserve(std::nullopt, dev, four_per_block(input.numel()));
   check(vt_op_rng_dropout(dev, "aten::native_dropout", &o, &m, &x, p, seed, offset));
   return {out, mask};
@@ -134,10 +126,9 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
   at::Tensor out = at::empty_like(grad);
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc_of(out, "aten::native_dropout_backward"), g = desc_of(grad, "aten::native_dropout_backward"),
-                  m = desc_of(mask, "aten::native_dropout_backward");
-  TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(g.dtype), "vtpu: native_dropout_backward on dtype ",
-                              grad.scalar_type(), " is not supported on tpu");
+  const vt_tensor o = view_of(out), g = view_of(grad),
+                  m = view_of(mask);
+  VT_FALLBACK_UNLESS(vt_dtype_is_float(g.dtype), "dtype ", grad.scalar_type());
   check(vt_op_dropout_backward(device_index(grad), "aten::native_dropout_backward", &o, &g, &m, scale));
   return out;
 }
@@ -155,7 +146,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacemen
   at::Tensor out = at::empty({rows, n_sample}, self.options().dtype(at::kLong));
   if (rows > 0) {
     const int dev = device_index(self);
-    const vt_tensor o = desc_of(out, "aten::multinomial"), p = desc_of(p2, "aten::multinomial");
+    const vt_tensor o = view_of(out), p = view_of(p2);
     const auto [seed, offset] = reserve(std::move(gen), dev, two_per_block(rows * (replacement ? n_sample : cats)));
     check(vt_op_rng_multinomial(dev, "aten::multinomial", &o, &p, replacement, seed, offset));
   }
@@ -171,7 +162,7 @@ at::Tensor randperm(int64_t n, std::optional<at::Generator> gen, std::optional<a
   TORCH_CHECK(dt == at::kLong || dt == at::kDouble || n <= (int64_t(1) << (dt == at::kFloat ? 24 : dt == at::kHalf ? 11 : dt == at::kBFloat16 ? 8 : 31)),
               "n cannot be greater than the maximum value of dtype ", dt, " + 1");
   const int dev = device_index(out);
-  const vt_tensor o = desc_of(out, "aten::randperm");
+  const vt_tensor o = view_of(out);
   const auto [seed, offset] = reserve(std::move(gen), dev, two_per_block(n));
   check(vt_op_rng_randperm(dev, "aten::randperm", &o, seed, offset));
   return out;
@@ -190,12 +181,11 @@ at::Tensor normal_tensor(const at::Tensor* mean, double ms, const at::Tensor* st
   }
   if (out.numel() == 0) return out;
   const int dev = device_index(out);
-  const vt_tensor o = desc_of(out, "aten::normal");
-  TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(o.dtype), "vtpu: normal on dtype ", out.scalar_type(),
-                              " is not supported on tpu");
+  const vt_tensor o = view_of(out);
+  VT_FALLBACK_UNLESS(vt_dtype_is_float(o.dtype), "dtype ", out.scalar_type());
   vt_tensor mt{}, st{};
-  if (mean) mt = desc_of(*mean, "aten::normal");
-  if (std) st = desc_of(*std, "aten::normal");
+  if (mean) mt = view_of(*mean);
+  if (std) st = view_of(*std);
   const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(o.dtype, out.numel()));
   check(vt_op_rng_normal_tensor(dev, "aten::normal", &o, mean ? &mt : nullptr, ms, std ? &st : nullptr, ss, seed,
                                 offset));
@@ -206,9 +196,8 @@ at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Gener
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
-  const vt_tensor t = desc_of(self, "aten::exponential_");
-  TORCH_CHECK_NOT_IMPLEMENTED(vt_dtype_is_float(t.dtype), "vtpu: exponential_ on dtype ", self.scalar_type(),
-                              " is not supported on tpu");
+  const vt_tensor t = view_of(self);
+  VT_FALLBACK_UNLESS(vt_dtype_is_float(t.dtype), "dtype ", self.scalar_type());
   const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
   check(vt_op_rng_exponential(dev, "aten::exponential_", &t, seed, offset, lambd));
   return self;

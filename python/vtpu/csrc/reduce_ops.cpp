@@ -20,13 +20,6 @@ c10::ScalarType acc_type(c10::ScalarType t) {
   return at::kLong;
 }
 
-vt_tensor desc_of(const at::Tensor& t, const char* op) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " with ", t.dim(),
-                              " dims is not supported on tpu");
-  return d;
-}
-
 // CPU's check of an out= whose dtype is fixed by the op.
 void check_out_dtype(const at::Tensor& out, c10::ScalarType want) {
   TORCH_CHECK(out.scalar_type() == want, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(want),
@@ -88,9 +81,9 @@ at::Tensor reduce(vt_reduce_op op, const char* name, const at::Tensor& self, uin
   }
   if (out.numel() == 0) return out;
   const at::Tensor view = keepdim_view(out, self, mask, keepdim);
-  const vt_tensor to = desc_of(view, name), ti = desc_of(self, name);
+  const vt_tensor to = view_of(view), ti = view_of(self);
   vt_dtype c{};
-  TORCH_CHECK(to_vt_dtype(compute, &c), "vtpu: ", name, ": no accumulate dtype for ", self.scalar_type());
+  VT_FALLBACK_UNLESS(to_vt_dtype(compute, &c), "accumulation in ", compute);
   check(vt_op_reduce(device_index(self), name, op, &to, &ti, mask, c, param));
   return out;
 }
@@ -236,10 +229,10 @@ std::tuple<at::Tensor, at::Tensor> arg_reduce(bool is_max, const at::Tensor& sel
   // A 0-dim input reduces as one element of a 1-d line, results included.
   const bool scalar = self.dim() == 0;
   vt_tensor tv{}, ti{};
-  if (want_values) tv = desc_of(scalar ? values.view({1}) : keepdim_view(values, self, mask, keepdim), name);
-  ti = desc_of(scalar ? indices.view({1}) : keepdim_view(indices, self, mask, keepdim), name);
+  if (want_values) tv = view_of(scalar ? values.view({1}) : keepdim_view(values, self, mask, keepdim));
+  ti = view_of(scalar ? indices.view({1}) : keepdim_view(indices, self, mask, keepdim));
   const at::Tensor src = scalar ? self.reshape({1}) : self;
-  const vt_tensor ts = desc_of(src, name);
+  const vt_tensor ts = view_of(src);
   check(vt_op_reduce_arg(device_index(self), name, is_max ? 1 : 0, want_values ? &tv : nullptr, &ti, &ts,
                          self.dim() ? static_cast<int>(d) : 0));
   return {values, indices};
@@ -265,6 +258,7 @@ template <vt_reduce_op Op>
 at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<c10::Scalar>& correction,
                    bool keepdim, at::Tensor out = {}) {
   const char* name = Op == VT_REDUCE_VAR ? "aten::var" : "aten::std";
+  VT_FALLBACK_UNLESS(!c10::isComplexType(self.scalar_type()), "dtype ", self.scalar_type());
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()), Op == VT_REDUCE_VAR ? "var" : "std",
               "(): input tensor must be floating point, got ", self.scalar_type());
   const double c = correction ? correction->toDouble() : 1.0;
@@ -282,6 +276,7 @@ at::Tensor var_std(const at::Tensor& self, at::OptionalIntArrayRef dim, const st
 at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim, bool keepdim,
                             std::optional<c10::ScalarType> dtype, at::Tensor& out) {
   const auto r = dtype ? *dtype : self.scalar_type();
+  VT_FALLBACK_UNLESS(!c10::isComplexType(r) && !c10::isComplexType(self.scalar_type()), "dtype ", self.scalar_type());
   TORCH_CHECK(c10::isFloatingType(r), "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
               c10::toString(r));
   check_out_dtype(out, r);
@@ -309,10 +304,10 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<c10::Sca
   if (out.numel() == 0) return out;
   const auto r = out.scalar_type();
   vt_dtype c{};
-  TORCH_CHECK(to_vt_dtype(acc_type(r), &c), "vtpu: ", name, ": no accumulate dtype for ", r);
+  VT_FALLBACK_UNLESS(to_vt_dtype(acc_type(r), &c), "accumulation in ", acc_type(r));
   const at::Tensor src = self.dim() ? self : self.reshape({1});
   const at::Tensor dst = self.dim() ? out : out.reshape({1});
-  const vt_tensor to = desc_of(dst, name), ti = desc_of(src, name);
+  const vt_tensor to = view_of(dst), ti = view_of(src);
   check(vt_op_scan(device_index(self), name, Op, &to, &ti, static_cast<int>(d), c));
   return out;
 }

@@ -16,13 +16,6 @@
 namespace vtpu {
 namespace {
 
-vt_tensor desc_of(const at::Tensor& t, const char* op) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " with ", t.dim(),
-                              " dims is not supported on tpu");
-  return d;
-}
-
 bool takes(const at::Tensor& t) {
   vt_tensor d{};
   return describe(t, &d);
@@ -50,9 +43,9 @@ void cat_into(const at::ITensorListRef& tensors, int64_t dim, const at::Tensor& 
     if (t.numel() == 0) continue;
     TORCH_CHECK(t.device() == out.device(), "Expected all tensors to be on the same device, but found at least two "
                 "devices, ", out.device(), " and ", t.device(), "!");
-    ins.push_back(desc_of(t, "aten::cat"));
+    ins.push_back(view_of(t));
   }
-  const vt_tensor o = desc_of(out, "aten::cat");
+  const vt_tensor o = view_of(out);
   check(vt_op_cat(device_index(out), "aten::cat", &o, static_cast<int>(ins.size()), ins.data(), static_cast<int>(d)));
 }
 
@@ -80,7 +73,7 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   const auto bits = at::dim_list_to_bitset(dims, self.dim());
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc_of(out, "aten::flip"), i = desc_of(self, "aten::flip");
+  const vt_tensor o = view_of(out), i = view_of(self);
   check(vt_op_flip(device_index(self), "aten::flip", &o, &i, bits.to_ullong()));
   return out;
 }
@@ -97,7 +90,7 @@ at::Tensor roll_impl(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   if (out.numel() == 0) return out;
   std::vector<int> ds;
   for (int64_t d : dims) ds.push_back(static_cast<int>(at::maybe_wrap_dim(d, self.dim())));
-  const vt_tensor o = desc_of(out, "aten::roll"), i = desc_of(self, "aten::roll");
+  const vt_tensor o = view_of(out), i = view_of(self);
   check(vt_op_roll(device_index(self), "aten::roll", &o, &i, static_cast<int>(ds.size()), ds.data(), shifts.data()));
   return out;
 }
@@ -110,7 +103,7 @@ at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
   const char* name = Upper ? "aten::triu" : "aten::tril";
   at::Tensor src = self;
   if (out.scalar_type() != self.scalar_type()) src = self.to(out.scalar_type());
-  const vt_tensor o = desc_of(out, name), i = desc_of(src, name);
+  const vt_tensor o = view_of(out), i = view_of(src);
   check(vt_op_tri(device_index(self), name, &o, &i, diagonal, Upper));
   return out;
 }
@@ -147,9 +140,9 @@ std::tuple<at::Tensor, at::Tensor> sort_impl(const at::Tensor& self, int64_t dim
               ", but got ", values.scalar_type(), " instead");
   if (self.numel() == 0) return {values, indices};
   const bool scalar = self.dim() == 0;
-  const vt_tensor v = desc_of(scalar ? values.view({1}) : values, "aten::sort"),
-                  i = desc_of(scalar ? indices.view({1}) : indices, "aten::sort"),
-                  x = desc_of(scalar ? self.view({1}) : self, "aten::sort");
+  const vt_tensor v = view_of(scalar ? values.view({1}) : values),
+                  i = view_of(scalar ? indices.view({1}) : indices),
+                  x = view_of(scalar ? self.view({1}) : self);
   check(vt_op_sort(device_index(self), "aten::sort", &v, &i, &x, static_cast<int>(scalar ? 0 : d), descending ? 1 : 0));
   return {values, indices};
 }
@@ -176,9 +169,9 @@ std::tuple<at::Tensor, at::Tensor> topk_impl(const at::Tensor& self, int64_t k, 
   prepare_out(indices, shape, strides, self.options().dtype(at::kLong));
   if (values.numel() == 0) return {values, indices};
   const bool scalar = self.dim() == 0;
-  const vt_tensor v = desc_of(scalar ? values.view({1}) : values, "aten::topk"),
-                  i = desc_of(scalar ? indices.view({1}) : indices, "aten::topk"),
-                  x = desc_of(scalar ? self.view({1}) : self, "aten::topk");
+  const vt_tensor v = view_of(scalar ? values.view({1}) : values),
+                  i = view_of(scalar ? indices.view({1}) : indices),
+                  x = view_of(scalar ? self.view({1}) : self);
   check(vt_op_topk(device_index(self), "aten::topk", &v, &i, &x, static_cast<int>(scalar ? 0 : d), k, largest ? 1 : 0));
   return {values, indices};
 }
@@ -214,7 +207,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   }
   if (size == 0) return out;
   at::Tensor r = out.is_contiguous() ? out : at::empty({size}, out.options());
-  const vt_tensor o = desc_of(r.view({size}), "aten::arange");
+  const vt_tensor o = view_of(r.view({size}));
   check(vt_op_arange(device_index(out), "aten::arange", &o, to_vt(start), to_vt(step), vec_of(r), chunk_of(size)));
   if (!r.is_same(out)) out.copy_(r);
   return out;
@@ -232,7 +225,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
     if (c10::isIntegralType(out.scalar_type(), /*includeBool=*/false)) lo = a, hi = b;
   });
   at::Tensor r = out.is_contiguous() ? out : at::empty({steps}, out.options());
-  const vt_tensor o = desc_of(r.view({steps}), "aten::linspace");
+  const vt_tensor o = view_of(r.view({steps}));
   // PyTorch's linspace kernel is scalar (no SIMD blocks).
   check(vt_op_linspace(device_index(out), "aten::linspace", &o, to_vt(lo), to_vt(hi), 0, chunk_of(steps)));
   if (!r.is_same(out)) out.copy_(r);
@@ -262,19 +255,15 @@ at::Tensor& searchsorted_out(const at::Tensor& sorted, const at::Tensor& self, b
                                              sorted.sizes().slice(0, sorted.dim() - 1) ==
                                                  self.sizes().slice(0, self.dim() - 1))) &&
                       (!side || (*side == "right") == right || !right);
-  if (!simple) {
-    at::Tensor r = via_fallback("aten::searchsorted", "Tensor", sorted, self, out_int32, right, side, sorter).toTensor();
-    at::native::resize_output(out, r.sizes());
-    return out.copy_(r);
-  }
+  VT_FALLBACK_UNLESS(simple, "a sorter, mixed dtypes or these shapes");
   const bool rt = side ? *side == "right" : right;
   TORCH_CHECK(out.scalar_type() == (out_int32 ? at::kInt : at::kLong), "torch.searchsorted(): output tensor's dtype is "
               "wrong, it can only be Int(int32) or Long(int64) depending on whether out_int32 flag is True, but we got "
               "output tensor's dtype ", out.scalar_type(), " and out_int32 flag is ", out_int32 ? "True" : "False");
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
-  const vt_tensor o = desc_of(out, "aten::searchsorted"), s = desc_of(sorted, "aten::searchsorted"),
-                  v = desc_of(self, "aten::searchsorted");
+  const vt_tensor o = view_of(out), s = view_of(sorted),
+                  v = view_of(self);
   check(vt_op_searchsorted(device_index(self), "aten::searchsorted", &o, &s, &v, rt ? 1 : 0));
   return out;
 }

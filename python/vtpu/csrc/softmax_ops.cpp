@@ -12,13 +12,6 @@
 namespace vtpu {
 namespace {
 
-vt_tensor desc_of(const at::Tensor& t, const char* op) {
-  vt_tensor d{};
-  TORCH_CHECK_NOT_IMPLEMENTED(describe(t, &d), "vtpu: ", op, " on dtype ", t.scalar_type(), " with ", t.dim(),
-                              " dims is not supported on tpu");
-  return d;
-}
-
 void check_float(const at::Tensor& t, const char* kernel) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kFloat8_e5m2 &&
                                   t.scalar_type() != at::kFloat8_e4m3fn,
@@ -37,7 +30,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
-  const vt_tensor to = desc_of(out, name), ti = desc_of(self, name);
+  const vt_tensor to = view_of(out), ti = view_of(self);
   check(vt_op_softmax(device_index(self), name, &to, &ti, static_cast<int>(d), log ? 1 : 0));
   return out;
 }
@@ -63,7 +56,7 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad, const at::Tensor& outpu
   const int64_t d = at::maybe_wrap_dim(dim, grad.dim());
   at::native::resize_output(grad_input, grad.sizes());
   if (grad_input.numel() == 0) return grad_input;
-  const vt_tensor tgi = desc_of(grad_input, name), tg = desc_of(grad, name), ty = desc_of(output, name);
+  const vt_tensor tgi = view_of(grad_input), tg = view_of(grad), ty = view_of(output);
   check(vt_op_softmax_backward(device_index(grad), name, &tgi, &tg, &ty, static_cast<int>(d), log ? 1 : 0));
   return grad_input;
 }
@@ -127,11 +120,11 @@ std::tuple<at::Tensor&, at::Tensor&> nll_forward_out(const at::Tensor& self, con
   const bool per_sample = reduction == at::Reduction::None && self.dim() >= 2;
   at::native::resize_output(output, per_sample ? target.sizes() : at::IntArrayRef{});
   at::native::resize_output(total_weight, {});
-  const vt_tensor to = desc_of(output, name), ttw = desc_of(total_weight, name), ti = desc_of(self, name),
-                  tt = desc_of(target, name);
+  const vt_tensor to = view_of(output), ttw = view_of(total_weight), ti = view_of(self),
+                  tt = view_of(target);
   vt_tensor tw{};
   const bool has_w = weight && weight->defined();
-  if (has_w) tw = desc_of(*weight, name);
+  if (has_w) tw = view_of(*weight);
   check(vt_op_nll_loss(device_index(self), name, &to, &ttw, &ti, &tt, has_w ? &tw : nullptr,
                        static_cast<vt_loss_reduction>(reduction), ignore_index));
   return {output, total_weight};
@@ -171,13 +164,13 @@ at::Tensor& nll_backward_out(const at::Tensor& grad_output, const at::Tensor& se
               total_weight.sizes(), " (", total_weight.numel(), " elements)");
   at::native::resize_output(grad_input, self.sizes());
   if (grad_input.numel() == 0) return grad_input;
-  const vt_tensor tgi = desc_of(grad_input, name), ti = desc_of(self, name), tt = desc_of(target, name),
-                  ttw = desc_of(total_weight.reshape({}), name);
+  const vt_tensor tgi = view_of(grad_input), ti = view_of(self), tt = view_of(target),
+                  ttw = view_of(total_weight.reshape({}));
   vt_tensor tw{};
   const bool has_w = weight && weight->defined();
-  if (has_w) tw = desc_of(*weight, name);
+  if (has_w) tw = view_of(*weight);
   const at::Tensor go = per_sample ? grad_output : grad_output.reshape({});
-  const vt_tensor tgo0 = desc_of(go, name);
+  const vt_tensor tgo0 = view_of(go);
   check(vt_op_nll_loss_backward(device_index(self), name, &tgi, &tgo0, &ti, &tt, has_w ? &tw : nullptr,
                                 static_cast<vt_loss_reduction>(reduction), ignore_index, &ttw));
   return grad_input;
@@ -214,7 +207,7 @@ const char* loss_name(vt_loss_kind k, bool bwd) {
 
 const vt_tensor* opt_desc(const std::optional<at::Tensor>& t, vt_tensor* d, const char* name) {
   if (!t || !t->defined()) return nullptr;
-  *d = desc_of(*t, name);
+  *d = view_of(*t);
   return d;
 }
 
@@ -234,7 +227,7 @@ at::Tensor& pointwise_loss_out(vt_loss_kind kind, const at::Tensor& self_, const
   at::native::resize_output(out, reduction == at::Reduction::None ? self.sizes() : at::IntArrayRef{});
   if (reduction == at::Reduction::None && out.numel() == 0) return out;
   vt_tensor tw{}, tpw{};
-  const vt_tensor to = desc_of(out, name), ti = desc_of(self, name), tt = desc_of(target, name);
+  const vt_tensor to = view_of(out), ti = view_of(self), tt = view_of(target);
   check(vt_op_pointwise_loss(device_index(self), name, kind, &to, &ti, &tt, opt_desc(weight, &tw, name),
                              opt_desc(pos_weight, &tpw, name), static_cast<vt_loss_reduction>(reduction), param));
   return out;
@@ -256,8 +249,8 @@ at::Tensor& pointwise_loss_backward_out(vt_loss_kind kind, const at::Tensor& gra
   if (grad_input.numel() == 0) return grad_input;
   const at::Tensor go = reduction == at::Reduction::None ? grad_output : grad_output.reshape({});
   vt_tensor tw{};
-  const vt_tensor tgi = desc_of(grad_input, name), tgo = desc_of(go, name), ti = desc_of(self, name),
-                  tt = desc_of(target, name);
+  const vt_tensor tgi = view_of(grad_input), tgo = view_of(go), ti = view_of(self),
+                  tt = view_of(target);
   check(vt_op_pointwise_loss_backward(device_index(self), name, kind, &tgi, &tgo, &ti, &tt,
                                       opt_desc(weight, &tw, name), nullptr,
                                       static_cast<vt_loss_reduction>(reduction), param));
