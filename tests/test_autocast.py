@@ -40,6 +40,24 @@ def test_policies(dtype):
     torch.testing.assert_close(mm.cpu(), want, rtol=tol, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_dot_and_vdot_run_in_float32(dtype):
+    # dot/vdot are reductions, not MXU matmuls: float32 under autocast, for
+    # any mix of input dtypes (CUDA's promote list refuses float16 inputs
+    # under a bfloat16 autocast)
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(64, generator=g), torch.randn(64, generator=g)
+    ta, tb = a.to("tpu"), b.to("tpu").half()
+    with torch.autocast("tpu", dtype=dtype):
+        d, v = torch.dot(ta, tb), torch.vdot(ta, tb)
+    assert d.dtype == v.dtype == torch.float32
+    # a float32 dot is a matmul: at the default precision one bf16 pass of
+    # the operands, products summed in float32 (accumulation order only)
+    want = torch.dot(a.bfloat16().double(), b.half().bfloat16().double()).float()
+    torch.testing.assert_close(d.cpu(), want, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(v.cpu(), want, rtol=1e-5, atol=1e-4)
+
+
 def test_disabled_block_and_cpu_untouched():
     a = torch.randn(4, 4, device="tpu")
     with torch.autocast("tpu"):

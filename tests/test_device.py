@@ -168,5 +168,64 @@ def test_bad_fork_raises_clearly():
     os.close(w)
     msg = os.read(r, 1000).decode()
     os.waitpid(pid, 0)
-    assert "forked subprocess" in msg, msg
+    assert "Cannot re-initialize TPU in forked subprocess" in msg, msg
+    assert "'spawn' start method" in msg, msg
     assert torch.ones(2, device="tpu").sum().item() == 2.0
+
+
+def test_device_capability_lists_dtypes():
+    cap = torch.accelerator.get_device_capability("tpu:0")
+    dtypes = cap["supported_dtypes"]
+    for dt in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.complex64, torch.int64,
+               torch.uint8, torch.bool, torch.float8_e4m3fn):
+        assert dt in dtypes
+    assert torch.qint8 not in dtypes  # "tpu" has no quantized tensors
+
+
+def test_rng_offset_surface():
+    torch.tpu.manual_seed(7)
+    assert torch.tpu.get_offset() == 0
+    a = torch.rand(100, device="tpu")
+    torch.tpu.set_offset(0)
+    assert torch.equal(torch.rand(100, device="tpu").cpu(), a.cpu())  # replay from offset 0
+    torch.tpu.set_offset(16)
+    assert torch.tpu.get_offset() == 16
+
+
+def test_dynamo_device_interface():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    di = get_interface_for_device("tpu")
+    n = torch.tpu.device_count()
+    assert di.is_available() and di.device_count() == n and n >= 2  # conftest: 2 devices
+    assert di.current_device() == 0
+    torch.tpu.set_device(1)
+    try:
+        assert di.current_device() == 1
+        with di.device(0):
+            assert di.current_device() == 0
+        assert di.current_device() == 1
+    finally:
+        torch.tpu.set_device(0)
+    di.synchronize()
+    assert di.get_raw_stream(0) is not None
+
+
+def test_quantized_tensors_are_refused_clearly():
+    with pytest.raises(NotImplementedError, match="no quantized tensors"):
+        torch.quantize_per_tensor(torch.randn(3, device="tpu"), 0.1, 0, torch.qint8)
+    assert torch.ones(2, device="tpu").sum().item() == 2.0
+
+
+def test_profiler_device_times():
+    a = torch.randn(128, 128, device="tpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "PrivateUse1 used in profiler but not enabled"
+        with torch.autograd.profiler.profile(use_device="tpu") as prof:
+            for _ in range(5):
+                b = a @ a
+            b.cpu()
+    mm = [e for e in prof.key_averages() if e.key == "aten::mm"]
+    assert mm and mm[0].count == 5
+    assert 0 < mm[0].device_time_total < 60e6  # microseconds of device time, positive and sane
+    assert all(e.device_time_total >= 0 for e in prof.key_averages())

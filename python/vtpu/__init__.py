@@ -49,10 +49,12 @@ except Exception as e:  # noqa: BLE001 - a broken extension must never break ``i
     warnings.warn(f"vtpu: the tpu device could not be loaded ({e}); torch works without it", stacklevel=2)
 
 if _load_error is None:
-    from . import numerics, precision  # noqa: F401
+    from . import dynamo, numerics, precision  # noqa: F401
     from .fallback import cpu_fallback, fallback_report, reset_fallback_report, set_cpu_fallback  # noqa: F401
     from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: F401
     from .tpu import info  # noqa: F401
+
+    dynamo.register()
 
 __all__ = [
     "EagerMode",

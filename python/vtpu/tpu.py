@@ -225,6 +225,18 @@ def set_rng_state(new_state: torch.Tensor, device: _device_t = None) -> None:
     _generator(device).set_state(new_state)
 
 
+def get_offset(device: _device_t = None) -> int:
+    """How many random counter values the device's default generator has
+    handed out since its seed was set: with the seed, where the next draw
+    starts (the generator is counter-based, as CUDA's Philox)."""
+    return _generator(device).get_offset()
+
+
+def set_offset(offset: int, device: _device_t = None) -> None:
+    """Move the device's default generator to counter ``offset``."""
+    _generator(device).set_offset(int(offset))
+
+
 def get_rng_state_all() -> list:
     return [g.get_state() for g in default_generators]
 

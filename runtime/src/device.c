@@ -151,8 +151,8 @@ static void register_atfork(void) { pthread_atfork(NULL, NULL, atfork_child); }
 
 static vt_status bad_fork_error(void) {
     return vt_set_error(VT_ERR_BAD_FORK,
-                        "Cannot re-initialize the TPU runtime in a forked subprocess. To use the tpu device "
-                        "with multiprocessing, use the 'spawn' start method");
+                        "Cannot re-initialize TPU in forked subprocess. To use TPU with multiprocessing, you "
+                        "must use the 'spawn' start method");
 }
 
 vt_status vt_init(void) {

@@ -15,7 +15,7 @@ static int child_checks(void *parent_block) {
     EXPECT(vt_in_bad_fork() == 1);
     EXPECT(vt_is_initialized() == 0);
     EXPECT(vt_init() == VT_ERR_BAD_FORK);
-    EXPECT(strstr(vt_last_error(), "Cannot re-initialize the TPU runtime in a forked subprocess") != NULL);
+    EXPECT(strstr(vt_last_error(), "Cannot re-initialize TPU in forked subprocess. To use TPU with multiprocessing") != NULL);
     EXPECT(strstr(vt_last_error(), "'spawn' start method") != NULL);
     EXPECT(vt_check_device(0) == VT_ERR_BAD_FORK);
     void *p = NULL;

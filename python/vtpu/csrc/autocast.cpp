@@ -1,7 +1,11 @@
 // autocast.cpp — torch.autocast("tpu"): PyTorch's own autocast policy lists
 // (the ones CUDA uses) registered for the AutocastPrivateUse1 key, with
-// bfloat16 as the default lower-precision dtype, as on a TPU. Ops not on a
-// list pass through autocast unchanged.
+// bfloat16 as the default lower-precision dtype, as on a TPU. One change:
+// vector dot products (dot, vdot) run in float32, as PyTorch's reference
+// PrivateUse1 backend registers them: they are reductions, not MXU
+// matmuls, and CUDA's "promote" policy for them refuses float16 inputs
+// under the default bfloat16 autocast. Ops not on a list pass through
+// autocast unchanged.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
@@ -46,7 +50,18 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   AT_FORALL_FP32(VTPU_FP32)
   AT_FORALL_FP32_SET_OPT_DTYPE(VTPU_FP32_OPT)
   AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
-  AT_FORALL_PROMOTE(VTPU_PROMOTE)
+  // AT_FORALL_PROMOTE without dot / vdot
+  VTPU_PROMOTE(addcdiv)
+  VTPU_PROMOTE(addcmul)
+  VTPU_PROMOTE(atan2)
+  VTPU_PROMOTE(bilinear)
+  VTPU_PROMOTE(cross)
+  VTPU_PROMOTE(grid_sampler)
+  VTPU_PROMOTE(index_put)
+  VTPU_PROMOTE(tensordot)
+  VTPU_PROMOTE(scatter_add)
+  VTPU_FP32(dot)
+  VTPU_FP32(vdot)
 #undef VTPU_LOWER
 #undef VTPU_FP32
 #undef VTPU_FP32_OPT

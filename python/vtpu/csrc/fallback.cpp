@@ -228,6 +228,19 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
 
+// Quantized tensors (qint8, quint8, qint32, ...) on tpu: every op says
+// clearly that the device has none, instead of PyTorch's "Could not run ...
+// with arguments from the 'Quantizedtpu' backend".
+void no_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "vtpu: the tpu device has no quantized tensors (", op.schema().name(),
+                              " on a quantized dtype); quantize and run quantized ops on the CPU, or keep "
+                              "float tensors on tpu");
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_quantized>());
+}
+
 // Composite ops whose PyTorch implementation refuses devices other than
 // CPU/CUDA/XPU ("mode only supports CPU, CUDA and XPU device type"): on tpu
 // they run through the fallback like an op without a kernel.

@@ -1,8 +1,12 @@
 // guard.cpp — DeviceGuardImplInterface for "tpu": current device, streams and
 // events. Every stream of a device maps onto its one in-order queue, so work
 // is ordered at least as strictly as streams promise; events are queue
-// tickets stamped with the time the queue reached them.
+// tickets stamped with the time the queue reached them. The profiler's
+// device events (torch.profiler / autograd.profiler with use_device="tpu")
+// are the same stamps.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/stubs/base.h>
 
 #include <atomic>
 #include <chrono>
@@ -152,7 +156,75 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     synchronize_device(device_index >= 0 ? device_index : current_device());
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+  // Every dtype CPU PyTorch computes (natively or through the counted
+  // fallback) except the quantized ones: "tpu" has no quantized tensors.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability cap;  // all dtypes
+    for (auto q : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
+                   c10::kIndex_QUInt2x4})
+      cap.capability_data.capability_bits &= ~(1ULL << q);
+    return cap;
+  }
 };
+
+// A stamp on dev's queue: the time the queue reaches this point.
+TpuEvent* stamp(int dev) {
+  auto* ev = new TpuEvent();
+  ev->dev = dev;
+  StampArgs args{ev};
+  vt_status s = vt_enqueue(dev, "profiler event", &stamp_kernel, &args, sizeof args);
+  if (s == VT_OK) s = vt_event_record(dev, &ev->ticket);
+  if (s != VT_OK) {
+    delete ev;
+    check(s);
+  }
+  return ev;
+}
+
+struct TpuProfilerStubs final : torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    ensure_init();
+    const int dev = current_device();
+    if (device) *device = static_cast<c10::DeviceIndex>(dev);
+    if (cpu_ns) *cpu_ns = c10::getTime();
+    *event = std::shared_ptr<void>(stamp(dev), [](void* p) {
+      auto* ev = static_cast<TpuEvent*>(p);
+      vt_event_wait(ev->dev, ev->ticket, -1);  // its stamp kernel still points at it
+      delete ev;
+    });
+  }
+  // Microseconds between two stamps (device time), as CUDA's stubs report.
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* e1,
+                const torch::profiler::impl::ProfilerVoidEventStub* e2) const override {
+    auto* a = static_cast<const TpuEvent*>(e1->get());
+    auto* b = static_cast<const TpuEvent*>(e2->get());
+    TORCH_CHECK(a && b, "Both events must be recorded before calculating elapsed time.");
+    vt_event_wait(a->dev, a->ticket, -1);
+    vt_event_wait(b->dev, b->ticket, -1);
+    return static_cast<float>(static_cast<double>(b->time_ns.load() - a->time_ns.load()) / 1e3);
+  }
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+  void onEachDevice(std::function<void(int)> op) const override {
+    ensure_init();
+    const int saved = current_device();
+    for (int d = 0; d < vt_device_count(); d++) {
+      set_current_device(static_cast<c10::DeviceIndex>(d));
+      op(d);
+    }
+    set_current_device(static_cast<c10::DeviceIndex>(saved));
+  }
+  void synchronize() const override { synchronize_all(); }
+};
+
+TpuProfilerStubs g_profiler_stubs;
+const bool profiler_registered = [] {
+  torch::profiler::impl::registerPrivateUse1Methods(&g_profiler_stubs);
+  return true;
+}();
 
 }  // namespace
 
