@@ -409,6 +409,20 @@ vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *
     return vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_WAIT);
 }
 
+vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host, uint64_t *ticket_out) {
+    const char *name = "vt_copy_to_device_async";
+    vt_status s = check_copy(dev, name, dst_dev, src_host);
+    if (s == VT_OK) s = check_host_view(name, src_host);
+    if (s == VT_OK && !ticket_out) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: ticket_out is NULL", name);
+    if (s != VT_OK) return s;
+    copy_cmd c = {*dst_dev, *src_host};
+    vt_use u[1] = {{&c.dst, VT_USE_WRITE, 0}};
+    vt_prepared p;
+    if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
+    if ((s = vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_AUTO)) != VT_OK) return s;
+    return vt_event_record(dev, ticket_out);
+}
+
 vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev) {
     const char *name = "vt_copy_to_host";
     vt_status s = check_copy(dev, name, dst_host, src_dev);

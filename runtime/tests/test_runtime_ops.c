@@ -189,3 +189,28 @@ TEST(runtime_ops_copy_to_host_returns_the_error_of_what_it_reads) {
     vt_hbm_free(0, dx);
     end();
 }
+
+/* A non-blocking host-to-device copy returns before it runs (the gate holds
+ * the queue) and reports, through its ticket, when the host buffer is free. */
+TEST(runtime_ops_copy_to_device_async_runs_in_order) {
+    begin();
+    vt_set_thread_eager_mode(VT_EAGER_STRICT);
+    float *da = dev_alloc(N * 4);
+    static float src[N], host[N];
+    for (int i = 0; i < N; i++) src[i] = (float)(3 * i);
+    vt_tensor a = vec(da, VT_F32, N), hs = vec(src, VT_F32, N), h = vec(host, VT_F32, N);
+    CHECK_OK(vt_debug_gate_enqueue(0, 20000));
+    uint64_t ticket = 0;
+    CHECK_OK(vt_copy_to_device_async(0, &a, &hs, &ticket));
+    CHECK(vt_event_query(0, ticket) == 0); /* held behind the gate: not run yet */
+    vt_debug_gate_open();
+    CHECK_OK(vt_event_wait(0, ticket, 20000));
+    CHECK(vt_event_query(0, ticket) == 1);
+    CHECK_OK(vt_copy_to_host(0, &h, &a));
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += host[i] != (float)(3 * i);
+    CHECK_MSG(bad == 0, "async copy: %d wrong", bad);
+    CHECK(vt_copy_to_device_async(0, &a, &hs, NULL) == VT_ERR_INVALID_ARGUMENT);
+    vt_hbm_free(0, da);
+    end();
+}

@@ -1,7 +1,15 @@
 // allocator.cpp — c10::DeviceAllocator over the runtime's HBM allocator, so
 // tpu tensors live in capacity-limited device memory and torch.accelerator's
-// memory stats read the runtime's counters.
+// memory stats read the runtime's counters; and the pinned host allocator
+// (pin_memory()), whose buffers non-blocking host-to-device copies read
+// asynchronously.
 #include <c10/core/CachingDeviceAllocator.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "common.h"
 
@@ -92,7 +100,99 @@ struct TpuAllocator final : c10::DeviceAllocator {
 };
 
 TpuAllocator g_allocator;
+
+// ------------------------------------------------------------------ pinned host memory
+
+// Pinned host buffers, by start address. A buffer an asynchronous copy still
+// reads is freed only once the copy has run (its device event tickets are
+// reached), as CUDA's host allocator holds a block until its events
+// complete; the user's freeing of the tensor never waits.
+struct PinnedBlock {
+  size_t size = 0;
+  bool freed = false;  // the owner let go; memory kept for pending copies
+  std::vector<std::pair<int, uint64_t>> uses;  // (device, ticket) of async copies reading it
+};
+
+std::mutex g_pinned_mu;
+std::map<uintptr_t, PinnedBlock> g_pinned;
+
+bool uses_done(const PinnedBlock& b) {
+  for (const auto& [dev, ticket] : b.uses)
+    if (!vt_event_query(dev, ticket)) return false;
+  return true;
+}
+
+// Caller holds g_pinned_mu: free released blocks whose copies have run.
+void reap_pinned() {
+  for (auto it = g_pinned.begin(); it != g_pinned.end();) {
+    if (it->second.freed && uses_done(it->second)) {
+      std::free(reinterpret_cast<void*>(it->first));
+      it = g_pinned.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void free_pinned(void* p) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(g_pinned_mu);
+  auto it = g_pinned.find(reinterpret_cast<uintptr_t>(p));
+  if (it == g_pinned.end()) return;
+  it->second.freed = true;
+  reap_pinned();
+}
+
+// The block containing p (live or kept for copies), or end().
+std::map<uintptr_t, PinnedBlock>::iterator pinned_block_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = g_pinned.upper_bound(a);
+  if (it == g_pinned.begin()) return g_pinned.end();
+  --it;
+  return a < it->first + std::max<size_t>(it->second.size, 1) ? it : g_pinned.end();
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  at::DataPtr allocate(size_t n) override {
+    std::lock_guard<std::mutex> lock(g_pinned_mu);
+    reap_pinned();
+    const size_t bytes = (std::max<size_t>(n, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes);
+    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "vtpu: out of host memory allocating ", n,
+                     " bytes of pinned memory");
+    g_pinned[reinterpret_cast<uintptr_t>(p)].size = n;
+    return {p, p, &free_pinned, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+PinnedAllocator g_pinned_allocator;
 }  // namespace
+
+c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
+
+bool is_pinned(const void* p) {
+  std::lock_guard<std::mutex> lock(g_pinned_mu);
+  auto it = pinned_block_of(p);
+  return it != g_pinned.end() && !it->second.freed;
+}
+
+void pinned_read_by(const void* p, int dev, uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(g_pinned_mu);
+  auto it = pinned_block_of(p);
+  if (it == g_pinned.end()) return;
+  // A device's queue runs in order: its latest ticket covers earlier ones,
+  // so a buffer reused for many copies keeps one entry per device.
+  for (auto& use : it->second.uses)
+    if (use.first == dev) {
+      use.second = std::max(use.second, ticket);
+      return;
+    }
+  it->second.uses.emplace_back(dev, ticket);
+}
 
 c10::DeviceAllocator* device_allocator() { return &g_allocator; }
 

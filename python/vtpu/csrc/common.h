@@ -61,6 +61,12 @@ c10::DeviceIndex current_device();
 void set_current_device(c10::DeviceIndex d);
 
 c10::DeviceAllocator* device_allocator();
+// Pinned host memory (pin_memory()): its allocator, whether p lies in a live
+// pinned buffer, and a note that device dev's queue reads p's buffer until
+// event `ticket` (the buffer outlives its tensor until then).
+c10::Allocator* pinned_allocator();
+bool is_pinned(const void* p);
+void pinned_read_by(const void* p, int dev, uint64_t ticket);
 
 // A CPU tensor sharing a tpu tensor's memory (device memory is host memory).
 // Read it only after synchronising the tensor's device.

@@ -114,9 +114,8 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     if (vt_hbm_owns(data, &dev)) return {kTpu, static_cast<c10::DeviceIndex>(dev)};
     return {kTpu, current_device()};
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  // Device memory is host memory here, so "pinned" host buffers are ordinary ones.
-  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* p) const override { return is_pinned(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 
   // Grow or shrink a storage: new block, queue-ordered copy of the kept bytes.
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

@@ -108,9 +108,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   if (dst_tpu) {
     // Device to device (the runtime orders a copy between two devices on
-    // both queues), or host to device (waits: the host buffer is the caller's).
+    // both queues), or host to device (waits: the host buffer is the
+    // caller's, unless it is pinned and the copy non-blocking).
     const int ddev = device_index(dst);
-    check(src_tpu ? vt_op_copy(ddev, "aten::copy_", &d, &s) : vt_copy_to_device(ddev, &d, &s));
+    if (src_tpu) {
+      check(vt_op_copy(ddev, "aten::copy_", &d, &s));
+    } else if (non_blocking && is_pinned(self.const_data_ptr())) {
+      // From pinned memory, non_blocking: queued without a wait, as on CUDA;
+      // the pinned buffer is kept until the copy has run.
+      uint64_t ticket = 0;
+      check(vt_copy_to_device_async(ddev, &d, &s, &ticket));
+      pinned_read_by(self.const_data_ptr(), ddev, ticket);
+    } else {
+      check(vt_copy_to_device(ddev, &d, &s));
+    }
   } else {
     wait_readable(self);  // interruptible; raises the error of a failed op that wrote self
     check(vt_copy_to_host(device_index(self), &d, &s));

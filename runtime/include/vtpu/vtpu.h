@@ -602,6 +602,11 @@ vt_status vt_op_scan(int dev, const char *name, vt_scan_op op, const vt_tensor *
  * take strided views and convert dtypes like vt_copy. */
 vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host);
 vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev);
+/* Host-to-device without the wait (a non-blocking copy from pinned host
+ * memory): the copy runs in queue order and *ticket_out receives an event
+ * ticket reached once it has run; the host buffer must stay allocated and
+ * unchanged until then (vt_event_query). In Debug mode it waits as usual. */
+vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host, uint64_t *ticket_out);
 
 /* Test aid: a kernel that blocks the queue until vt_debug_gate_open() (or
  * timeout_ms passes), so tests can observe asynchrony without timing. */
