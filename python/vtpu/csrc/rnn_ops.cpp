@@ -1,0 +1,183 @@
+// rnn_ops.cpp — the fused recurrent cells ATen asks an accelerator for
+// (nn.LSTM / nn.GRU / LSTMCell / GRUCell route a non-CPU device's gate
+// arithmetic through _thnn_fused_lstm_cell and _thnn_fused_gru_cell; the
+// matmuls stay separate ops on the MXU). Each cell is composed of native
+// tpu elementwise ops on the gate tensors, in the gates' dtype as CPU's
+// unfused cells compute; the workspace layouts are PyTorch's ([i, f, g, o]
+// activations for LSTM, [r, z, n, hx, hn + b_hn] for GRU) so the saved
+// tensors mean the same as on any device. Nothing here queues a kernel of
+// its own: ordering, device checks and errors are the composed ops'.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "common.h"
+#include "device_check.h"
+
+namespace vtpu {
+namespace {
+
+using Opt = std::optional<at::Tensor>;
+using T3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+using T5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+at::Tensor value(const Opt& t) { return t && t->defined() ? *t : at::Tensor(); }
+
+void check_float(const char* op, const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
+                              t.scalar_type(), "'");
+}
+
+// PyTorch's size checks for the fused cells: gates [B, factor*H] (input and
+// hidden the same size), biases [factor*H], previous state [B, H].
+void check_cell(const char* op, const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& bi,
+                const at::Tensor& bh, int64_t factor, const at::Tensor& prev) {
+  TORCH_CHECK(ig.dim() == 2, op, ": expected input_gates to be 2-D, but got ", ig.dim(), "-D");
+  TORCH_CHECK(ig.sizes() == hg.sizes(), op, ": input_gates ", ig.sizes(), " and hidden_gates ", hg.sizes(),
+              " differ in size");
+  TORCH_CHECK(bi.defined() == bh.defined(), op, ": input_bias and hidden_bias must both be given or both absent");
+  if (bi.defined()) {
+    TORCH_CHECK(bi.dim() == 1 && bi.numel() == ig.size(1), op, ": expected input_bias of size [", ig.size(1),
+                "], got ", bi.sizes());
+    TORCH_CHECK(bi.sizes() == bh.sizes(), op, ": input_bias ", bi.sizes(), " and hidden_bias ", bh.sizes(),
+                " differ in size");
+  }
+  TORCH_CHECK(prev.dim() == 2 && ig.size(1) % factor == 0 && prev.size(0) == ig.size(0) &&
+                  prev.size(1) * factor == ig.size(1),
+              op, ": expected the previous state of size [", ig.size(0), ", ", ig.size(1) / factor, "], got ",
+              prev.sizes());
+  for (const auto* t : {&hg, &bi, &bh, &prev})
+    TORCH_CHECK(!t->defined() || t->scalar_type() == ig.scalar_type(), op, ": expected all tensors of dtype ",
+                ig.scalar_type(), ", got ", t->scalar_type());
+  check_float(op, ig);
+}
+
+// input + hidden gates (+ both biases) in a fresh contiguous [B, factor*H].
+at::Tensor gate_sum(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& bi, const at::Tensor& bh) {
+  auto gates = at::add(ig, hg);
+  if (bi.defined()) gates.add_(bi).add_(bh);
+  return gates;
+}
+
+// hy, cy, workspace = sigmoid/tanh activations [i, f, g, o].
+T3 lstm_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& cx, const Opt& bi_, const Opt& bh_) {
+  const auto bi = value(bi_), bh = value(bh_);
+  check_cell("_thnn_fused_lstm_cell", ig, hg, bi, bh, 4, cx);
+  TORCH_CHECK(cx.scalar_type() == ig.scalar_type(), "_thnn_fused_lstm_cell: expected cx of dtype ",
+              ig.scalar_type(), ", got ", cx.scalar_type());
+  auto ws = gate_sum(ig, hg, bi, bh);
+  auto g = ws.chunk(4, 1);
+  g[0].sigmoid_();
+  g[1].sigmoid_();
+  g[2].tanh_();
+  g[3].sigmoid_();
+  auto cy = at::mul(g[1], cx).addcmul_(g[0], g[2]);  // f * cx + i * g
+  auto hy = at::mul(g[3], at::tanh(cy));             // o * tanh(cy)
+  return {hy, cy, ws};
+}
+
+// (grad_gates, grad_cx, grad_bias) of the fused LSTM cell; an absent
+// gradient of hy or cy counts as zeros.
+T3 lstm_cell_backward(const Opt& ghy_, const Opt& gcy_, const at::Tensor& cx, const at::Tensor& cy,
+                      const at::Tensor& ws, bool has_bias) {
+  const auto ghy = value(ghy_), gcy = value(gcy_);
+  if (!ghy.defined() && !gcy.defined()) return {};
+  const auto& some = ghy.defined() ? ghy : gcy;
+  const char* op = "_thnn_fused_lstm_cell_backward";
+  TORCH_CHECK(some.dim() == 2, op, ": expected 2-D gradients, got ", some.sizes());
+  for (const auto* t : {&ghy, &gcy, &cx, &cy})
+    TORCH_CHECK(!t->defined() || t->sizes() == some.sizes(), op, ": expected size ", some.sizes(), ", got ",
+                t->sizes());
+  TORCH_CHECK(ws.dim() == 2 && ws.numel() == some.numel() * 4, op, ": expected a workspace of ", some.numel() * 4,
+              " elements, got ", ws.sizes());
+  check_float(op, ws);
+  const auto g = ws.view({some.size(0), 4 * some.size(1)}).chunk(4, 1);
+  const auto& i = g[0];
+  const auto& f = g[1];
+  const auto& c = g[2];
+  const auto& o = g[3];
+  const auto tcy = at::tanh(cy);
+  // dL/dcy through hy = o * tanh(cy), plus the gradient reaching cy directly
+  at::Tensor gc = ghy.defined() ? at::mul(ghy, o).mul_(at::mul(tcy, tcy).neg_().add_(1)) : at::zeros_like(cy);
+  if (gcy.defined()) gc.add_(gcy);
+  auto grad_gates = at::empty({some.size(0), 4 * some.size(1)}, ws.options());
+  auto gg = grad_gates.chunk(4, 1);
+  // sigmoid' = s (1 - s), tanh' = 1 - t^2
+  at::mul_out(gg[0], gc, c).mul_(at::mul(i, at::rsub(i, 1)));
+  at::mul_out(gg[1], gc, cx).mul_(at::mul(f, at::rsub(f, 1)));
+  at::mul_out(gg[2], gc, i).mul_(at::mul(c, c).neg_().add_(1));
+  if (ghy.defined())
+    at::mul_out(gg[3], ghy, tcy).mul_(at::mul(o, at::rsub(o, 1)));
+  else
+    gg[3].zero_();
+  auto grad_cx = at::mul(gc, f);
+  auto grad_bias = has_bias ? grad_gates.sum(0) : at::Tensor();
+  return {grad_gates, grad_cx, grad_bias};
+}
+
+// hy, workspace = [r, z, n, hx, hn + b_hn].
+std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& hx,
+                                            const Opt& bi_, const Opt& bh_) {
+  const auto bi = value(bi_), bh = value(bh_);
+  check_cell("_thnn_fused_gru_cell", ig, hg, bi, bh, 3, hx);
+  const int64_t B = hx.size(0), H = hx.size(1);
+  auto ws = at::empty({B, 5 * H}, hx.options().memory_format(at::MemoryFormat::Contiguous));
+  auto w = ws.chunk(5, 1);
+  const auto ic = ig.chunk(3, 1), hc = hg.chunk(3, 1);
+  const auto bic = bi.defined() ? bi.chunk(3, 0) : std::vector<at::Tensor>(3);
+  const auto bhc = bh.defined() ? bh.chunk(3, 0) : std::vector<at::Tensor>(3);
+  for (int k = 0; k < 2; k++) {  // reset and update gates: sigmoid of the sum
+    at::add_out(w[k], ic[k], hc[k]);
+    if (bi.defined()) w[k].add_(bic[k]).add_(bhc[k]);
+    w[k].sigmoid_();
+  }
+  w[3].copy_(hx);
+  if (bh.defined())
+    at::add_out(w[4], hc[2], bhc[2]);
+  else
+    w[4].copy_(hc[2]);
+  at::mul_out(w[2], w[0], w[4]).add_(ic[2]);  // n = tanh(in + b_in + r * (hn + b_hn))
+  if (bi.defined()) w[2].add_(bic[2]);
+  w[2].tanh_();
+  auto hy = at::sub(hx, w[2]).mul_(w[1]).add_(w[2]);  // n + z * (hx - n)
+  return {hy, ws};
+}
+
+// (grad_input_gates, grad_hidden_gates, grad_hx, grad_input_bias, grad_hidden_bias).
+T5 gru_cell_backward(const at::Tensor& ghy, const at::Tensor& ws, bool has_bias) {
+  const char* op = "_thnn_fused_gru_cell_backward";
+  TORCH_CHECK(ghy.dim() == 2, op, ": expected a 2-D grad_hy, got ", ghy.sizes());
+  TORCH_CHECK(ws.dim() == 2 && ws.size(0) == ghy.size(0) && ws.size(1) == 5 * ghy.size(1), op,
+              ": expected a workspace of size [", ghy.size(0), ", ", 5 * ghy.size(1), "], got ", ws.sizes());
+  check_float(op, ws);
+  const auto w = ws.chunk(5, 1);
+  const auto &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
+  const int64_t B = ghy.size(0), H = ghy.size(1);
+  auto gi = at::empty({B, 3 * H}, ws.options().memory_format(at::MemoryFormat::Contiguous));
+  auto gh = at::empty_like(gi);
+  auto gic = gi.chunk(3, 1), ghc = gh.chunk(3, 1);
+  // through hy = n + z (hx - n)
+  at::sub_out(gic[1], hx, n).mul_(ghy).mul_(at::mul(z, at::rsub(z, 1)));  // dz (pre-sigmoid)
+  at::rsub_out(gic[2], z, 1).mul_(ghy).mul_(at::mul(n, n).neg_().add_(1));  // dn (pre-tanh)
+  at::mul_out(gic[0], gic[2], hn).mul_(at::mul(r, at::rsub(r, 1)));       // dr (pre-sigmoid)
+  ghc[0].copy_(gic[0]);
+  ghc[1].copy_(gic[1]);
+  at::mul_out(ghc[2], gic[2], r);
+  auto ghx = at::mul(ghy, z);
+  at::Tensor gbi, gbh;
+  if (has_bias) {
+    gbi = gi.sum(0);
+    gbh = gh.sum(0);
+  }
+  return {gi, gh, ghx, gbi, gbh};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  VT_IMPL(m, "_thnn_fused_lstm_cell", lstm_cell);
+  VT_IMPL(m, "_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
+  VT_IMPL(m, "_thnn_fused_gru_cell", gru_cell);
+  VT_IMPL(m, "_thnn_fused_gru_cell_backward", gru_cell_backward);
+}
+
+}  // namespace vtpu

@@ -1,0 +1,131 @@
+"""Recurrent layers on "tpu": nn.LSTM, nn.GRU, nn.RNN and their cells run
+natively (the fused gate ops ATen asks an accelerator for), forward and
+backward, matching CPU PyTorch; packed sequences and bad sizes as on CPU.
+
+Tolerances: float64 compares to CPU at 1e-10 (only summation order
+differs). float32 runs at "highest" matmul precision (6 bf16 passes, about
+fp32 accuracy on every ISA path), so 1e-4 covers the recurrence's
+accumulated rounding; bfloat16 compares to CPU's own bfloat16 run loosely
+(one bf16 rounding of each gate op, compounded over the steps)."""
+
+import pytest
+import torch
+import torch.nn.utils.rnn as rnn_utils
+
+import vtpu
+
+pytestmark = pytest.mark.filterwarnings("ignore:tpu matmul precision HIGHEST")
+
+TOL = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-4, 1e-4), torch.bfloat16: (5e-2, 5e-2)}
+
+
+def close(got, want, dtype, what=""):
+    rtol, atol = TOL[dtype]
+    if dtype == torch.bfloat16:  # sums of bf16 terms: the error scales with the largest term
+        atol = max(atol, 3e-2 * want.abs().max().item())
+    torch.testing.assert_close(got.cpu(), want, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+
+
+def pair(cls, dtype, **kw):
+    torch.manual_seed(0)
+    cpu = cls(**kw).to(dtype)
+    tpu = cls(**kw).to(dtype).to("tpu")
+    tpu.load_state_dict(cpu.state_dict())
+    return cpu, tpu
+
+
+def check_grads(cpu, tpu, x, xt, dtype):
+    close(xt.grad, x.grad, dtype, "input")
+    for (name, p), q in zip(cpu.named_parameters(), tpu.parameters()):
+        close(q.grad, p.grad, dtype, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layers_forward_backward_match_cpu(cls, dtype, bias):
+    cpu, tpu = pair(cls, dtype, input_size=8, hidden_size=16, num_layers=2, bias=bias, batch_first=True,
+                    bidirectional=True)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 5, 8, generator=g).to(dtype).requires_grad_()
+    xt = x.detach().to("tpu").requires_grad_()
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False), torch.tpu.precision("highest"):
+        y, h = cpu(x)
+        yt, ht = tpu(xt)
+        hs, hts = (h, ht) if isinstance(h, tuple) else ((h,), (ht,))
+        (y.float().square().sum() + sum(t.float().sum() for t in hs)).backward()
+        (yt.float().square().sum() + sum(t.float().sum() for t in hts)).backward()
+    close(yt, y, dtype, "output")
+    for a, b in zip(hts, hs):
+        close(a, b, dtype, "state")
+    check_grads(cpu, tpu, x, xt, dtype)
+    assert vtpu.fallback_report() == {}
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTMCell, torch.nn.GRUCell, torch.nn.RNNCell])
+def test_cells_with_and_without_state(cls):
+    cpu, tpu = pair(cls, torch.float64, input_size=6, hidden_size=10)
+    x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    for state in (False, True):
+        x.grad = xt.grad = None
+        cpu.zero_grad()
+        tpu.zero_grad()
+        if state:
+            h = torch.randn(4, 10, dtype=torch.float64)
+            args = ((h, h * 0.5),) if cls is torch.nn.LSTMCell else (h,)
+            targs = tuple(tuple(t.to("tpu") for t in a) if isinstance(a, tuple) else a.to("tpu") for a in args)
+        else:
+            args = targs = ()
+        out, tout = cpu(x, *args), tpu(xt, *targs)
+        outs, touts = (out, tout) if isinstance(out, tuple) else ((out,), (tout,))
+        # only hy's gradient for the LSTM cell's first pass: cy's gradient is absent
+        sum(o.sin().sum() for o in outs[: 1 if not state else None]).backward()
+        sum(o.sin().sum() for o in touts[: 1 if not state else None]).backward()
+        for a, b in zip(touts, outs):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-10, atol=1e-10)
+        check_grads(cpu, tpu, x, xt, torch.float64)
+
+
+def test_unbatched_and_packed_sequences():
+    cpu, tpu = pair(torch.nn.LSTM, torch.float64, input_size=4, hidden_size=8, proj_size=3)
+    x = torch.randn(7, 4, dtype=torch.float64)
+    torch.testing.assert_close(tpu(x.to("tpu"))[0].cpu(), cpu(x)[0], rtol=1e-10, atol=1e-10)  # no batch dim
+    seqs = [torch.randn(n, 4, dtype=torch.float64) for n in (5, 3, 2)]
+    packed = rnn_utils.pack_sequence(seqs)
+    tpacked = rnn_utils.pack_sequence([s.to("tpu") for s in seqs])
+    (y, _), (yt, _) = cpu(packed), tpu(tpacked)
+    pad, lens = rnn_utils.pad_packed_sequence(y)
+    tpad, tlens = rnn_utils.pad_packed_sequence(yt)
+    assert torch.equal(lens, tlens)
+    torch.testing.assert_close(tpad.cpu(), pad, rtol=1e-10, atol=1e-10)
+
+
+def test_double_backward_through_the_cell():
+    cpu, tpu = pair(torch.nn.GRUCell, torch.float64, input_size=3, hidden_size=4)
+    for m, dev in ((cpu, "cpu"), (tpu, "tpu")):
+        x = torch.linspace(-1, 1, 6, dtype=torch.float64, device=dev).view(2, 3).requires_grad_()
+        (g,) = torch.autograd.grad(m(x).square().sum(), x, create_graph=True)
+        (gg,) = torch.autograd.grad(g.sum(), x)
+        if dev == "cpu":
+            want = gg
+        else:
+            torch.testing.assert_close(gg.cpu(), want, rtol=1e-10, atol=1e-10)
+
+
+def test_bad_sizes_and_dtypes_raise_as_errors():
+    ig = torch.randn(2, 8, device="tpu")
+    cx = torch.randn(2, 2, device="tpu")
+    with pytest.raises(RuntimeError, match="hidden_gates"):
+        torch.ops.aten._thnn_fused_lstm_cell(ig, torch.randn(2, 4, device="tpu"), cx)
+    with pytest.raises(RuntimeError, match="previous state"):
+        torch.ops.aten._thnn_fused_lstm_cell(ig, ig, torch.randn(2, 3, device="tpu"))
+    with pytest.raises(RuntimeError, match="input_bias"):
+        torch.ops.aten._thnn_fused_lstm_cell(ig, ig, cx, torch.randn(7, device="tpu"), torch.randn(7, device="tpu"))
+    with pytest.raises(NotImplementedError, match="Long"):
+        torch.ops.aten._thnn_fused_gru_cell(ig.long()[:, :6], ig.long()[:, :6], cx.long())
+    lstm = torch.nn.LSTM(4, 8).to("tpu")
+    with pytest.raises(RuntimeError):  # wrong feature size, as on CPU
+        lstm(torch.randn(5, 2, 3, device="tpu"))
+    assert lstm(torch.randn(5, 2, 4, device="tpu"))[0].shape == (5, 2, 8)
