@@ -1,8 +1,9 @@
 """F.scaled_dot_product_attention on tpu against CPU PyTorch: forward and
 gradients through the fused overrideable backend (tiled C kernel, no CPU
 fallback), causal, bool and float masks, grouped-query heads, transposed
-views, decode shapes, head dims up to 256, every float dtype, and the
-inputs that take PyTorch's math path (dropout, masks needing a gradient)."""
+views, decode shapes, head dims up to 256, every float dtype, the gradient
+of an additive mask, and the inputs that take PyTorch's math path
+(dropout, float64)."""
 
 import pytest
 import torch
@@ -136,17 +137,53 @@ def test_empty_batch():
 
 
 def test_math_path_inputs():
-    # dropout and a mask that needs its own gradient take PyTorch's math path (decomposed ops)
+    # dropout takes PyTorch's math path (decomposed native ops)
     q, k, v, dout = inputs(1, 2, 2, 16, 16, 8, 8, torch.float32)
     out = F.scaled_dot_product_attention(q.to("tpu"), k.to("tpu"), v.to("tpu"), dropout_p=0.5)
     assert out.shape == q.shape and torch.isfinite(out.cpu()).all()
-    mask = torch.randn(16, 16)
+
+
+@pytest.mark.parametrize(
+    "mask_shape,Hk,dtype",
+    [((33, 40), 4, torch.float32), ((2, 1, 33, 40), 2, torch.float32), ((2, 4, 33, 40), 4, torch.float32),
+     ((1, 4, 1, 40), 1, torch.float32), ((2, 1, 33, 40), 4, torch.bfloat16)],
+    ids=str,
+)
+def test_additive_mask_gradient_in_the_fused_backend(mask_shape, Hk, dtype):
+    # an additive mask that requires grad (learned position biases) stays on the fused kernel;
+    # its gradient is dS summed over the dims the mask broadcasts along
+    q, k, v, dout = inputs(2, 4, Hk, 33, 40, 16, 16, dtype, seed=5)
+    mask = (torch.randn(mask_shape, generator=torch.Generator().manual_seed(9)) * 2).to(dtype)
+    mc = mask.float().clone().requires_grad_(True)
+    want = reference(q, k, v, dout, attn_mask=mc, enable_gqa=Hk != 4)
     mt = mask.to("tpu").requires_grad_(True)
-    mc = mask.clone().requires_grad_(True)
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False), torch.tpu.precision("highest" if dtype == torch.float32 else "default"):
+        assert torch._fused_sdp_choice(q.to("tpu"), k.to("tpu"), v.to("tpu"), attn_mask=mt, enable_gqa=Hk != 4) == 4
+        got = run(q, k, v, dout, "tpu", attn_mask=mt, enable_gqa=Hk != 4)
+    prec = "highest" if dtype == torch.float32 else "default"
+    check(got, want, dtype, prec)
+    assert mt.grad.dtype == dtype and mt.grad.shape == mask.shape
+    torch.testing.assert_close(mt.grad.cpu().float(), mc.grad, **TOL[(str(dtype).split(".")[1], prec)])
+    assert vtpu.fallback_report() == {}
+
+
+def test_overrideable_backward_returns_the_mask_gradient():
+    # the aten op called directly, as a backend's own tests do
+    q, k, v, dout = inputs(1, 2, 2, 8, 8, 16, 16, torch.float32, seed=2)
+    mask = torch.randn(1, 2, 8, 8)
+    tq, tk, tv, tm, tdo = (t.to("tpu") for t in (q, k, v, mask, dout))
     with torch.tpu.precision("highest"):
-        F.scaled_dot_product_attention(q.to("tpu"), k.to("tpu"), v.to("tpu"), attn_mask=mt).backward(dout.to("tpu"))
-    F.scaled_dot_product_attention(q, k, v, attn_mask=mc).backward(dout)
-    torch.testing.assert_close(mt.grad.cpu(), mc.grad, rtol=1e-4, atol=1e-4)
+        fwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(tq, tk, tv, attn_bias=tm)
+        out, lse = fwd[0], fwd[1]
+        dq, dk, dv, dm = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+            tdo, tq, tk, tv, tm, [True, True, True, True], out, lse, fwd[2], fwd[3], fwd[4], fwd[5],
+            0.0, False, fwd[6], fwd[7])
+    mc = mask.clone().requires_grad_(True)
+    want = reference(q, k, v, dout, attn_mask=mc)
+    for a, b in zip((out, dq, dk, dv), want):
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dm.cpu(), mc.grad, rtol=1e-5, atol=1e-5)
 
 
 def test_float64_takes_math_path():

@@ -1,8 +1,9 @@
 // attention_ops.cpp — scaled dot-product attention on tpu: picks the
 // overrideable fused backend for PrivateUse1 (the inputs the C kernel takes;
-// the rest, e.g. dropout or a mask that needs its own gradient, go to
-// PyTorch's math path, which decomposes into native tpu ops), and adapts
-// the overrideable forward / backward to vt_op_sdpa_forward / _backward.
+// the rest, e.g. dropout, go to PyTorch's math path, which decomposes into
+// native tpu ops), and adapts the overrideable forward / backward to
+// vt_op_sdpa_forward / _backward. The gradient of an additive mask is
+// composed of native ops from the saved logsumexp.
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
@@ -39,7 +40,7 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
   if (hq != hk && (!enable_gqa || hk == 0 || hq % hk != 0)) return math;
   if (mask.has_value() && mask->defined()) {
     // PyTorch's math path raises the error for a mask given with is_causal.
-    if (is_causal || mask->requires_grad() || mask->dim() > 4) return math;
+    if (is_causal || mask->dim() > 4) return math;
     if (mask->scalar_type() != at::kBool && mask->scalar_type() != q.scalar_type()) return math;
   }
   return static_cast<int64_t>(at::SDPBackend::overrideable);
@@ -106,6 +107,29 @@ sdpa_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, cons
           at::Tensor()};
 }
 
+// Gradient of the additive mask: the logits' gradient dS = P * (dP - rowsum(dO * O)),
+// with P = exp(S - lse) recomputed from the saved logsumexp and
+// dP = dO V^T, summed over the dims the mask broadcasts along. In float32
+// (the kernel's own accumulation type), rounded to the mask's dtype.
+at::Tensor mask_grad(const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const at::Tensor& mask, const at::Tensor& out, const at::Tensor& lse, std::optional<double> scale) {
+  TORCH_CHECK(at::isFloatingType(mask.scalar_type()), "scaled_dot_product_attention: a ", mask.scalar_type(),
+              " attn_mask has no gradient");
+  check_device(q, mask);
+  auto f = [](const at::Tensor& t) { return t.to(at::kFloat); };
+  at::Tensor kk = k, vv = v;
+  const int64_t hq = q.size(-3), hk = k.size(-3);
+  if (hq != hk) {  // grouped-query attention: each key/value head serves hq / hk query heads
+    kk = k.repeat_interleave(hq / hk, -3);
+    vv = v.repeat_interleave(hq / hk, -3);
+  }
+  const auto g = f(grad_out);
+  auto s = at::matmul(f(q), f(kk).transpose(-2, -1)).mul_(scale_of(q, scale)).add_(f(mask));
+  auto p = s.sub_(lse.reshape(q.sizes().slice(0, q.dim() - 1)).unsqueeze(-1)).exp_();
+  auto dp = at::matmul(g, f(vv).transpose(-2, -1)).sub_((g * f(out)).sum(-1, true));
+  return p.mul_(dp).sum_to_size(mask.sizes()).to(mask.scalar_type());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
     const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& bias,
     std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& lse, const at::Tensor& cum_seq_q,
@@ -113,14 +137,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
     const at::Tensor& philox_seed, const at::Tensor& philox_offset, std::optional<double> scale) {
   (void)cum_seq_q, (void)cum_seq_k, (void)max_q, (void)max_k, (void)philox_seed, (void)philox_offset;
   TORCH_CHECK_NOT_IMPLEMENTED(dropout_p == 0.0, "vtpu: the fused attention kernel has no dropout");
-  TORCH_CHECK_NOT_IMPLEMENTED(!grad_input_mask[3], "vtpu: the fused attention kernel does not compute the gradient ",
-                              "of attn_mask (such masks take the math path of scaled_dot_product_attention)");
   check_device(q, grad_out);
   c10::DeviceGuard guard(q.device());
+  at::Tensor dmask = grad_input_mask[3] && bias.defined() ? mask_grad(grad_out, q, k, v, bias, out, lse, scale) : at::Tensor();
   at::Tensor dq = grad_input_mask[0] ? at::empty_like(q) : at::Tensor();
   at::Tensor dk = grad_input_mask[1] ? at::empty_like(k) : at::Tensor();
   at::Tensor dv = grad_input_mask[2] ? at::empty_like(v) : at::Tensor();
-  if (!dq.defined() && !dk.defined() && !dv.defined()) return {dq, dk, dv, at::Tensor()};
+  if (!dq.defined() && !dk.defined() && !dv.defined()) return {dq, dk, dv, dmask};
   vt_tensor tg = desc(grad_out, "grad_out"), tq = desc(q, "query"), tk = desc(k, "key"), tv = desc(v, "value"),
             to = desc(out, "out"), tl = desc(lse, "logsumexp"), tb{}, tdq{}, tdk{}, tdv{};
   const bool has_bias = bias.defined();
@@ -132,7 +155,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
                             dq.defined() ? &tdq : nullptr, dk.defined() ? &tdk : nullptr,
                             dv.defined() ? &tdv : nullptr, &tg, &tq, &tk, &tv, has_bias ? &tb : nullptr, &to, &tl,
                             scale_of(q, scale), is_causal, matmul_precision()));
-  return {dq, dk, dv, at::Tensor()};
+  return {dq, dk, dv, dmask};
 }
 
 }  // namespace
