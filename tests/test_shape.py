@@ -1,6 +1,6 @@
 """Native data movement, sorting and range factories against CPU PyTorch:
 cat/stack, flip, roll, tril/triu, sort/argsort/topk (NaN order, ties,
-stability), arange/linspace/eye (bit for bit), searchsorted/bucketize,
+stability), arange/linspace/eye (bit for bit), searchsorted/bucketize, isin,
 gradients through PyTorch's formulas, and PyTorch's errors."""
 
 import pytest
@@ -197,3 +197,41 @@ def test_fallback_report_is_empty_for_forward_ops():
     x.unbind(0), x.repeat(2, 1, 1), torch.full((3, 3), 2.0, device="tpu"), torch.zeros(3, device="tpu")
     torch.tpu.synchronize()
     assert vtpu.fallback_report() == {}
+
+
+@pytest.mark.parametrize("n,m", [(1000, 50), (20000, 5000), (7, 0), (0, 3), (1, 1)])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.float32, torch.bfloat16, torch.float64])
+def test_isin_matches_cpu(n, m, dtype):
+    # pairwise compare for small test sets, sort + search for large ones (20000 x 5000)
+    g = torch.Generator().manual_seed(n + m)
+    e = torch.randint(-60, 60, (n,), generator=g).to(dtype)
+    t = torch.randint(-60, 60, (m,), generator=g).to(dtype)
+    if dtype.is_floating_point and n > 1:
+        e[0], e[-1] = float("nan"), 0.5
+        if m:
+            t[0] = float("nan")  # NaN is in nothing, as on CPU
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False):
+        for invert in (False, True):
+            got = torch.isin(e.to("tpu"), t.to("tpu"), invert=invert)
+            assert got.dtype == torch.bool and torch.equal(got.cpu(), torch.isin(e, t, invert=invert))
+        e2 = e.view(-1, 1) if n else e
+        assert torch.equal(torch.isin(e2.to("tpu"), t.to("tpu").view(-1, 1)).cpu(), torch.isin(e2, t.view(-1, 1)))
+    assert vtpu.fallback_report() == {}
+
+
+def test_isin_scalars_promotion_and_errors():
+    e = torch.tensor([1, 2, 3, 50256], device="tpu")  # generate(): is a token one of the stop tokens?
+    with vtpu.cpu_fallback(False):
+        assert torch.isin(e, torch.tensor([50256, 3], device="tpu")).tolist() == [False, False, True, True]
+        assert torch.isin(e, 2).tolist() == [False, True, False, False]
+        assert torch.isin(2, e).item() and not torch.isin(7, e, invert=False).item()
+        assert torch.isin(e, torch.tensor([2.0, 3.5], device="tpu")).tolist() == [False, True, False, False]
+        out = torch.empty(0, dtype=torch.bool, device="tpu")
+        torch.isin(e, torch.tensor([1], device="tpu"), out=out)
+        assert out.tolist() == [True, False, False, False]
+    for bad in (torch.tensor([True], device="tpu"), torch.tensor([1j], device="tpu")):
+        with pytest.raises(RuntimeError, match="Unsupported input type"):
+            torch.isin(bad, bad)
+    with pytest.raises(RuntimeError, match="dtype bool"):
+        torch.isin(e, e, out=torch.empty(4, device="tpu"))

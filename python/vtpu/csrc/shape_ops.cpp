@@ -279,9 +279,71 @@ at::Tensor bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool 
   return searchsorted_impl(boundaries, self, out_int32, right, std::nullopt, std::nullopt);
 }
 
+// ------------------------------------------------------------------ isin
+
+// CPU's dtype rules: bool and complex refused, the wide unsigned types unimplemented.
+void check_isin_dtype(c10::ScalarType t) {
+  TORCH_CHECK(t != at::kBool && !at::isComplexType(t), "Unsupported input type encountered for isin(): ", t);
+  TORCH_CHECK_NOT_IMPLEMENTED(t != at::kUInt16 && t != at::kUInt32 && t != at::kUInt64,
+                              "\"isin\" not implemented for '", t, "'");
+}
+
+// out[i] = elements[i] in test (xor invert), in the two operands' promoted
+// type as CPU compares. A small test set compares every pair; a large one
+// is sorted and searched (NaN sorts last and equals nothing).
+at::Tensor& isin_into(const at::Tensor& elements, const at::Tensor& test, bool invert, at::Tensor& out) {
+  check_isin_dtype(elements.scalar_type());
+  check_isin_dtype(test.scalar_type());
+  TORCH_CHECK(out.scalar_type() == at::kBool, "Expected out tensor to have dtype bool, but got ", out.scalar_type(),
+              " instead");
+  at::native::resize_output(out, elements.sizes());
+  if (out.numel() == 0) return out;
+  if (test.numel() == 0) return out.fill_(invert);
+  const auto ct = at::result_type(elements, test);
+  const auto e = elements.to(ct), t = test.to(ct).flatten();
+  at::Tensor hit;
+  if (static_cast<double>(e.numel()) * static_cast<double>(t.numel()) <= static_cast<double>(1 << 22)) {
+    hit = at::eq(e.unsqueeze(-1), t).any(-1);
+  } else {
+    const auto sorted = std::get<0>(at::sort(t));
+    const auto idx = at::searchsorted(sorted, e.contiguous()).clamp_max_(sorted.numel() - 1);
+    hit = at::eq(sorted.index_select(0, idx.flatten()).view(e.sizes()), e);
+  }
+  if (invert) hit.logical_not_();
+  return out.copy_(hit);
+}
+
+at::Tensor& isin_tt_out(const at::Tensor& e, const at::Tensor& t, bool, bool invert, at::Tensor& out) {
+  return isin_into(e, t, invert, out);
+}
+at::Tensor isin_tt(const at::Tensor& e, const at::Tensor& t, bool unique, bool invert) {
+  at::Tensor out = at::empty({0}, e.options().dtype(at::kBool));
+  return isin_tt_out(e, t, unique, invert, out);
+}
+at::Tensor& isin_ts_out(const at::Tensor& e, const at::Scalar& t, bool, bool invert, at::Tensor& out) {
+  return isin_into(e, at::scalar_tensor(t, e.options().dtype(t.type())), invert, out);
+}
+at::Tensor isin_ts(const at::Tensor& e, const at::Scalar& t, bool unique, bool invert) {
+  at::Tensor out = at::empty({0}, e.options().dtype(at::kBool));
+  return isin_ts_out(e, t, unique, invert, out);
+}
+at::Tensor& isin_st_out(const at::Scalar& e, const at::Tensor& t, bool, bool invert, at::Tensor& out) {
+  return isin_into(at::scalar_tensor(e, t.options().dtype(e.type())), t, invert, out);
+}
+at::Tensor isin_st(const at::Scalar& e, const at::Tensor& t, bool unique, bool invert) {
+  at::Tensor out = at::empty({0}, t.options().dtype(at::kBool));
+  return isin_st_out(e, t, unique, invert, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  VT_IMPL(m, "isin.Tensor_Tensor", isin_tt);
+  VT_IMPL(m, "isin.Tensor_Tensor_out", isin_tt_out);
+  VT_IMPL(m, "isin.Tensor_Scalar", isin_ts);
+  VT_IMPL(m, "isin.Tensor_Scalar_out", isin_ts_out);
+  VT_IMPL(m, "isin.Scalar_Tensor", isin_st);
+  VT_IMPL(m, "isin.Scalar_Tensor_out", isin_st_out);
   VT_IMPL(m, "cat", cat);
   VT_IMPL(m, "cat.out", cat_out);
   VT_IMPL(m, "flip", flip);
