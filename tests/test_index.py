@@ -296,6 +296,31 @@ def test_errors_match_cpu():
         t[torch.ones(3, dtype=torch.bool).to("tpu")]
 
 
+
+@pytest.mark.parametrize("shape", [(10, 0), (0, 0)])
+def test_indexing_a_size_zero_dim_raises_at_the_op(shape, strict):
+    # no index value needs reading: refused at the call, in Strict mode too, as CPU does
+    x = torch.empty(shape, device="tpu")
+    with pytest.raises(IndexError, match="index is out of bounds for dimension with size 0"):
+        x[:, [0, 1]]
+    with pytest.raises(IndexError, match="index is out of bounds for dimension with size 0"):
+        x[:, [0, 1]] = 1.0
+    assert x[:, torch.tensor([], dtype=torch.long, device="tpu")].shape == (shape[0], 0)  # no index: fine
+
+
+def test_error_order_and_messages_as_cpu():
+    for dev in ("cpu", "tpu"):
+        a = torch.arange(4, device=dev)
+        for v in ([], [1.0, 2.0, 3.0]):  # the values' shape is checked before their dtype
+            with pytest.raises(RuntimeError, match="shape mismatch: value tensor of shape"):
+                a[a > -1] = torch.tensor(v, device=dev)
+        with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+            a[a > -1] = torch.ones(4, device=dev)
+        x = torch.tensor([[1.0, 2.0], [4.0, 5.0]], device=dev)
+        with pytest.raises(RuntimeError, match="Converting complex Scalar to non-complex type"):
+            x.index_fill_(1, torch.tensor([0], device=dev), 1 + 1j)
+
+
 BAD = [
     ("index_select", lambda t, i: t.index_select(0, i)),
     ("embedding", lambda t, i: F.embedding(i, t)),

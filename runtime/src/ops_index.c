@@ -187,16 +187,28 @@ static vt_status adv_enqueue(int dev, const char *name, int put, int accumulate,
     int64_t rsz[VT_MAX_DIMS];
     if ((s = vt_index_shape(self, n, indices, &rnd, rsz)) != VT_OK) return s;
     if (!other) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", name);
+    /* CPU's order: the values' shape, then their dtype */
+    if (put) {
+        vt_tensor v;
+        if (vt_broadcast_to(other, rnd, rsz, &v) != VT_OK) {
+            vt_tensor r = *other;
+            r.ndim = rnd;
+            memcpy(r.sizes, rsz, sizeof(int64_t) * (size_t)rnd);
+            char a[256], b[256];
+            vt_shape_text(other, a, sizeof a);
+            vt_shape_text(&r, b, sizeof b);
+            return vt_set_error(VT_ERR_INVALID_ARGUMENT,
+                                "shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
+                                "shape %s",
+                                a, b);
+        }
+    } else if (other->ndim != rnd || memcmp(other->sizes, rsz, sizeof(int64_t) * (size_t)rnd)) {
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index(): out must have the result's shape");
+    }
     if (other->dtype != self->dtype)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "Index put requires the source and destination dtypes match, "
                                                      "got %s for the destination and %s for the source.",
                             vt_dtype_name(self->dtype), vt_dtype_name(other->dtype));
-    if (put) {
-        vt_tensor v;
-        if ((s = vt_broadcast_to(other, rnd, rsz, &v)) != VT_OK) return s;
-    } else if (other->ndim != rnd || memcmp(other->sizes, rsz, sizeof(int64_t) * (size_t)rnd)) {
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index(): out must have the result's shape");
-    }
     adv_cmd c;
     memset(&c, 0, sizeof c);
     c.list = calloc(1, sizeof *c.list);

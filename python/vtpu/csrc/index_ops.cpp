@@ -306,7 +306,11 @@ at::Tensor& index_fill_impl(at::Tensor& self, int64_t dim, const at::Tensor& ind
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(index_.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
   TORCH_CHECK_INDEX(index_.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
-  if (!value_t) check_scalar_fits(value, self.scalar_type());
+  if (!value_t) {
+    TORCH_CHECK(!value.isComplex() || at::isComplexType(self.scalar_type()),
+                "index_fill_(): Converting complex Scalar to non-complex type is not supported");
+    check_scalar_fits(value, self.scalar_type());
+  }
   warn_if_expanded(self, "index_fill_");
   if (index_.numel() == 0 || self.numel() == 0) return self;
   const at::Tensor index = on_device(index_, self);
@@ -519,8 +523,14 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   }
   at::assert_no_overlap(self, values);
   const IndexList l = index_list(self, indices);
-  if (self.numel() == 0) return self;
-  const vt_tensor s = view_of(self), v = view_of(values);
+  const vt_tensor s = view_of(self);
+  if (self.numel() == 0) {  // nothing to write, but the indices are still checked (a size-0 dim refuses any)
+    int32_t rnd = 0;
+    int64_t rsz[VT_MAX_DIMS];
+    check(vt_index_shape(&s, static_cast<int>(l.ptrs.size()), l.ptrs.data(), &rnd, rsz));
+    return self;
+  }
+  const vt_tensor v = view_of(values);
   check(vt_op_index_put(device_index(self), "aten::index_put_", &s, static_cast<int>(l.ptrs.size()), l.ptrs.data(),
                         &v, accumulate ? 1 : 0));
   return self;

@@ -18,7 +18,7 @@ typedef struct adv_plan {
     int bpos;
 } adv_plan;
 
-static void shape_text(const vt_tensor *t, char *buf, size_t len) {
+void vt_shape_text(const vt_tensor *t, char *buf, size_t len) {
     size_t u = (size_t)snprintf(buf, len, "[");
     for (int d = 0; d < t->ndim && u < len; d++)
         u += (size_t)snprintf(buf + u, len - u, d ? ", %lld" : "%lld", (long long)t->sizes[d]);
@@ -60,7 +60,7 @@ static vt_status plan_make(const char *op, const vt_tensor *in, int n, const vt_
                                                          "together with shapes ");
             for (int j = 0; j < p->nidx && u < sizeof msg; j++) {
                 if (j) u += (size_t)snprintf(msg + u, sizeof msg - u, ", ");
-                if (u < sizeof msg) shape_text(indices[p->dims[j]], msg + u, sizeof msg - u);
+                if (u < sizeof msg) vt_shape_text(indices[p->dims[j]], msg + u, sizeof msg - u);
                 u = strlen(msg);
             }
             return vt_set_error(VT_ERR_INDEX, "%s", msg);
@@ -68,6 +68,11 @@ static vt_status plan_make(const char *op, const vt_tensor *in, int n, const vt_
     }
     p->bnumel = 1;
     for (int d = 0; d < p->bnd; d++) p->bnumel *= p->b[d];
+    /* Any index into a dimension of size 0 is out of bounds: known without
+     * reading the indices, so refused here (on the calling thread), as CPU does. */
+    for (int k = 0; k < p->nidx && p->bnumel > 0; k++)
+        if (in->sizes[p->dims[k]] == 0)
+            return vt_set_error(VT_ERR_INDEX, "index is out of bounds for dimension with size 0");
     for (int k = 0; k < p->nidx; k++)
         if ((s = vt_broadcast_to(indices[p->dims[k]], p->bnd, p->b, &p->idx[k])) != VT_OK) return s;
     int adjacent = p->nidx == 0 || p->dims[p->nidx - 1] - p->dims[0] + 1 == p->nidx;
@@ -245,8 +250,8 @@ vt_status vt_index_put(const vt_tensor *out, int n, const vt_tensor *const *indi
         r.ndim = p.rnd;
         memcpy(r.sizes, p.rsz, sizeof(int64_t) * (size_t)p.rnd);
         char a[256], b[256];
-        shape_text(values, a, sizeof a);
-        shape_text(&r, b, sizeof b);
+        vt_shape_text(values, a, sizeof a);
+        vt_shape_text(&r, b, sizeof b);
         return vt_set_error(VT_ERR_INVALID_ARGUMENT,
                             "shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
                             "shape %s",
