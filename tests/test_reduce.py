@@ -134,3 +134,36 @@ def test_max_min_arg_on_0dim_tensor():
             got = got if isinstance(got, tuple) else (got,)
             for w, g in zip(want, got):
                 assert g.shape == w.shape and torch.equal(g.cpu(), w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32])
+def test_nansum_nanmean_native_and_layout_independent(dtype):
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(6, 7, 5, generator=g) * 4 - 2).to(dtype)
+    if dtype.is_floating_point:
+        x[torch.rand(6, 7, 5, generator=g) < 0.2] = float("nan")
+    t = x.to("tpu")
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False):
+        for dim in (None, 1, (0, 2)):
+            got = torch.nansum(t, dim)
+            want = torch.nansum(x.double(), dim).to(got.dtype)
+            tol = {torch.float16: 2e-3, torch.bfloat16: 1e-2}.get(dtype, 1e-6)
+            torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+            # a strided view sums to exactly what its contiguous copy does
+            nc = t[::2, ::3]
+            assert torch.equal(torch.nansum(nc, dim).cpu(), torch.nansum(nc.contiguous(), dim).cpu())
+            if dtype.is_floating_point:
+                assert torch.equal(torch.nanmean(nc, dim).cpu(), torch.nanmean(nc.contiguous(), dim).cpu())
+        assert torch.nansum(t, dtype=torch.float64).dtype == torch.float64
+    assert vtpu.fallback_report() == {}
+    with pytest.raises(RuntimeError, match="complex"):
+        torch.nansum(torch.ones(2, dtype=torch.cfloat, device="tpu"))
+
+
+def test_nansum_gradient():
+    x = torch.tensor([1.0, float("nan"), 3.0], requires_grad=True)
+    t = x.detach().to("tpu").requires_grad_()
+    torch.nansum(x).backward()
+    torch.nansum(t).backward()
+    assert torch.equal(t.grad.cpu(), x.grad)

@@ -107,6 +107,22 @@ at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
   return reduce(VT_REDUCE_SUM, "aten::sum", self, dim_mask(self, dim), keepdim, r, acc_type(r), 0);
 }
 
+// nansum: the sum with NaNs read as 0 (zeroed in a copy; integers have none).
+at::Tensor nan_as_zero(const at::Tensor& self) {
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  return c10::isFloatingType(self.scalar_type()) ? self.masked_fill(self.isnan(), 0) : self;
+}
+
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  return sum_out(nan_as_zero(self), dim, keepdim, dtype, out);
+}
+
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+  return vtpu::sum(nan_as_zero(self), dim, keepdim, dtype);
+}
+
 c10::ScalarType mean_type(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   const auto r = dtype ? *dtype : self.scalar_type();
   TORCH_CHECK(c10::isFloatingType(r) || c10::isComplexType(r),
@@ -328,6 +344,8 @@ at::Tensor& scan_(at::Tensor& self, int64_t dim, std::optional<c10::ScalarType> 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   VT_IMPL(m, "sum.dim_IntList", sum);
   VT_IMPL(m, "sum.IntList_out", sum_out);
+  VT_IMPL(m, "nansum", nansum);
+  VT_IMPL(m, "nansum.out", nansum_out);
   VT_IMPL(m, "mean.dim", mean);
   VT_IMPL(m, "mean.out", mean_out);
   VT_IMPL(m, "prod", prod_all);
