@@ -230,3 +230,28 @@ def test_activation_gradients_native(dtype):
         same(xt.grad, xc.grad, exact=act is torch.relu)
     xi = torch.arange(-3, 3)  # integer relu gradients run through the fallback, as CPU computes them
     assert torch.equal(aten.threshold_backward(xi.to("tpu"), xi.to("tpu"), 0).cpu(), aten.threshold_backward(xi, xi, 0))
+
+
+def test_alpha_and_heaviside_errors_as_cpu():
+    # the same exception and message as CPU, checked in CPU's order
+    cases = [
+        lambda d: torch.add(torch.tensor([1], dtype=torch.int8, device=d), torch.tensor([2], dtype=torch.int8, device=d), alpha=True),
+        lambda d: torch.add(torch.tensor([1], dtype=torch.int8, device=d), torch.tensor([2], dtype=torch.int8, device=d), alpha=1.0),
+        lambda d: torch.add(torch.ones(2, dtype=torch.bool, device=d), torch.ones(2, dtype=torch.bool, device=d), alpha=-2.0),
+        lambda d: torch.sub(torch.ones(2, device=d), torch.ones(2, device=d), alpha=1j),
+        lambda d: torch.heaviside(torch.ones(2, dtype=torch.complex128, device=d), torch.ones(2, dtype=torch.complex64, device=d)),
+        lambda d: torch.heaviside(torch.ones(2, device=d), torch.ones(2, dtype=torch.float64, device=d)),
+    ]
+    for f in cases:
+        with pytest.raises(RuntimeError) as want:
+            f("cpu")
+        with pytest.raises(RuntimeError) as got:
+            f("tpu")
+        assert str(got.value) == str(want.value)
+    # what CPU accepts, tpu computes
+    for alpha in (0, 1, 2, True, False):
+        a = torch.tensor([True, False, True, False])
+        b = torch.tensor([True, True, False, False])
+        assert torch.equal(torch.add(a.to("tpu"), b.to("tpu"), alpha=alpha).cpu(), torch.add(a, b, alpha=alpha))
+    m = torch.tensor([2 + 3j, 4 + 5j])
+    assert torch.equal(torch.add(m.to("tpu"), m.to("tpu"), alpha=1 + 2j).cpu(), torch.add(m, m, alpha=1 + 2j))

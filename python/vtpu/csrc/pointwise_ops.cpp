@@ -107,19 +107,20 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(common, /*includeBool=*/true), "\"", b.name + 6,
                                 "\" not implemented for '", c10::toString(common), "'");
   if ((b.op == VT_CLAMP_MIN || b.op == VT_CLAMP_MAX) && is_host_scalar(o)) check_scalar_fits(o.item(), common);
-  if (b.op == VT_HEAVISIDE)
+  if (b.op == VT_HEAVISIDE) {
+    TORCH_CHECK(!a.is_complex() && !o.is_complex(), "heaviside is not yet implemented for complex tensors.");
     TORCH_CHECK(a.scalar_type() == o.scalar_type(), "heaviside is not yet implemented for tensors with different dtypes.");
+  }
   if (b.op == VT_SUB)
     TORCH_CHECK(common != at::kBool,
                 "Subtraction, the `-` operator, with two bool tensors is not supported. "
                 "Use the `^` or `logical_xor()` operator instead.");
-  if (b.op == VT_ADD || b.op == VT_SUB) {
-    if (c10::isIntegralType(common, /*includeBool=*/true) && common != at::kBool)
-      TORCH_CHECK(!alpha.isFloatingPoint(),
-                  "For integral input tensors, argument alpha must not be a floating point number.");
-    if (common == at::kBool)
-      TORCH_CHECK(alpha.isBoolean() || alpha.toLong() == 1 || alpha.toLong() == 0,
-                  "Boolean alpha only supported for Boolean results.");
+  if (b.op == VT_ADD || b.op == VT_SUB) {  // CPU's alpha checks, in CPU's order
+    TORCH_CHECK(!alpha.isBoolean() || common == at::kBool, "Boolean alpha only supported for Boolean results.");
+    TORCH_CHECK(c10::isFloatingType(common) || c10::isComplexType(common) || alpha.isIntegral(/*includeBool=*/true),
+                "For integral input tensors, argument alpha must not be a floating point number.");
+    TORCH_CHECK(c10::isComplexType(common) || !alpha.isComplex(),
+                "For non-complex input tensors, argument alpha must not be a complex number.");
   }
   const bool bool_out = b.kind == Kind::Compare || b.kind == Kind::Logical;
   const c10::ScalarType result = bool_out ? at::kBool : common;
