@@ -255,3 +255,52 @@ def test_alpha_and_heaviside_errors_as_cpu():
         assert torch.equal(torch.add(a.to("tpu"), b.to("tpu"), alpha=alpha).cpu(), torch.add(a, b, alpha=alpha))
     m = torch.tensor([2 + 3j, 4 + 5j])
     assert torch.equal(torch.add(m.to("tpu"), m.to("tpu"), alpha=1 + 2j).cpu(), torch.add(m, m, alpha=1 + 2j))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_add_sub_mul_native(dtype):
+    # composed of native real ops on (real, imag) views; conjugate views and complex alpha included
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(4, 1, 6, dtype=dtype, generator=g)
+    b = torch.randn(3, 6, dtype=dtype, generator=g)  # broadcasts against a
+    ta, tb = a.to("tpu"), b.to("tpu")
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == torch.complex64 else dict(rtol=1e-13, atol=1e-13)
+    cases = {
+        "add": lambda x, y: x + y,
+        "sub": lambda x, y: x - y,
+        "mul": lambda x, y: x * y,
+        "complex alpha": lambda x, y: torch.sub(x, y, alpha=2 - 3j),
+        "conj view": lambda x, y: x.conj() * y - y.conj(),
+        "scalars": lambda x, y: (x * (1 + 2j) - 3) + 2 * y,
+    }
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False):
+        for name, f in cases.items():
+            torch.testing.assert_close(f(ta, tb).cpu(), f(a, b), **tol, msg=lambda m, name=name: f"{name}: {m}")
+        c = ta.expand(4, 3, 6).clone()
+        c *= tb  # in place: the result aliases an operand
+        torch.testing.assert_close(c.cpu(), a * b, **tol)
+        torch.mul(c, c, out=c)
+        torch.testing.assert_close(c.cpu(), (a * b) * (a * b), **tol)
+    assert vtpu.fallback_report() == {}
+
+
+def test_rotary_embedding_in_complex_form_is_native():
+    # the view_as_complex form of rotary embeddings (Llama reference code), forward and backward
+    def rope(x, freqs):
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs).flatten(3)
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 16, 4, 64, generator=g, requires_grad=True)
+    freqs = torch.polar(torch.ones(16, 32), torch.randn(16, 32, generator=g)).view(1, 16, 1, 32)
+    xt = x.detach().to("tpu").requires_grad_()
+    vtpu.reset_fallback_report()
+    with vtpu.cpu_fallback(False):
+        yt = rope(xt, freqs.to("tpu"))
+        yt.square().sum().backward()
+    y = rope(x, freqs)
+    y.square().sum().backward()
+    torch.testing.assert_close(yt.cpu(), y, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, rtol=1e-5, atol=1e-5)
+    assert vtpu.fallback_report() == {}

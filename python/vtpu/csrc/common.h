@@ -109,4 +109,11 @@ void push_thread_precision(int p);
 void pop_thread_precision();
 void set_process_precision(int p);
 
+// Complex add / sub / mul (out = a op alpha * o) composed of native real ops
+// (complex_ops.cpp); false, with nothing written, for what it does not take
+// (other ops or dtypes, negative views), which then falls back. fresh_out:
+// out is a new tensor no operand aliases.
+bool complex_binary(vt_binary_op op, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
+                    at::Tensor& out, bool fresh_out);
+
 }  // namespace vtpu

@@ -1,6 +1,7 @@
 // pointwise_ops.cpp — adapters from ATen's pointwise ops to the runtime's
 // queued kernels: each works out PyTorch's result dtype, broadcast shape and
-// output, describes the tensors and enqueues one C call. Dtypes or ranks the
+// output, describes the tensors and enqueues one C call. Complex add / sub /
+// mul are composed of real ops (complex_ops.cpp); other dtypes or ranks the
 // kernels do not take go to the CPU fallback.
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -93,6 +94,7 @@ struct Binary {
 // mode: out undefined and !inplace → functional; inplace → out = a.
 at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
                   at::Tensor out, bool inplace, const double* params = nullptr) {
+  const bool out_given = out.defined();
   if (inplace) out = a;
   const int dev = common_device({&a, &o, &out});
   if (inplace)
@@ -136,7 +138,9 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   } else {
     out = new_output(shape, result, dev, {&a, &o});
   }
+  const bool fresh = !inplace && !out_given;
   if (out.numel() == 0) return out;
+  if (c10::isComplexType(common) && complex_binary(b.op, a, o, alpha, out, fresh)) return out;
 
   vt_tensor to{}, ta{}, tb{};
   // activation gradients have float kernels only; integer ones go to the fallback
