@@ -186,7 +186,8 @@ def test_large_elementwise_parallel_path():
 
 
 def test_dtypes_without_kernels_run_through_the_fallback():
-    """complex (no C kernel) works as on CPU, via the counted CPU fallback."""
+    """complex (no C kernel) works as on CPU, via the counted CPU fallback
+    (add / sub / mul are composed natively: see test_complex_add_sub_mul_native)."""
     import warnings
 
     a = torch.randn(5, dtype=torch.complex64)
@@ -196,13 +197,13 @@ def test_dtypes_without_kernels_run_through_the_fallback():
         warnings.simplefilter("ignore")
         ta, tb = a.to("tpu"), b.to("tpu")
         same(ta + tb, a + b)
-        same(ta * tb, a * b)
+        same(ta * tb, a * b, exact=False)  # CPU's vector kernel fuses a multiply-add: last-bit differences
         same(torch.abs(ta), torch.abs(a))  # complex -> float result dtype
         same(torch.exp(ta), torch.exp(a), exact=False)
         same(ta == tb, a == b)
         c = ta.clone()
         c.mul_(2)
-        same(c, a * 2)
+        same(c, a * 2, exact=False)
     report = vtpu.fallback_report()
     assert report.get("aten::exp") and report.get("aten::abs.out") and report.get("aten::eq.Tensor")
     with vtpu.cpu_fallback(False), pytest.raises(NotImplementedError, match="not implemented for TPU"):

@@ -187,4 +187,9 @@ int device_index(const at::Tensor& t) {
   return t.device().has_index() ? t.device().index() : current_device();
 }
 
+void check_out_dtype(const at::Tensor& out, c10::ScalarType want) {
+  TORCH_CHECK(out.scalar_type() == want, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(want),
+              ", but got ", out.dtype(), " instead");
+}
+
 }  // namespace vtpu

@@ -109,6 +109,9 @@ void push_thread_precision(int p);
 void pop_thread_precision();
 void set_process_precision(int p);
 
+// CPU's check of an out= whose dtype is fixed by the op (structured kernels).
+void check_out_dtype(const at::Tensor& out, c10::ScalarType want);
+
 // Complex add / sub / mul (out = a op alpha * o) composed of native real ops
 // (complex_ops.cpp); false, with nothing written, for what it does not take
 // (other ops or dtypes, negative views), which then falls back. fresh_out:

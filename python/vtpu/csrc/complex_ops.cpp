@@ -1,6 +1,7 @@
 // complex_ops.cpp — complex add, sub and mul on tpu, composed of native real
 // ops on the operands' (real, imag) views (torch.view_as_real), as rotary
-// embeddings and other complex-valued model code use them. Conjugate views
+// embeddings and other complex-valued model code use them; and
+// conj_physical (the imaginary part negated; a copy for real tensors). Conjugate views
 // (the conj bit autograd's complex formulas set) are read with their imaginary
 // part negated; anything else (negative bit, mixed dtypes) is left to the
 // caller, which falls back to the CPU.
@@ -8,7 +9,11 @@
 
 #include <vector>
 
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
 #include "common.h"
+#include "device_check.h"
 
 namespace vtpu {
 namespace {
@@ -69,6 +74,49 @@ bool complex_binary(vt_binary_op op, const at::Tensor& a_, const at::Tensor& o_,
   }
   if (!fresh_out) at::view_as_real(out).copy_(target);
   return true;
+}
+
+}  // namespace vtpu
+
+namespace vtpu {
+namespace {
+
+at::Tensor& conj_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "conj_physical: expected out of dtype ", self.scalar_type(),
+              ", got ", out.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  if (!self.is_complex()) return out.copy_(self);
+  VT_FALLBACK_UNLESS(!out.is_conj() && !out.is_neg() && !self.is_neg() &&
+                         (self.scalar_type() == at::kComplexFloat || self.scalar_type() == at::kComplexDouble),
+                     lacking({self, out}));
+  if (out.numel() == 0) return out;
+  const Parts p = parts(self);
+  const at::Tensor o = at::view_as_real(out);
+  if (out.is_same(self) || self.is_conj()) {  // overlap with the source: compute first, then write
+    const at::Tensor re = p.re.clone(), im = p.im.neg();
+    o.select(-1, 0).copy_(re);
+    o.select(-1, 1).copy_(im);
+  } else {
+    o.select(-1, 0).copy_(p.re);
+    at::Tensor im = o.select(-1, 1);
+    at::neg_out(im, p.im);
+  }
+  return out;
+}
+
+at::Tensor conj_physical(const at::Tensor& self) {
+  at::Tensor out = at::empty_like(self);
+  return conj_out(self, out);
+}
+
+at::Tensor& conj_physical_(at::Tensor& self) { return conj_out(self, self); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  VT_IMPL(m, "_conj_physical", conj_physical);
+  VT_IMPL(m, "conj_physical.out", conj_out);
+  VT_IMPL(m, "conj_physical_", conj_physical_);
 }
 
 }  // namespace vtpu

@@ -46,8 +46,11 @@ at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, std::vector<Alias>& alia
   if (!target) target = t.device();
   if (is_out) {
     // out= tensors may need resizing, which host aliases cannot do: use a
-    // CPU copy and write it back afterwards.
-    at::Tensor c = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU));
+    // CPU copy and write it back afterwards. The copy is dense: some CPU
+    // kernels write a strided out as if it were contiguous (avg_pool3d),
+    // and the write-back honours the device tensor's strides.
+    at::Tensor c = t.is_non_overlapping_and_dense() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kCPU))
+                                                    : at::empty(t.sizes(), t.options().device(c10::kCPU));
     c.copy_(host_alias_of(t));
     outs.push_back({t, c});
     return c;
@@ -60,6 +63,8 @@ at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, std::vector<Alias>& alia
 at::Tensor to_device_result(const at::Tensor& r, const std::vector<Alias>& aliases, const std::vector<Alias>& outs,
                             const c10::Device& target) {
   if (!r.defined() || r.device().type() == kTpu) return r;
+  TORCH_CHECK_NOT_IMPLEMENTED(r.layout() == c10::kStrided, "vtpu: the tpu device has no sparse tensors (the result ",
+                              "would be ", r.layout(), "); keep sparse tensors on the CPU, or use dense tensors on tpu");
   for (const auto& o : outs)
     if (r.unsafeGetTensorImpl() == o.cpu.unsafeGetTensorImpl()) return o.tpu;
   for (const auto& a : aliases) {
@@ -95,7 +100,8 @@ at::Generator cpu_generator_for(const at::Generator& g) {
 
 bool accepts_host_tensors(const std::string& name) {
   // indexing takes index tensors from the host, as on CUDA
-  return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put", 0) == 0;
+  return name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
+         name == "aten::_index_put_impl_";
 }
 
 std::atomic<int>& process_override_ref() {
@@ -239,6 +245,17 @@ void no_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
 
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_quantized>());
+}
+
+// Sparse layouts likewise: "tpu" tensors are strided.
+void no_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "vtpu: the tpu device has no sparse tensors (", op.schema().name(),
+                              " with a sparse layout); keep sparse tensors on the CPU, or use dense tensors on tpu");
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_sparse>()); }
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_sparse>());
 }
 
 // Composite ops whose PyTorch implementation refuses devices other than

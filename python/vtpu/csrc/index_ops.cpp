@@ -154,7 +154,7 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
                        at::Tensor& out) {
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::native::scatter_gather_dtype_check("gather", self, index_, std::nullopt);
-  at::native::gather_shape_check(self, d, index_);
+  if (index_.numel() != 0) at::native::gather_shape_check(self, d, index_);  // CPU skips it for an empty index
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "gather(): Expected out tensor to have dtype ",
               self.scalar_type(), ", but got ", out.scalar_type(), " instead");
   VT_FALLBACK_UNLESS(native({&self, &out}), lacking({self, out}));

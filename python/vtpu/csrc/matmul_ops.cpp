@@ -268,10 +268,10 @@ at::Tensor dot_mxu(const at::Tensor& a, const at::Tensor& b) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   VT_IMPL(m, "addmv", addmv);
   VT_IMPL(m, "addmv.out", addmv_out);
-  // PyTorch's composite addr.out writes its result into out whatever its
+  // PyTorch's composite addr.out (outer product, scaled sum) writes its result into out whatever its
   // device; behind the device check an out of another device is refused, as
   // CUDA refuses it.
-  VT_IMPL(m, "addr.out", at::native::addr_out);
+  VT_IMPL(m, "addr.out", at::native::math_addr_out);
   VT_IMPL(m, "dot", dot_mxu);
   VT_IMPL(m, "vdot", [](const at::Tensor& a, const at::Tensor& b) {
     // real dtypes (all the MXU takes) need no conjugation: vdot == dot

@@ -3,6 +3,7 @@
 // kernels: PyTorch's checks and messages, result shapes and dtypes (the
 // "mixed dtype" rules of the CPU kernels), one queued C call per op.
 #include <torch/library.h>
+#include <ATen/ops/rms_norm_ops.h>
 
 #include <limits>
 #include <sstream>
@@ -143,8 +144,11 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
 
 // F.rms_norm reaches aten::rms_norm, whose composite only calls the fused
 // op on CUDA / MPS: on tpu route it to _fused_rms_norm (which autograd
-// knows) before autograd runs.
+// knows) before autograd runs. Complex inputs, which the fused op's
+// derivative does not take, use PyTorch's composite as on CPU.
 at::Tensor rms_norm_entry(const at::Tensor& input, c10::SymIntArrayRef shape, const Opt& w, std::optional<double> eps) {
+  if (input.is_complex() || (w && w->defined() && w->is_complex()))  // PyTorch's composite, below autograd
+    return at::_ops::rms_norm::redispatch(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), input, shape, w, eps);
   return std::get<0>(at::_fused_rms_norm(input, C10_AS_INTARRAYREF_SLOW(shape), w, eps));
 }
 

@@ -215,6 +215,7 @@ struct Unary {
 at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inplace, const double* params = nullptr) {
   if (inplace) out = a;
   const int dev = common_device({&a, &out});
+  VT_FALLBACK_UNLESS(!c10::isComplexType(a.scalar_type()), lacking({a}));  // CPU's complex activations
   if (u.kind == Kind::Activation)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(a.scalar_type()), "\"", u.name, "\" not implemented for '",
                                 c10::toString(a.scalar_type()), "'");
@@ -354,6 +355,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
   st = at::native::update_result_type_state(b, st);
   st = at::native::update_result_type_state(c, st);
   const c10::ScalarType common = at::native::result_type(st);
+  VT_FALLBACK_UNLESS(!c10::isComplexType(common), lacking({a, b, c}));  // e.g. complex lerp
   if (float_only)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(common), "\"", name, "\" not implemented for '",
                                 c10::toString(common), "'");

@@ -20,12 +20,6 @@ c10::ScalarType acc_type(c10::ScalarType t) {
   return at::kLong;
 }
 
-// CPU's check of an out= whose dtype is fixed by the op.
-void check_out_dtype(const at::Tensor& out, c10::ScalarType want) {
-  TORCH_CHECK(out.scalar_type() == want, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(want),
-              ", but got ", out.dtype(), " instead");
-}
-
 // CPU's check of an out= the result is cast into.
 void check_out_cast(const at::Tensor& out, c10::ScalarType result) {
   TORCH_CHECK(c10::canCast(result, out.scalar_type()), "result type ", result,
@@ -115,6 +109,10 @@ at::Tensor nan_as_zero(const at::Tensor& self) {
 
 at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  const auto r = dtype ? *dtype : out.scalar_type();  // CPU's kernel for float inputs runs in the out's dtype
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(self.scalar_type(), /*includeBool=*/true) ||
+                                  c10::isFloatingType(r) || c10::isComplexType(r),
+                              "\"nansum\" not implemented for '", c10::toString(r), "'");
   return sum_out(nan_as_zero(self), dim, keepdim, dtype, out);
 }
 

@@ -98,12 +98,11 @@ at::Tensor roll_impl(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
 template <int Upper>
 at::Tensor& tri_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
   TORCH_CHECK(self.dim() >= 2, Upper ? "triu" : "tril", ": input tensor must have at least 2 dimensions");
+  check_out_dtype(out, self.scalar_type());
   if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   const char* name = Upper ? "aten::triu" : "aten::tril";
-  at::Tensor src = self;
-  if (out.scalar_type() != self.scalar_type()) src = self.to(out.scalar_type());
-  const vt_tensor o = view_of(out), i = view_of(src);
+  const vt_tensor o = view_of(out), i = view_of(self);
   check(vt_op_tri(device_index(self), name, &o, &i, diagonal, Upper));
   return out;
 }
@@ -215,6 +214,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
 
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  VT_FALLBACK_UNLESS(!c10::isComplexType(out.scalar_type()), lacking({out}));
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   // As CPU, the ends are first converted to the output dtype: that raises

@@ -27,6 +27,7 @@ at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float,
     TORCH_CHECK(self.scalar_type() == at::kHalf || self.scalar_type() == at::kBFloat16,
                 "conversion is supported for Half type only");
   }
+  check_out_dtype(out, half_to_float ? at::kFloat : self.scalar_type());
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
