@@ -305,3 +305,21 @@ def test_rotary_embedding_in_complex_form_is_native():
     torch.testing.assert_close(yt.cpu(), y, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(xt.grad.cpu(), x.grad, rtol=1e-5, atol=1e-5)
     assert vtpu.fallback_report() == {}
+
+
+def test_complex_arithmetic_extremal_values_as_cpu():
+    # inf, nan and signed zeros in every combination: CPU's NaN propagation (alpha * o is a
+    # full complex product) and signs, bit for bit apart from NaN payloads
+    import itertools
+
+    vals = [float("inf"), -float("inf"), float("nan"), 0.0, -0.0, 1.0]
+    zs = [complex(r, i) for r, i in itertools.product(vals, vals)]
+    a = torch.tensor([x for x in zs for _ in zs], dtype=torch.cdouble)
+    b = torch.tensor([y for _ in zs for y in zs], dtype=torch.cdouble)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    for f in (lambda x, y: x + y, lambda x, y: x - y, lambda x, y: torch.sub(x, y, alpha=2),
+              lambda x, y: torch.add(x, y, alpha=1 - 2j), lambda x, y: x * y):
+        want, got = torch.view_as_real(f(a, b)), torch.view_as_real(f(ta, tb).cpu())
+        assert torch.equal(got.isnan(), want.isnan())
+        fin = ~want.isnan()
+        assert torch.equal(got[fin], want[fin]) and torch.equal(got[fin].signbit(), want[fin].signbit())

@@ -62,15 +62,14 @@ bool complex_binary(vt_binary_op op, const at::Tensor& a_, const at::Tensor& o_,
     at::mul_out(re, x.re, y.re).sub_(at::mul(x.im, y.im));
     at::mul_out(im, x.re, y.im).add_(at::mul(x.im, y.re));
   } else {
-    // a ± alpha * o, alpha = p + i q
+    // a ± alpha * o, alpha = p + i q, as CPU computes it: alpha times o is a
+    // full complex product even for a real alpha (0 * inf is NaN there too)
     const c10::complex<double> al = alpha.toComplexDouble();
-    const double s = op == VT_ADD ? 1.0 : -1.0, p = s * al.real(), q = s * al.imag();
+    const double s = op == VT_ADD ? 1.0 : -1.0, p = s * al.real(), q = al.imag() == 0.0 ? 0.0 : s * al.imag();
     at::add_out(re, x.re, y.re, p);
     at::add_out(im, x.im, y.im, p);
-    if (q != 0.0) {
-      re.sub_(y.im, q);
-      im.add_(y.re, q);
-    }
+    re.sub_(y.im, q);
+    im.add_(y.re, q);
   }
   if (!fresh_out) at::view_as_real(out).copy_(target);
   return true;
