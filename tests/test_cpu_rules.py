@@ -69,6 +69,8 @@ def test_complex_inputs_compute_as_on_cpu():
     t = x.to("tpu")
     cases = {
         "lerp": lambda v: torch.lerp(v, v * 2, 0.3),
+        "lerp, complex weight": lambda v: torch.lerp(v, v * 2, 0.5 + 1j),
+        "lerp, tensor weight": lambda v: torch.lerp(v, v * 2, v),
         "silu": lambda v: F.silu(v),
         "linspace": lambda v: torch.linspace(0, 1 + 1j, 5, device=v.device),
         "conj_physical": lambda v: torch.conj_physical(v),

@@ -420,6 +420,7 @@ at::Tensor clamp_tensor(const at::Tensor& a, const std::optional<at::Tensor>& lo
 
 at::Tensor lerp_scalar(const at::Tensor& a, const at::Tensor& end, const at::Scalar& w, at::Tensor out, bool inplace) {
   TORCH_CHECK(a.dtype() == end.dtype(), "expected dtype ", a.dtype(), " for `end` but got dtype ", end.dtype());
+  VT_FALLBACK_UNLESS(!a.is_complex() && !w.isComplex(), lacking({a}), " or a complex weight");
   const double p[VT_EW_MAX_PARAMS] = {w.toDouble()};
   return binary(kLerpS, a, end, 1, std::move(out), inplace, p);
 }
