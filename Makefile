@@ -3,14 +3,15 @@
 #   make test   the same set-up if needed, then the C tests (plain and under
 #               ASan+UBSan) and the Python tests
 # Other targets: make bench (ratios vs PyTorch CPU), make op-coverage, make fuzz
-# (the C op fuzzer for FUZZ_SECONDS, default 300), make clean.
+# (the C op fuzzer for FUZZ_SECONDS, default 300), make conformance (PyTorch's
+# own device tests against "tpu", docs/conformance.md), make clean.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
 NATIVE_SRC := $(shell find runtime/src runtime/include python/vtpu/csrc -name '*.[ch]' -o -name '*.cpp' 2>/dev/null) setup.py pyproject.toml
 
-.PHONY: all demo test test-c test-py bench op-coverage fuzz install clean
+.PHONY: all demo test test-c test-py bench op-coverage fuzz conformance install clean
 
 all: install
 
@@ -55,6 +56,13 @@ fuzz:
 # docs/op_coverage.md from PyTorch's OpInfo database (tests/test_opinfo.py checks it).
 op-coverage: install
 	$(VPY) tests/op_coverage.py
+
+# PyTorch's test files are fetched into conformance/pytorch/ (git-ignored).
+conformance: install
+	$(VPY) -m pip install --quiet psutil
+	conformance/fetch.sh
+	$(VPY) conformance/run.py
+	$(VPY) conformance/run.py --device cpu
 
 clean:
 	$(MAKE) -C runtime clean

@@ -5,12 +5,13 @@ Goal: no op below 1.0x.
 
 Run: python bench/ops.py [filter]   (filter: substring of the op names)"""
 
+import copy
 import sys
 
 import torch
 import torch.nn.functional as F
 
-import vtpu  # noqa: F401
+import vtpu
 from common import best_time, save
 
 B, T, D, V = 8, 256, 512, 8192  # a GPT step's activations: (B*T, D) rows, vocab V
@@ -26,6 +27,7 @@ def cases(dtype):
     emb = torch.randn(V, D, generator=g).to(dtype)
     idx = torch.randint(0, V, (B * T,), generator=g)
     img = torch.randn(16, 64, 32, 32, generator=g).to(dtype)
+    seq = torch.randn(16, 64, 256, generator=g).to(dtype)  # (batch, time, features)
     return [
         ("softmax", lambda s: F.softmax(s, -1), [scores]),
         ("log_softmax", lambda s: F.log_softmax(s, -1), [scores]),
@@ -39,7 +41,17 @@ def cases(dtype):
         ("embedding", lambda i, e: F.embedding(i, e), [idx, emb]),
         ("max_pool2d", lambda a: F.max_pool2d(a, 2), [img]),
         ("batch_norm", lambda a: F.batch_norm(a, None, None, training=True), [img]),
+        ("lstm", recurrent(torch.nn.LSTM, dtype), [seq]),
+        ("gru", recurrent(torch.nn.GRU, dtype), [seq]),
     ]
+
+
+def recurrent(cls, dtype):
+    """A 2-layer recurrent layer (the same weights on each device) applied to its input."""
+    torch.manual_seed(0)
+    cpu = cls(256, 256, num_layers=2, batch_first=True).to(dtype)
+    mods = {"cpu": cpu, "tpu": copy.deepcopy(cpu).to("tpu")}
+    return lambda a: mods[a.device.type](a)[0]
 
 
 def timed(fn, args, backward, device):
@@ -59,6 +71,7 @@ def timed(fn, args, backward, device):
 def main():
     pattern = sys.argv[1] if len(sys.argv) > 1 else ""
     rows, record = [], {}
+    print(f"ISA path {vtpu.info()['isa_path']}, {torch.get_num_threads()} threads")
     print(f"{'op':<16} {'dtype':<9} {'pass':<8} {'cpu ms':>9} {'tpu ms':>9} {'cpu/tpu':>8}")
     for dtype in (torch.float32, torch.bfloat16):
         for name, fn, args in cases(dtype):
