@@ -190,7 +190,8 @@ static vt_status adv_enqueue(int dev, const char *name, int put, int accumulate,
     /* CPU's order: the values' shape, then their dtype */
     if (put) {
         vt_tensor v;
-        if (vt_broadcast_to(other, rnd, rsz, &v) != VT_OK) {
+        if ((s = vt_broadcast_to(other, rnd, rsz, &v)) != VT_OK) {
+            if (other->ndim < 0 || other->ndim > VT_MAX_DIMS) return s; /* not a shape: broadcast's own error */
             vt_tensor r = *other;
             r.ndim = rnd;
             memcpy(r.sizes, rsz, sizeof(int64_t) * (size_t)rnd);

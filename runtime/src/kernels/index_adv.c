@@ -20,7 +20,7 @@ typedef struct adv_plan {
 
 void vt_shape_text(const vt_tensor *t, char *buf, size_t len) {
     size_t u = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < t->ndim && u < len; d++)
+    for (int d = 0; d < t->ndim && d < VT_MAX_DIMS && u < len; d++)
         u += (size_t)snprintf(buf + u, len - u, d ? ", %lld" : "%lld", (long long)t->sizes[d]);
     if (u < len) snprintf(buf + u, len - u, "]");
 }
