@@ -190,19 +190,7 @@ static vt_status adv_enqueue(int dev, const char *name, int put, int accumulate,
     /* CPU's order: the values' shape, then their dtype */
     if (put) {
         vt_tensor v;
-        if ((s = vt_broadcast_to(other, rnd, rsz, &v)) != VT_OK) {
-            if (other->ndim < 0 || other->ndim > VT_MAX_DIMS) return s; /* not a shape: broadcast's own error */
-            vt_tensor r = *other;
-            r.ndim = rnd;
-            memcpy(r.sizes, rsz, sizeof(int64_t) * (size_t)rnd);
-            char a[256], b[256];
-            vt_shape_text(other, a, sizeof a);
-            vt_shape_text(&r, b, sizeof b);
-            return vt_set_error(VT_ERR_INVALID_ARGUMENT,
-                                "shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
-                                "shape %s",
-                                a, b);
-        }
+        if ((s = vt_broadcast_to(other, rnd, rsz, &v)) != VT_OK) return ix_values_mismatch(other, rnd, rsz, s);
     } else if (other->ndim != rnd || memcmp(other->sizes, rsz, sizeof(int64_t) * (size_t)rnd)) {
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index(): out must have the result's shape");
     }

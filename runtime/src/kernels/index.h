@@ -24,8 +24,9 @@ vt_status ix_err_finish(ix_err *e, const char *op);
  * (VT_ERR_KERNEL), the others IndexError (VT_ERR_INDEX); take counts
  * elements. The queued op prefixes the op's name. */
 vt_status ix_oob(const char *op, int64_t v, int dim, int64_t n);
-/* "[2, 3]": t's shape, for error messages. */
-void vt_shape_text(const vt_tensor *t, char *buf, size_t len);
+/* index_put's error for values that do not broadcast to the indexing result
+ * (rnd dims rsz); broadcast_status itself when values is no valid shape. */
+vt_status ix_values_mismatch(const vt_tensor *values, int rnd, const int64_t *rsz, vt_status broadcast_status);
 
 /* Read element i (in elements) of an I32 / I64 tensor's memory. */
 static inline int64_t ix_load(const void *base, int is64, int64_t i) {

@@ -18,11 +18,24 @@ typedef struct adv_plan {
     int bpos;
 } adv_plan;
 
-void vt_shape_text(const vt_tensor *t, char *buf, size_t len) {
+static void shape_text(const vt_tensor *t, char *buf, size_t len) {
     size_t u = (size_t)snprintf(buf, len, "[");
     for (int d = 0; d < t->ndim && d < VT_MAX_DIMS && u < len; d++)
         u += (size_t)snprintf(buf + u, len - u, d ? ", %lld" : "%lld", (long long)t->sizes[d]);
     if (u < len) snprintf(buf + u, len - u, "]");
+}
+
+vt_status ix_values_mismatch(const vt_tensor *values, int rnd, const int64_t *rsz, vt_status broadcast_status) {
+    if (values->ndim < 0 || values->ndim > VT_MAX_DIMS) return broadcast_status; /* not a shape */
+    vt_tensor r = *values;
+    r.ndim = rnd;
+    memcpy(r.sizes, rsz, sizeof(int64_t) * (size_t)rnd);
+    char a[256], b[256];
+    shape_text(values, a, sizeof a);
+    shape_text(&r, b, sizeof b);
+    return vt_set_error(VT_ERR_INVALID_ARGUMENT,
+                        "shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s",
+                        a, b);
 }
 
 static vt_status plan_make(const char *op, const vt_tensor *in, int n, const vt_tensor *const *indices,
@@ -60,7 +73,7 @@ static vt_status plan_make(const char *op, const vt_tensor *in, int n, const vt_
                                                          "together with shapes ");
             for (int j = 0; j < p->nidx && u < sizeof msg; j++) {
                 if (j) u += (size_t)snprintf(msg + u, sizeof msg - u, ", ");
-                if (u < sizeof msg) vt_shape_text(indices[p->dims[j]], msg + u, sizeof msg - u);
+                if (u < sizeof msg) shape_text(indices[p->dims[j]], msg + u, sizeof msg - u);
                 u = strlen(msg);
             }
             return vt_set_error(VT_ERR_INDEX, "%s", msg);
@@ -245,18 +258,7 @@ vt_status vt_index_put(const vt_tensor *out, int n, const vt_tensor *const *indi
     if (values->dtype != out->dtype)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index_put(): values and self must have the same dtype");
     vt_tensor v;
-    if ((s = vt_broadcast_to(values, p.rnd, p.rsz, &v)) != VT_OK) {
-        vt_tensor r = *values;
-        r.ndim = p.rnd;
-        memcpy(r.sizes, p.rsz, sizeof(int64_t) * (size_t)p.rnd);
-        char a[256], b[256];
-        vt_shape_text(values, a, sizeof a);
-        vt_shape_text(&r, b, sizeof b);
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT,
-                            "shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of "
-                            "shape %s",
-                            a, b);
-    }
+    if ((s = vt_broadcast_to(values, p.rnd, p.rsz, &v)) != VT_OK) return ix_values_mismatch(values, p.rnd, p.rsz, s);
     if (numel_of(p.rnd, p.rsz) == 0) return VT_OK;
     /* Destinations may repeat across B, so B is walked as one ordered dim:
      * values must be mergeable across B, else they are staged contiguously. */
