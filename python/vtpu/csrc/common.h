@@ -20,6 +20,11 @@ namespace vtpu {
 
 constexpr auto kTpu = c10::DeviceType::PrivateUse1;
 
+inline bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
+
+// An optional tensor argument as a tensor (undefined when absent).
+inline at::Tensor value(const std::optional<at::Tensor>& t) { return t && t->defined() ? *t : at::Tensor(); }
+
 // Raise the Python exception that matches s, with the runtime's message.
 [[noreturn]] void throw_status(vt_status s, const char* context);
 

@@ -32,7 +32,7 @@ Parts parts(const at::Tensor& t) {
 }
 
 bool takes(const at::Tensor& t, c10::ScalarType common) {
-  return t.device().type() == kTpu && t.scalar_type() == common && !t.is_neg();
+  return is_tpu(t) && t.scalar_type() == common && !t.is_neg();
 }
 
 }  // namespace

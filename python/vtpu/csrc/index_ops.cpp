@@ -18,8 +18,6 @@
 namespace vtpu {
 namespace {
 
-bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
-
 // Every tensor describable (dtype, rank) by the C runtime?
 bool native(std::initializer_list<const at::Tensor*> ts) {
   vt_tensor d{};

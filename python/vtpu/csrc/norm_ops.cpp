@@ -29,8 +29,6 @@ struct Desc {
   }
 };
 
-at::Tensor value(const Opt& t) { return t && t->defined() ? *t : at::Tensor(); }
-
 bool is_float(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ||
          t.scalar_type() == at::kDouble;

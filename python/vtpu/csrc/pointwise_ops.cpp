@@ -18,8 +18,6 @@ namespace {
 // FloatOnly: float (and promoted) inputs only; Activation: float inputs only, no promotion.
 enum class Kind { Arith, TrueDiv, Compare, Logical, Bitwise, FloatMath, Gradient, FloatOnly, Activation };
 
-bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
-
 // A CPU 0-dim tensor acts as a scalar (as on CUDA); any other CPU tensor
 // meeting a tpu tensor is a device mismatch.
 bool is_host_scalar(const at::Tensor& t) { return t.defined() && t.is_cpu() && t.dim() == 0; }

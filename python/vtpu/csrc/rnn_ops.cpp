@@ -20,8 +20,6 @@ using Opt = std::optional<at::Tensor>;
 using T3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 using T5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-at::Tensor value(const Opt& t) { return t && t->defined() ? *t : at::Tensor(); }
-
 void check_float(const char* op, const at::Tensor& t) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
                               t.scalar_type(), "'");
