@@ -236,7 +236,7 @@ def _run_tpu(fn):
         if m:
             raise Fallback(f"falls back: {m.group(1)}") from None
         m = re.search(r"Could not run '([^']+)' with arguments from the '(\w+)' backend", str(e))
-        if m:  # a layout with no kernels at all (sparse): neither native nor a fallback runs it
+        if m:  # a dispatch key with no kernels at all: neither native nor a fallback runs it
             raise Fallback(f"no {m.group(2)} kernel: {m.group(1)}") from None
         raise
 

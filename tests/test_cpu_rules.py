@@ -132,17 +132,3 @@ def test_strided_out_gets_the_right_values():
     torch.exp(x.view(-1)[:12].view(4, 3).to("tpu"), out=buf[:, ::2])
     assert torch.equal(buf[:, ::2].cpu(), x.view(-1)[:12].view(4, 3).exp())
     assert torch.equal(buf[:, 1::2].cpu(), torch.full((4, 3), 7.0))  # the gaps are untouched
-
-
-def test_sparse_layouts_are_refused_clearly():
-    # "tpu" tensors are strided; sparse ones are refused with a clear error and the process stays usable
-    i, v = torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for f in (lambda: torch.sparse_coo_tensor(i, v, (2, 2), device="tpu"),
-                  lambda: torch.sparse_coo_tensor(i, v, (2, 2)).to("tpu"),
-                  lambda: torch.ones(2, 2, device="tpu").to_sparse(),
-                  lambda: torch.ones(2, 2, device="tpu").to_sparse_csr()):
-            with pytest.raises(NotImplementedError, match="the tpu device has no sparse tensors"):
-                f()
-    assert torch.ones(2, 2, device="tpu").sum().item() == 4.0

@@ -3,6 +3,9 @@
 // memory (device memory is host memory), keeps in-place writes and views in
 // device memory, copies fresh results to the device, and counts each op.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/SparseCsrTensorUtils.h>
+#include <ATen/SparseTensorImpl.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -40,10 +43,68 @@ struct Alias {
   at::Tensor tpu, cpu;
 };
 
-at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, std::vector<Alias>& aliases, std::vector<Alias>& outs,
-                      std::optional<c10::Device>& target) {
+bool is_sparse_layout(const at::Tensor& t) { return t.defined() && t.layout() != c10::kStrided; }
+bool is_compressed(const at::Tensor& t) { return t.layout() != c10::kStrided && t.layout() != c10::kSparse; }
+
+// The dense tensors a sparse tensor is made of: COO (indices, values),
+// compressed layouts (compressed indices, plain indices, values).
+std::vector<at::Tensor> members_of(const at::Tensor& t) {
+  if (t.layout() == c10::kSparse) return {t._indices(), t._values()};
+  const auto [ci, pi] = at::sparse_csr::getCompressedPlainIndices(t);
+  return {ci, pi, t.values()};
+}
+
+// A sparse tensor of t's layout, sizes and dtype on `device`, made of members.
+at::Tensor sparse_from(const at::Tensor& t, const std::vector<at::Tensor>& m, c10::Device device) {
+  const auto opts = t.options().device(device);
+  if (t.layout() == c10::kSparse)
+    return at::_sparse_coo_tensor_with_dims_and_tensors(t.sparse_dim(), t.dense_dim(), t.sizes(), m[0], m[1], opts,
+                                                        t.is_coalesced());
+  return at::_sparse_compressed_tensor_unsafe(m[0], m[1], m[2], t.sizes(), opts);
+}
+
+// Gives the tpu sparse tensor `tpu` the structure and members of `src`
+// (what a CPU kernel made of its host twin), reusing members that are
+// still host aliases of tpu's own.
+void assign_sparse(const at::Tensor& tpu, const at::Tensor& src, const std::vector<at::Tensor>& tpu_members,
+                   const std::vector<at::Tensor>& host_members) {
+  auto m = members_of(src);
+  for (size_t i = 0; i < m.size(); i++) {
+    if (i < host_members.size() && m[i].unsafeGetTensorImpl() == host_members[i].unsafeGetTensorImpl())
+      m[i] = tpu_members[i];
+    else
+      m[i] = m[i].to(tpu.device());
+  }
+  if (tpu.layout() == c10::kSparse) {
+    auto* impl = at::sparse::get_sparse_impl(tpu);
+    impl->raw_resize_(src.sparse_dim(), src.dense_dim(), src.sizes());
+    impl->set_indices_and_values_unsafe(m[0], m[1]);
+    impl->set_coalesced(src.is_coalesced());
+  } else {
+    at::sparse_csr::get_sparse_csr_impl(tpu)->set_member_tensors(m[0], m[1], m[2], src.sizes());
+  }
+}
+
+// A sparse tpu argument's CPU twin: a sparse CPU tensor whose members are
+// host aliases of the tpu members, so kernels that write values in place
+// write device memory; structural changes are copied back afterwards.
+struct SparseAlias {
+  at::Tensor tpu, cpu;
+  std::vector<at::Tensor> tpu_members, host_members;
+  bool written;
+};
+
+at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, bool written, std::vector<Alias>& aliases,
+                      std::vector<Alias>& outs, std::vector<SparseAlias>& sparse, std::optional<c10::Device>& target) {
   if (!t.defined() || t.device().type() != kTpu) return t;
   if (!target) target = t.device();
+  if (is_sparse_layout(t)) {
+    SparseAlias s{t, {}, members_of(t), {}, written || is_out};
+    for (const auto& m : s.tpu_members) s.host_members.push_back(host_alias_of(m));
+    s.cpu = sparse_from(t, s.host_members, c10::kCPU);
+    sparse.push_back(s);
+    return s.cpu;
+  }
   if (is_out) {
     // out= tensors may need resizing, which host aliases cannot do: use a
     // CPU copy and write it back afterwards. The copy is dense: some CPU
@@ -61,10 +122,15 @@ at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, std::vector<Alias>& alia
 }
 
 at::Tensor to_device_result(const at::Tensor& r, const std::vector<Alias>& aliases, const std::vector<Alias>& outs,
-                            const c10::Device& target) {
+                            const std::vector<SparseAlias>& sparse, const c10::Device& target) {
   if (!r.defined() || r.device().type() == kTpu) return r;
-  TORCH_CHECK_NOT_IMPLEMENTED(r.layout() == c10::kStrided, "vtpu: the tpu device has no sparse tensors (the result ",
-                              "would be ", r.layout(), "); keep sparse tensors on the CPU, or use dense tensors on tpu");
+  if (is_sparse_layout(r)) {
+    for (const auto& s : sparse)
+      if (r.unsafeGetTensorImpl() == s.cpu.unsafeGetTensorImpl()) return s.tpu;  // in-place or out=
+    std::vector<at::Tensor> m;
+    for (const auto& c : members_of(r)) m.push_back(to_device_result(c, aliases, outs, sparse, target));
+    return sparse_from(r, m, target);
+  }
   for (const auto& o : outs)
     if (r.unsafeGetTensorImpl() == o.cpu.unsafeGetTensorImpl()) return o.tpu;
   for (const auto& a : aliases) {
@@ -129,7 +195,9 @@ void reset_fallback_counts() {
 
 void set_fallback_reason(const char* why) { tls_reason = why; }
 
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Runs op on the CPU under cpu_key (CPU, or SparseCPU / SparseCsrCPU for
+// ops on sparse tpu tensors).
+void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   const auto& schema = op.schema();
   std::string name = schema.name();
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
@@ -151,6 +219,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - n, stack->end());
   std::vector<Alias> aliases, outs;
+  std::vector<SparseAlias> sparse;
   std::optional<c10::Device> target;
   std::set<int> devices;
   c10::Device host_dev(c10::kCPU);
@@ -166,6 +235,13 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     else if (v.isOptionalTensorList())
       for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) if (t.has_value()) fn(*t);
   };
+  // The dense tensors behind an argument: itself, or a sparse tensor's members.
+  const auto each_dense = [&](const c10::IValue& v, const auto& fn) {
+    each_tensor(v, [&](const at::Tensor& t) {
+      if (!is_sparse_layout(t)) return fn(t);
+      if (t.device().type() == kTpu) for (const auto& m : members_of(t)) fn(m);
+    });
+  };
   for (size_t i = 0; i < n; i++)
     each_tensor(args[i], [&](const at::Tensor& t) {
       if (t.defined() && t.device().type() == kTpu) devices.insert(device_index(t));
@@ -176,30 +252,31 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (int d : devices) wait_device(d);
   for (size_t i = 0; i < n; i++)
     if (!schema.arguments()[i].is_out())
-      each_tensor(args[i], [](const at::Tensor& t) {
+      each_dense(args[i], [](const at::Tensor& t) {
         if (t.defined() && t.device().type() == kTpu) wait_readable(t);
       });
   std::vector<at::Tensor> written_tpu;
   for (size_t i = 0; i < n; i++)
     if (written(i))
-      each_tensor(args[i], [&](const at::Tensor& t) {
+      each_dense(args[i], [&](const at::Tensor& t) {
         if (t.defined() && t.device().type() == kTpu) written_tpu.push_back(t);
       });
 
   for (size_t i = 0; i < n; i++) {
-    const bool is_out = schema.arguments()[i].is_out();
+    const bool is_out = schema.arguments()[i].is_out(), w = written(i);
+    const auto to_cpu = [&](const at::Tensor& t) { return to_cpu_arg(t, is_out, w, aliases, outs, sparse, target); };
     auto& v = args[i];
     if (v.isTensor()) {
-      v = to_cpu_arg(v.toTensor(), is_out, aliases, outs, target);
+      v = to_cpu(v.toTensor());
     } else if (v.isTensorList()) {
       auto list = v.toTensorList();
       c10::List<at::Tensor> mapped;
-      for (const auto& t : list) mapped.push_back(to_cpu_arg(t, is_out, aliases, outs, target));
+      for (const auto& t : list) mapped.push_back(to_cpu(t));
       v = mapped;
     } else if (v.isOptionalTensorList()) {
       c10::List<std::optional<at::Tensor>> mapped;
       for (const std::optional<at::Tensor> t : v.toOptionalTensorList()) {
-        if (t.has_value()) mapped.push_back(to_cpu_arg(*t, is_out, aliases, outs, target));
+        if (t.has_value()) mapped.push_back(to_cpu(*t));
         else mapped.push_back(std::nullopt);
       }
       v = mapped;
@@ -211,28 +288,31 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   if (!target) target = c10::Device(kTpu, current_device());
+  // A view of a sparse argument's member stays a view of device memory.
+  for (const auto& s : sparse)
+    for (size_t k = 0; k < s.tpu_members.size(); k++) aliases.push_back({s.tpu_members[k], s.host_members[k]});
 
   torch::jit::drop(stack, n);
   for (auto& a : args) torch::jit::push(stack, std::move(a));
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
 
   for (const auto& o : outs) at::_copy_from_and_resize(o.cpu, o.tpu);
+  for (const auto& s : sparse)
+    if (s.written) assign_sparse(s.tpu, s.cpu, s.tpu_members, s.host_members);
   for (const auto& t : written_tpu) mark_written(t);
 
   const size_t nr = schema.returns().size();
   for (size_t j = stack->size() - nr; j < stack->size(); j++) {
     auto& r = (*stack)[j];
     if (r.isTensor()) {
-      r = to_device_result(r.toTensor(), aliases, outs, *target);
+      r = to_device_result(r.toTensor(), aliases, outs, sparse, *target);
     } else if (r.isTensorList()) {
       c10::List<at::Tensor> mapped;
-      for (const auto& t : r.toTensorList()) mapped.push_back(to_device_result(t, aliases, outs, *target));
+      for (const auto& t : r.toTensorList()) mapped.push_back(to_device_result(t, aliases, outs, sparse, *target));
       r = mapped;
     }
   }
 }
-
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
 
 // Quantized tensors (qint8, quint8, qint32, ...) on tpu: every op says
 // clearly that the device has none, instead of PyTorch's "Could not run ...
@@ -247,15 +327,53 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_quantized>());
 }
 
-// Sparse layouts likewise: "tpu" tensors are strided.
-void no_sparse(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "vtpu: the tpu device has no sparse tensors (", op.schema().name(),
-                              " with a sparse layout); keep sparse tensors on the CPU, or use dense tensors on tpu");
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fallback_to(op, stack, c10::DispatchKey::CPU);
 }
 
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_sparse>()); }
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>()); }
+
+// Sparse tpu tensors (COO, CSR/CSC/BSR/BSC): the kernels that only read or
+// set their structure are PyTorch's device-generic ones (sparse_ops.cpp);
+// every other op runs through the fallback on a sparse CPU twin.
+void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fallback_to(op, stack, c10::DispatchKey::SparseCPU);
+}
+void sparse_compressed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fallback_to(op, stack, c10::DispatchKey::SparseCsrCPU);
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
+}
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&no_sparse>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_compressed_fallback>());
+}
+
+// A backend fallback ranks below composite kernels, and a structured op's
+// functional variant has one (CompositeExplicitAutogradNonFunctional: mm on
+// a CSR tensor would allocate a sparse out= and call mm.out). CPU has its
+// own sparse kernel for such ops; tpu gets the fallback as a kernel for
+// every op CPU has a sparse kernel for and vtpu none.
+void register_sparse_kernels() {
+  static std::vector<std::unique_ptr<torch::Library>> libs;
+  if (!libs.empty()) return;
+  const std::pair<c10::DispatchKey, c10::DispatchKey> keys[] = {
+      {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1},
+      {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1}};
+  for (const auto& [cpu_key, tpu_key] : keys) {
+    libs.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", tpu_key, __FILE__, __LINE__));
+    for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      const auto op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || name.name.rfind("aten::", 0) != 0 || !op->hasKernelForDispatchKey(cpu_key) ||
+          op->hasKernelForDispatchKey(tpu_key))
+        continue;
+      const std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+      libs.back()->impl(full.c_str(), tpu_key == c10::DispatchKey::SparsePrivateUse1
+                                          ? torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>()
+                                          : torch::CppFunction::makeFromBoxedFunction<&sparse_compressed_fallback>());
+    }
+  }
 }
 
 // Composite ops whose PyTorch implementation refuses devices other than
@@ -265,6 +383,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {"mode", "mode.values"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
 }
-
 
 }  // namespace vtpu

@@ -20,4 +20,8 @@ std::atomic<int>& process_override();
 std::map<std::string, int64_t> fallback_counts();
 void reset_fallback_counts();
 
+// Registers the CPU fallback as the sparse tpu kernel of every op CPU has a
+// sparse kernel for (once, when vtpu._C loads).
+void register_sparse_kernels();
+
 }  // namespace vtpu

@@ -120,6 +120,7 @@ bool bad_fork() { return vt_in_bad_fork() != 0; }
 PYBIND11_MODULE(_C, m) {
   using namespace vtpu;
   m.doc() = "vtpu binding: the tpu device over the libvtpu C runtime";
+  register_sparse_kernels();
   m.def("_init", torch::wrap_pybind_function(init));
   m.def("_device_count", torch::wrap_pybind_function(device_count));
   m.def("_chip_info", torch::wrap_pybind_function(chip_info));
