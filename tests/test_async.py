@@ -12,6 +12,7 @@ import torch
 
 import vtpu
 from vtpu import _C
+from vtpu.precision import Precision, current_precision
 
 
 @pytest.fixture
@@ -63,6 +64,49 @@ def test_kernel_error_raised_at_op_in_debug_mode(strict):
         assert torch.equal((a + 1).cpu(), torch.tensor([5, 6]))
     assert vtpu.get_eager_mode() == vtpu.EagerMode.STRICT
     torch.tpu.synchronize()
+
+
+class _BadIndexInBackward(torch.autograd.Function):
+    """A backward that indexes out of range (the kernel finds it, asynchronously)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.index_select(0, torch.tensor([0, 99], device=g.device))
+
+
+def test_debug_mode_reaches_backward_kernels(strict):
+    # backward kernels run on autograd's device thread; the block's mode goes with them
+    x = torch.ones(2, device="tpu", requires_grad=True)
+    with vtpu.eager_mode("debug"):
+        loss = _BadIndexInBackward.apply(x).sum()
+        with pytest.raises(IndexError, match="index_select"):
+            loss.backward()
+    torch.tpu.synchronize()  # nothing left latched: the error was raised at the op
+    # the same backward in Strict mode returns and the error waits for the next sync
+    loss = _BadIndexInBackward.apply(x).sum()
+    loss.backward()
+    with pytest.raises(IndexError, match="index_select"):
+        torch.tpu.synchronize()
+    torch.tpu.synchronize()
+    assert torch.equal((x.detach() + 1).cpu(), torch.full((2,), 2.0))
+
+
+@pytest.mark.filterwarnings("ignore:tpu matmul precision")
+def test_precision_and_mode_blocks_nest_independently(strict):
+    with torch.tpu.precision("highest"):
+        with vtpu.eager_mode("debug"):
+            assert vtpu.get_eager_mode() == vtpu.EagerMode.DEBUG
+            assert current_precision() == Precision.HIGHEST
+            with torch.tpu.precision("default"):
+                assert vtpu.get_eager_mode() == vtpu.EagerMode.DEBUG
+                assert current_precision() == Precision.DEFAULT
+            assert current_precision() == Precision.HIGHEST
+        assert vtpu.get_eager_mode() == vtpu.EagerMode.STRICT
+        assert current_precision() == Precision.HIGHEST
 
 
 def test_debug_mode_from_environment():

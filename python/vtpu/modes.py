@@ -7,7 +7,6 @@ every op completes before it returns and errors are raised at the op.
 
 import contextlib
 import enum
-import threading
 
 from . import _C
 
@@ -39,7 +38,7 @@ def _parse(mode):
 
 def set_eager_mode(mode):
     """Set the process-wide eager mode ("strict" or "debug")."""
-    _C._set_eager_mode(int(_parse(mode)), False)
+    _C._set_eager_mode(int(_parse(mode)))
 
 
 def get_eager_mode() -> EagerMode:
@@ -47,22 +46,16 @@ def get_eager_mode() -> EagerMode:
     return EagerMode(_C._get_eager_mode())
 
 
-_local = threading.local()
-
-
 @contextlib.contextmanager
 def eager_mode(mode):
-    """Use ``mode`` on this thread inside the block (thread-local, nestable)."""
+    """Use ``mode`` on this thread inside the block (nestable). The backward
+    passes run inside the block run in it too, on autograd's threads."""
     m = _parse(mode)
-    stack = _local.__dict__.setdefault("stack", [])
-    stack.append(m)
-    _C._set_eager_mode(int(m), True)
+    _C._push_context(int(m), -1)
     try:
         yield
     finally:
-        stack.pop()
-        # back to the enclosing block's mode, or to the process default
-        _C._set_eager_mode(int(stack[-1]) if stack else -1, True)
+        _C._pop_context()
 
 
 if get_eager_mode() == EagerMode.DEFER_AND_FUSE:

@@ -59,11 +59,11 @@ class precision:
 
     def __enter__(self):
         _warn_cost(self.precision)
-        _C._push_precision(int(self.precision))
+        _C._push_context(-1, int(self.precision))
         return self
 
     def __exit__(self, *exc):
-        _C._pop_precision()
+        _C._pop_context()
         return False
 
 

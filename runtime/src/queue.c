@@ -66,6 +66,7 @@ static _Thread_local vt_queue *worker_of; /* the queue this thread drains, if an
 
 static atomic_int default_eager = VT_EAGER_STRICT;
 static _Thread_local int thread_eager = -1;
+static int (*_Atomic eager_source)(void); /* the host's per-thread context, if it has one */
 
 /* ------------------------------------------------------------ eager modes */
 
@@ -78,8 +79,15 @@ void vt_set_thread_eager_mode(int m) {
     else if (m <= VT_EAGER_DEFER_AND_FUSE) thread_eager = m;
 }
 
+void vt_set_eager_mode_source(int (*source)(void)) { atomic_store(&eager_source, source); }
+
 vt_eager_mode vt_get_eager_mode(void) {
     int m = thread_eager;
+    if (m < 0) {
+        int (*source)(void) = atomic_load_explicit(&eager_source, memory_order_acquire);
+        if (source) m = source();
+        if (m > VT_EAGER_DEFER_AND_FUSE) m = -1;
+    }
     return (vt_eager_mode)(m >= 0 ? m : atomic_load_explicit(&default_eager, memory_order_relaxed));
 }
 

@@ -129,6 +129,29 @@ TEST(runtime_queue_latched_error) {
     vt_set_thread_eager_mode(-1);
 }
 
+static _Thread_local int host_mode = -1; /* a host's per-thread context */
+static int host_mode_source(void) { return host_mode; }
+
+/* The eager mode comes from the thread override, else the host's source,
+ * else the process default; an answer out of range counts as none. */
+TEST(runtime_queue_eager_mode_source) {
+    CHECK_OK(vt_init());
+    vt_eager_mode def = vt_get_eager_mode();
+    vt_set_eager_mode_source(host_mode_source);
+    CHECK(vt_get_eager_mode() == def);
+    host_mode = VT_EAGER_DEBUG;
+    CHECK(vt_get_eager_mode() == VT_EAGER_DEBUG);
+    CHECK_STATUS(vt_enqueue(0, "aten::div", fail_kernel, NULL, 0), VT_ERR_KERNEL); /* raised at the op */
+    CHECK_OK(vt_synchronize(0));
+    vt_set_thread_eager_mode(VT_EAGER_STRICT);
+    CHECK(vt_get_eager_mode() == VT_EAGER_STRICT);
+    vt_set_thread_eager_mode(-1);
+    host_mode = 99;
+    CHECK(vt_get_eager_mode() == def);
+    host_mode = -1;
+    vt_set_eager_mode_source(NULL);
+}
+
 TEST(runtime_queue_debug_mode) {
     CHECK_OK(vt_init());
     vt_eager_mode def = vt_get_eager_mode();

@@ -106,12 +106,16 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // tensors"): the reason a kernel gives VT_FALLBACK_UNLESS.
 std::string lacking(std::initializer_list<at::Tensor> ts);
 
-// Matmul precision for fp32 operands: the innermost `torch.tpu.precision`
-// block of this thread (or of the thread whose backward() this is), else
+// The execution context (context.cpp): a `vtpu.eager_mode` /
+// `torch.tpu.precision` block pushes one for this thread, and the autograd
+// threads running its backward() inherit it. -1 leaves a field as the
+// enclosing block (or the process) has it.
+void push_context(int eager_mode, int precision);
+void pop_context();
+void install_context_hook();  // the runtime reads the eager mode from the context
+// Matmul precision for fp32 operands: the innermost precision block's, else
 // the process setting (DEFAULT unless changed).
 vt_precision matmul_precision();
-void push_thread_precision(int p);
-void pop_thread_precision();
 void set_process_precision(int p);
 
 // CPU's check of an out= whose dtype is fixed by the op (structured kernels).

@@ -7,40 +7,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <c10/util/ThreadLocalDebugInfo.h>
-
-#include <atomic>
-#include <string_view>
-
 #include "common.h"
 #include "device_check.h"
 
 namespace vtpu {
-
-namespace {
-std::atomic<int> g_precision{VT_PRECISION_DEFAULT};
-
-// A `torch.tpu.precision` block lives in PyTorch's thread-local debug-info
-// slots, which ThreadLocalState carries to the autograd engine's device
-// threads: a backward() inside the block runs at the block's precision.
-constexpr std::string_view kPrecisionSlotName = "VTPU_MATMUL_PRECISION";
-const c10::DebugInfoKind kPrecisionSlot(&kPrecisionSlotName);
-
-struct PrecisionInfo final : c10::DebugInfoBase {
-  explicit PrecisionInfo(int p) : precision(p) {}
-  int precision;
-};
-}  // namespace
-
-vt_precision matmul_precision() {
-  const auto* info = static_cast<const PrecisionInfo*>(c10::ThreadLocalDebugInfo::get(kPrecisionSlot));
-  return static_cast<vt_precision>(info ? info->precision : g_precision.load());
-}
-void push_thread_precision(int p) {
-  c10::ThreadLocalDebugInfo::_push(kPrecisionSlot, std::make_shared<PrecisionInfo>(p));
-}
-void pop_thread_precision() { c10::ThreadLocalDebugInfo::_pop(kPrecisionSlot); }
-void set_process_precision(int p) { g_precision.store(p); }
 
 namespace {
 

@@ -72,10 +72,9 @@ py::dict hbm_stats(int dev) {
   return d;
 }
 
-void set_eager_mode(int mode, bool thread_only) {
+void set_eager_mode(int mode) {
   ensure_init();
-  if (thread_only) vt_set_thread_eager_mode(mode);
-  else vt_set_default_eager_mode(static_cast<vt_eager_mode>(mode));
+  vt_set_default_eager_mode(static_cast<vt_eager_mode>(mode));
 }
 int get_eager_mode() {
   ensure_init();
@@ -121,6 +120,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace vtpu;
   m.doc() = "vtpu binding: the tpu device over the libvtpu C runtime";
   register_sparse_kernels();
+  install_context_hook();
   m.def("_init", torch::wrap_pybind_function(init));
   m.def("_device_count", torch::wrap_pybind_function(device_count));
   m.def("_chip_info", torch::wrap_pybind_function(chip_info));
@@ -142,8 +142,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", torch::wrap_pybind_function(set_device));
   m.def("_in_bad_fork", torch::wrap_pybind_function(bad_fork));
   m.def("_set_precision", torch::wrap_pybind_function(set_precision));
-  m.def("_push_precision", torch::wrap_pybind_function(push_thread_precision));
-  m.def("_pop_precision", torch::wrap_pybind_function(pop_thread_precision));
+  m.def("_push_context", torch::wrap_pybind_function(push_context));
+  m.def("_pop_context", torch::wrap_pybind_function(pop_context));
   m.def("_get_precision", torch::wrap_pybind_function(get_precision));
   m.def("_mxu_path", torch::wrap_pybind_function(vt_mxu_path));
 }

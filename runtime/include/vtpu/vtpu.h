@@ -232,9 +232,14 @@ typedef enum vt_eager_mode {
 } vt_eager_mode;
 
 /* Process default (from TPU_LAUNCH_BLOCKING / TPU_DEFER_AND_FUSE at vt_init)
- * and a thread-local override (-1 clears it). */
+ * and a thread-local override (-1 clears it). A host that keeps a
+ * per-thread context elsewhere (the PyTorch binding: one that follows a
+ * backward() into autograd's threads) names a source for the calling
+ * thread's mode (-1: none); vt_get_eager_mode takes the thread override,
+ * else the source's answer, else the process default. */
 void vt_set_default_eager_mode(vt_eager_mode m);
 void vt_set_thread_eager_mode(int m);
+void vt_set_eager_mode_source(int (*source)(void));
 vt_eager_mode vt_get_eager_mode(void);
 
 /* Parallel loop on the runtime's thread pool (sized to the cores, or
