@@ -1,7 +1,9 @@
 /* ops.c — the queued-op layer: validate on the calling thread (so bad
  * arguments fail at the op), copy the descriptors into a command, name the
  * tensors it reads and writes (access.c checks them) and let the device
- * queue run the synchronous kernel. Host scalars travel inside the command,
+ * queue run the synchronous kernel. The elementwise family (unary, binary,
+ * ternary, where, copy, fill) is built as nodes (graph/node.h); the other
+ * families still queue bespoke commands. Host scalars travel inside the command,
  * so the caller's copy may die as soon as the op returns. Elementwise
  * kernels may write over an input exactly (in place), as TensorIterator
  * allows; any other overlap is refused or resolved by a copy. */
@@ -9,6 +11,7 @@
 #include <stdalign.h>
 #include <time.h>
 
+#include "graph/node.h"
 #include "internal.h"
 
 static vt_status check_tensor(const char *name, const vt_tensor *t, const char *what) {
@@ -30,24 +33,12 @@ static vt_status check_input(const char *name, const vt_tensor *t, const char *w
     return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
 }
 
-static vt_status check_dtype(const char *name, vt_dtype dt, const char *what) {
-    if ((int)dt < 0 || dt >= VT_DTYPE_COUNT)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid %s dtype %d", name, what, (int)dt);
-    return VT_OK;
-}
+/* ------------------------------------------------------------ elementwise: nodes */
 
-/* ------------------------------------------------------------ unary */
-
-typedef struct unary_cmd {
-    vt_unary_op op;
-    vt_dtype compute;
-    vt_tensor out, a;
-    double params[VT_EW_MAX_PARAMS];
-} unary_cmd;
-
-static vt_status unary_kernel(void *p) {
-    unary_cmd *c = p;
-    return vt_unary_ex(c->op, &c->out, &c->a, c->compute, c->params);
+/* A node's host-scalar inputs and device inputs in order: the builders
+ * below only fill nodes; vt_node_submit checks and queues them. */
+static vt_status add_operand(vt_node *n, const vt_tensor *t, const vt_scalar *host) {
+    return vt_node_add_src(n, host ? NULL : t, host);
 }
 
 static void copy_params(double *dst, const double *params) {
@@ -56,23 +47,14 @@ static void copy_params(double *dst, const double *params) {
 
 vt_status vt_op_unary_ex(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
                          vt_dtype compute, const double *params) {
-    if (!name) name = "vt_op_unary";
-    vt_status s = vt_check_device(dev);
-    if (s == VT_OK && ((int)op < 0 || op >= VT_UNARY_OP_COUNT))
-        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid unary op %d", name, (int)op);
-    if (s == VT_OK) s = check_dtype(name, compute, "compute");
-    if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s == VT_OK) s = check_input(name, a, "input", out);
-    if (s != VT_OK) return s;
-    unary_cmd c;
-    memset(&c, 0, sizeof c);
-    c.op = op;
-    c.compute = compute;
-    c.out = *out;
-    c.a = *a;
-    copy_params(c.params, params);
-    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.a, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
-    return vt_enqueue_uses(dev, name, unary_kernel, &c, sizeof c, u, 2);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_UNARY, (int32_t)op, name ? name : "vt_op_unary");
+    if (!out || !a) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", n.name, out ? "input" : "out");
+    n.compute = compute;
+    n.out = *out;
+    copy_params(n.params, params);
+    vt_status s = add_operand(&n, a, NULL);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
@@ -80,74 +62,20 @@ vt_status vt_op_unary(int dev, const char *name, vt_unary_op op, const vt_tensor
     return vt_op_unary_ex(dev, name, op, out, a, compute, NULL);
 }
 
-/* ------------------------------------------------------------ binary, ternary */
-
-typedef struct binary_cmd {
-    vt_binary_op op;
-    vt_dtype compute;
-    vt_scalar alpha;
-    int a_scalar, b_scalar;
-    vt_tensor out, a, b;
-    double params[VT_EW_MAX_PARAMS];
-    alignas(16) unsigned char a_store[16], b_store[16]; /* host scalars, in compute dtype */
-} binary_cmd;
-
-static vt_status binary_kernel(void *p) {
-    binary_cmd *c = p;
-    /* The command was copied into the queue: point the 0-dim scalar tensors
-     * at this copy's storage, not the caller's. */
-    if (c->a_scalar) c->a.data = c->a_store;
-    if (c->b_scalar) c->b.data = c->b_store;
-    return vt_binary_ex(c->op, &c->out, &c->a, &c->b, c->compute, c->alpha, c->params);
-}
-
-static vt_status scalar_operand(const char *name, const vt_scalar *v, vt_dtype compute, vt_tensor *t,
-                                unsigned char *store) {
-    memset(t, 0, sizeof *t);
-    t->data = store;
-    t->dtype = compute;
-    t->ndim = 0;
-    vt_status s = vt_fill(t, *v);
-    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
-}
-
-/* One operand of a queued op: a device tensor (checked against out) or a
- * host scalar stored in the command. */
-static vt_status operand(const char *name, const char *what, const vt_tensor *t, const vt_scalar *sc,
-                         vt_dtype compute, const vt_tensor *out, vt_tensor *dst, unsigned char *store) {
-    if (sc) return scalar_operand(name, sc, compute, dst, store);
-    vt_status s = check_input(name, t, what, out);
-    if (s == VT_OK) *dst = *t;
-    return s;
-}
-
 vt_status vt_op_binary_ex(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
                           const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, vt_dtype compute,
                           vt_scalar alpha, const double *params) {
-    if (!name) name = "vt_op_binary";
+    vt_node n;
+    vt_node_init(&n, VT_NODE_BINARY, (int32_t)op, name ? name : "vt_op_binary");
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
+    n.compute = compute;
+    n.alpha = alpha;
+    n.out = *out;
+    copy_params(n.params, params);
     vt_status s = vt_check_device(dev);
-    if (s == VT_OK && ((int)op < 0 || op >= VT_BINARY_OP_COUNT))
-        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid binary op %d", name, (int)op);
-    if (s == VT_OK) s = check_dtype(name, compute, "compute");
-    if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s != VT_OK) return s;
-    binary_cmd c;
-    memset(&c, 0, sizeof c);
-    c.op = op;
-    c.compute = compute;
-    c.alpha = alpha;
-    c.out = *out;
-    c.a_scalar = a_scalar != NULL;
-    c.b_scalar = b_scalar != NULL;
-    copy_params(c.params, params);
-    s = operand(name, "input", a, a_scalar, compute, out, &c.a, c.a_store);
-    if (s == VT_OK) s = operand(name, "other", b, b_scalar, compute, out, &c.b, c.b_store);
-    if (s != VT_OK) return s;
-    vt_use u[3] = {{&c.out, VT_USE_WRITE, 0}};
-    int n = 1;
-    if (!a_scalar) u[n++] = (vt_use){&c.a, VT_USE_READ | VT_USE_ALIAS_OK, 0};
-    if (!b_scalar) u[n++] = (vt_use){&c.b, VT_USE_READ | VT_USE_ALIAS_OK, 0};
-    return vt_enqueue_uses(dev, name, binary_kernel, &c, sizeof c, u, n);
+    if (s == VT_OK) s = add_operand(&n, a, a_scalar);
+    if (s == VT_OK) s = add_operand(&n, b, b_scalar);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tensor *out, const vt_tensor *a,
@@ -156,95 +84,43 @@ vt_status vt_op_binary(int dev, const char *name, vt_binary_op op, const vt_tens
     return vt_op_binary_ex(dev, name, op, out, a, a_scalar, b, b_scalar, compute, alpha, NULL);
 }
 
-typedef struct ternary_cmd {
-    vt_ternary_op op;
-    vt_dtype compute;
-    vt_scalar alpha;
-    int is_scalar[3];
-    vt_tensor out, in[3];
-    alignas(16) unsigned char store[3][16]; /* host scalars, in compute dtype */
-} ternary_cmd;
-
-static vt_status ternary_kernel(void *p) {
-    ternary_cmd *c = p;
-    for (int k = 0; k < 3; k++)
-        if (c->is_scalar[k]) c->in[k].data = c->store[k];
-    return vt_ternary(c->op, &c->out, &c->in[0], &c->in[1], &c->in[2], c->compute, c->alpha);
-}
-
 vt_status vt_op_ternary(int dev, const char *name, vt_ternary_op op, const vt_tensor *out, const vt_tensor *a,
                         const vt_scalar *a_scalar, const vt_tensor *b, const vt_scalar *b_scalar, const vt_tensor *cc,
                         const vt_scalar *c_scalar, vt_dtype compute, vt_scalar alpha) {
-    if (!name) name = "vt_op_ternary";
+    vt_node n;
+    vt_node_init(&n, VT_NODE_TERNARY, (int32_t)op, name ? name : "vt_op_ternary");
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
+    n.compute = compute;
+    n.alpha = alpha;
+    n.out = *out;
     vt_status s = vt_check_device(dev);
-    if (s == VT_OK && ((int)op < 0 || op >= VT_TERNARY_OP_COUNT))
-        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid ternary op %d", name, (int)op);
-    if (s == VT_OK) s = check_dtype(name, compute, "compute");
-    if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s != VT_OK) return s;
-    ternary_cmd c;
-    memset(&c, 0, sizeof c);
-    c.op = op;
-    c.compute = compute;
-    c.alpha = alpha;
-    c.out = *out;
-    const vt_tensor *ts[3] = {a, b, cc};
-    const vt_scalar *ss[3] = {a_scalar, b_scalar, c_scalar};
-    static const char *const what[3] = {"input", "tensor1", "tensor2"};
-    for (int k = 0; k < 3 && s == VT_OK; k++) {
-        c.is_scalar[k] = ss[k] != NULL;
-        s = operand(name, what[k], ts[k], ss[k], compute, out, &c.in[k], c.store[k]);
-    }
-    if (s != VT_OK) return s;
-    vt_use u[4] = {{&c.out, VT_USE_WRITE, 0}};
-    int n = 1;
-    for (int k = 0; k < 3; k++)
-        if (!ss[k]) u[n++] = (vt_use){&c.in[k], VT_USE_READ | VT_USE_ALIAS_OK, 0};
-    return vt_enqueue_uses(dev, name, ternary_kernel, &c, sizeof c, u, n);
+    if (s == VT_OK) s = add_operand(&n, a, a_scalar);
+    if (s == VT_OK) s = add_operand(&n, b, b_scalar);
+    if (s == VT_OK) s = add_operand(&n, cc, c_scalar);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 /* ------------------------------------------------------------ where, copy, fill */
 
-typedef struct where_cmd {
-    vt_tensor out, cond, a, b;
-} where_cmd;
-
-static vt_status where_kernel(void *p) {
-    where_cmd *c = p;
-    return vt_where(&c->out, &c->cond, &c->a, &c->b);
-}
-
 vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
                       const vt_tensor *b) {
-    if (!name) name = "vt_op_where";
-    vt_status s = vt_check_device(dev);
-    if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s == VT_OK) s = check_input(name, cond, "condition", out);
-    if (s == VT_OK) s = check_input(name, a, "input", out);
-    if (s == VT_OK) s = check_input(name, b, "other", out);
-    if (s != VT_OK) return s;
-    where_cmd c = {*out, *cond, *a, *b};
-    vt_use u[4] = {{&c.out, VT_USE_WRITE, 0},
-                   {&c.cond, VT_USE_READ | VT_USE_ALIAS_OK, 0},
-                   {&c.a, VT_USE_READ | VT_USE_ALIAS_OK, 0},
-                   {&c.b, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
-    return vt_enqueue_uses(dev, name, where_kernel, &c, sizeof c, u, 4);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_WHERE, 0, name ? name : "vt_op_where");
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
+    n.out = *out;
+    vt_status s = add_operand(&n, cond, NULL);
+    if (s == VT_OK) s = add_operand(&n, a, NULL);
+    if (s == VT_OK) s = add_operand(&n, b, NULL);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
-typedef struct copy_cmd {
-    vt_tensor dst, src;
-} copy_cmd;
-
-static vt_status copy_kernel(void *p) {
-    copy_cmd *c = p;
-    return vt_copy(&c->dst, &c->src);
-}
-
-static vt_status check_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src) {
-    vt_status s = vt_check_device(dev);
-    if (s == VT_OK) s = check_tensor(name, dst, "dst");
-    if (s == VT_OK) s = check_input(name, src, "src", dst);
-    return s;
+/* A copy node of dst = src, checked (without a device check). */
+static vt_status copy_node(vt_node *n, const char *name, const vt_tensor *dst, const vt_tensor *src) {
+    vt_node_init(n, VT_NODE_COPY, 0, name);
+    if (!dst || !src) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, dst ? "src" : "dst");
+    n->out = *dst;
+    vt_status s = vt_node_add_src(n, src, NULL);
+    return s == VT_OK ? vt_node_check(n) : s;
 }
 
 /* The device whose memory holds a non-empty view (-1: none, or empty). */
@@ -258,47 +134,38 @@ static int device_of(const vt_tensor *t) {
 
 vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_tensor *src) {
     if (!name) name = "vt_op_copy";
-    vt_status s = check_copy(dev, name, dst, src);
+    vt_node n;
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = copy_node(&n, name, dst, src);
     if (s != VT_OK) return s;
-    copy_cmd c = {*dst, *src};
-    vt_use u[2] = {{&c.dst, VT_USE_WRITE, 0}, {&c.src, VT_USE_READ | VT_USE_ALIAS_OK, 0}};
     int sdev = device_of(src);
-    if (sdev < 0 || sdev == dev) return vt_enqueue_uses(dev, name, copy_kernel, &c, sizeof c, u, 2);
+    if (sdev < 0 || sdev == dev) return vt_node_submit(dev, &n);
     /* Across devices: the copy runs on dev once src's device has run what
      * was queued before it (writes of src), and src's device waits for the
      * copy before its later work (a write to src, or a reuse of src's block
      * once it is freed) can run. */
+    vt_use u[1 + VT_NODE_MAX_SRC];
+    const int m = vt_node_uses(&n, u);
     u[1].flags |= VT_USE_ANY_DEVICE;
     vt_prepared p;
     uint64_t before = 0, copied = 0;
-    if ((s = vt_uses_prepare(dev, name, u, 2, &p)) != VT_OK) return s;
+    if ((s = vt_uses_prepare(dev, name, u, m, &p)) != VT_OK) return s;
     if ((s = vt_event_record(sdev, &before)) != VT_OK || (s = vt_event_block(dev, sdev, before)) != VT_OK) {
         vt_prepared_release(dev, &p);
         return s;
     }
-    s = vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_AUTO);
+    s = vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_AUTO);
     if (s == VT_OK && (s = vt_event_record(dev, &copied)) == VT_OK) s = vt_event_block(sdev, dev, copied);
     return s;
 }
 
-typedef struct fill_cmd {
-    vt_tensor out;
-    vt_scalar value;
-} fill_cmd;
-
-static vt_status fill_kernel(void *p) {
-    fill_cmd *c = p;
-    return vt_fill(&c->out, c->value);
-}
-
 vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar value) {
-    if (!name) name = "vt_op_fill";
-    vt_status s = vt_check_device(dev);
-    if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s != VT_OK) return s;
-    fill_cmd c = {*out, value};
-    vt_use u[1] = {{&c.out, VT_USE_WRITE | VT_USE_SAME_VALUE, 0}};
-    return vt_enqueue_uses(dev, name, fill_kernel, &c, sizeof c, u, 1);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_FILL, 0, name ? name : "vt_op_fill");
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
+    n.out = *out;
+    n.alpha = value;
+    return vt_node_submit(dev, &n);
 }
 
 /* ------------------------------------------------------------ rng */
@@ -397,35 +264,39 @@ static vt_status check_host_view(const char *name, const vt_tensor *t) {
 
 vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host) {
     const char *name = "vt_copy_to_device";
-    vt_status s = check_copy(dev, name, dst_dev, src_host);
+    vt_node n;
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = copy_node(&n, name, dst_dev, src_host);
     if (s == VT_OK) s = check_host_view(name, src_host);
     if (s != VT_OK) return s;
     /* Ordered on the queue (the destination may still be read by pending
      * ops), then waited for: the host buffer is the caller's again. */
-    copy_cmd c = {*dst_dev, *src_host};
-    vt_use u[1] = {{&c.dst, VT_USE_WRITE, 0}};
+    vt_use u[1] = {{&n.out, VT_USE_WRITE, 0}};
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
-    return vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_WAIT);
+    return vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_WAIT);
 }
 
 vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host, uint64_t *ticket_out) {
     const char *name = "vt_copy_to_device_async";
-    vt_status s = check_copy(dev, name, dst_dev, src_host);
+    vt_node n;
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = copy_node(&n, name, dst_dev, src_host);
     if (s == VT_OK) s = check_host_view(name, src_host);
     if (s == VT_OK && !ticket_out) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: ticket_out is NULL", name);
     if (s != VT_OK) return s;
-    copy_cmd c = {*dst_dev, *src_host};
-    vt_use u[1] = {{&c.dst, VT_USE_WRITE, 0}};
+    vt_use u[1] = {{&n.out, VT_USE_WRITE, 0}};
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
-    if ((s = vt_enqueue_prepared(dev, name, copy_kernel, &c, sizeof c, &p, VT_ENQ_AUTO)) != VT_OK) return s;
+    if ((s = vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_AUTO)) != VT_OK) return s;
     return vt_event_record(dev, ticket_out);
 }
 
 vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *src_dev) {
     const char *name = "vt_copy_to_host";
-    vt_status s = check_copy(dev, name, dst_host, src_dev);
+    vt_node n;
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = copy_node(&n, name, dst_host, src_dev);
     if (s == VT_OK) s = check_host_view(name, dst_host);
     /* Waits for the queue, not for errors of unrelated work: only a fault
      * of the memory read here is this read's error. */

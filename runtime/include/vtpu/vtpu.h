@@ -254,24 +254,9 @@ int vt_num_threads(void);
  * The enqueueing wrappers below (vt_op_*) run them on a device queue. */
 
 typedef enum vt_unary_op {
-    VT_NEG = 0, VT_ABS, VT_SIGN, VT_RECIPROCAL, VT_SQUARE,
-    VT_EXP, VT_EXPM1, VT_LOG, VT_LOG1P, VT_LOG2, VT_LOG10,
-    VT_SQRT, VT_RSQRT, VT_SIN, VT_COS, VT_TAN, VT_TANH, VT_SIGMOID,
-    VT_RELU, VT_ERF, VT_CEIL, VT_FLOOR, VT_ROUND, VT_TRUNC, VT_FRAC,
-    VT_LOGICAL_NOT, VT_BITWISE_NOT,
-    VT_ISNAN, VT_ISINF, VT_ISFINITE, /* bool output */
-    /* activations, PyTorch's CPU formulas; params[] as listed (float computes only) */
-    VT_SILU, VT_GELU, VT_GELU_TANH, /* gelu approximate="none" / "tanh" */
-    VT_SOFTPLUS,                    /* params: beta, threshold */
-    VT_MISH,
-    VT_ELU,                         /* params: alpha, scale, input_scale (selu/celu are elu) */
-    VT_LEAKY_RELU,                  /* params: negative_slope */
-    VT_HARDSIGMOID, VT_HARDSWISH, VT_LOG_SIGMOID,
-    VT_LOGIT,                       /* params: eps (< 0: no clamping) */
-    VT_NAN_TO_NUM,                  /* params: nan, posinf, neginf (integers: identity) */
-    VT_ISNEGINF, VT_ISPOSINF, VT_SIGNBIT, /* bool output, integers too */
-    VT_SINH, VT_COSH, VT_ASIN, VT_ACOS, VT_ATAN, VT_ASINH, VT_ACOSH, VT_ATANH,
-    VT_EXP2, VT_ERFC, VT_ERFINV, VT_LGAMMA, VT_DIGAMMA,
+#define VT_UNARY_OP(e, name) VT_##e,
+#include "unary.def"
+#undef VT_UNARY_OP
     VT_UNARY_OP_COUNT
 } vt_unary_op;
 
@@ -279,43 +264,17 @@ typedef enum vt_unary_op {
 #define VT_EW_MAX_PARAMS 4
 
 typedef enum vt_binary_op {
-    VT_ADD = 0,   /* a + alpha*b */
-    VT_SUB,       /* a - alpha*b */
-    VT_MUL, VT_DIV, VT_DIV_TRUNC, VT_DIV_FLOOR,
-    VT_REMAINDER, /* Python-style modulo, sign of divisor */
-    VT_FMOD,      /* C-style, sign of dividend */
-    VT_POW, VT_MAXIMUM, VT_MINIMUM, VT_ATAN2,
-    VT_EQ, VT_NE, VT_LT, VT_LE, VT_GT, VT_GE,          /* bool-valued */
-    VT_LOGICAL_AND, VT_LOGICAL_OR, VT_LOGICAL_XOR,     /* bool-valued */
-    VT_BITWISE_AND, VT_BITWISE_OR, VT_BITWISE_XOR,
-    /* activation gradients (float computes only); a is the incoming gradient */
-    VT_THRESHOLD_BACKWARD, /* b <= alpha ? 0 : a   (b: the forward input, alpha: threshold) */
-    VT_TANH_BACKWARD,      /* a * fma(-b, b, 1)    (b: tanh's output; fused, as PyTorch's vector kernel) */
-    VT_SIGMOID_BACKWARD,   /* a * (1 - b) * b      (b: sigmoid's output) */
-    /* more activation gradients: a = grad_output, b = the forward input (float only) */
-    VT_SILU_BACKWARD, VT_GELU_BACKWARD, VT_GELU_TANH_BACKWARD, VT_MISH_BACKWARD,
-    VT_SOFTPLUS_BACKWARD,     /* params: beta, threshold */
-    VT_ELU_BACKWARD,          /* params: alpha, scale, input_scale, is_result (b is elu's output if != 0) */
-    VT_LEAKY_RELU_BACKWARD,   /* params: negative_slope */
-    VT_HARDTANH_BACKWARD,     /* params: min_val, max_val */
-    VT_HARDSIGMOID_BACKWARD, VT_HARDSWISH_BACKWARD, VT_LOG_SIGMOID_BACKWARD,
-    VT_LOGIT_BACKWARD,        /* params: eps (< 0: none) */
-    /* more math; float only unless marked */
-    VT_XLOGY, VT_HYPOT, VT_COPYSIGN, VT_LOGADDEXP, VT_LOGADDEXP2,
-    VT_FMIN, VT_FMAX,         /* NaN ignored (integers too) */
-    VT_HEAVISIDE,             /* a == 0 ? b : a > 0 (integers too) */
-    VT_SHIFT_LEFT, VT_SHIFT_RIGHT, /* integers only; shifts past the width give 0 / the sign */
-    VT_CLAMP_MIN, VT_CLAMP_MAX, /* a < b ? b : a / a > b ? b : a: a NaN a stays, a NaN bound is ignored (integers too) */
-    VT_LERP_SCALAR,           /* lerp(a, b, params[0]) with PyTorch's two-sided formula */
+#define VT_BINARY_OP(e, name) VT_##e,
+#include "binary.def"
+#undef VT_BINARY_OP
     VT_BINARY_OP_COUNT
 } vt_binary_op;
 
 /* out = f(a, b, c), each broadcast to out's shape. */
 typedef enum vt_ternary_op {
-    VT_ADDCMUL = 0, /* a + alpha * b * c   (integers too) */
-    VT_ADDCDIV,     /* a + alpha * b / c   (float only) */
-    VT_LERP,        /* lerp(a, b, weight c), PyTorch's two-sided formula (float only) */
-    VT_CLAMP,       /* min(max(a, b), c); a NaN bound gives NaN, a NaN a stays (integers too) */
+#define VT_TERNARY_OP(e, name) VT_##e,
+#include "ternary.def"
+#undef VT_TERNARY_OP
     VT_TERNARY_OP_COUNT
 } vt_ternary_op;
 
@@ -504,6 +463,7 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
 vt_status vt_ref_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                         vt_dtype compute, vt_scalar alpha);
 vt_status vt_ref_copy(const vt_tensor *dst, const vt_tensor *src);
+vt_status vt_ref_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b);
 vt_status vt_ref_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
                           const double *params);
 vt_status vt_ref_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,

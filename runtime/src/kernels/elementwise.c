@@ -9,24 +9,20 @@
 #define CHUNK 256
 
 static const char *const unary_names[VT_UNARY_OP_COUNT] = {
-    "neg", "abs", "sign", "reciprocal", "square", "exp", "expm1", "log", "log1p", "log2",
-    "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "erf",
-    "ceil", "floor", "round", "trunc", "frac", "logical_not", "bitwise_not", "isnan", "isinf", "isfinite",
-    "silu", "gelu", "gelu_tanh", "softplus", "mish", "elu", "leaky_relu", "hardsigmoid", "hardswish",
-    "log_sigmoid", "logit", "nan_to_num", "isneginf", "isposinf", "signbit", "sinh", "cosh", "asin", "acos",
-    "atan", "asinh", "acosh", "atanh", "exp2", "erfc", "erfinv", "lgamma", "digamma",
+#define VT_UNARY_OP(e, name) #name,
+#include "vtpu/unary.def"
+#undef VT_UNARY_OP
 };
 static const char *const binary_names[VT_BINARY_OP_COUNT] = {
-    "add", "sub", "mul", "div", "div_trunc", "div_floor", "remainder", "fmod",
-    "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt", "le",
-    "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "threshold_backward", "tanh_backward", "sigmoid_backward",
-    "silu_backward", "gelu_backward", "gelu_tanh_backward", "mish_backward", "softplus_backward", "elu_backward",
-    "leaky_relu_backward", "hardtanh_backward", "hardsigmoid_backward", "hardswish_backward",
-    "log_sigmoid_backward", "logit_backward", "xlogy", "hypot", "copysign", "logaddexp", "logaddexp2", "fmin",
-    "fmax", "heaviside", "bitwise_left_shift", "bitwise_right_shift", "clamp_min", "clamp_max", "lerp",
+#define VT_BINARY_OP(e, name) #name,
+#include "vtpu/binary.def"
+#undef VT_BINARY_OP
 };
-static const char *const ternary_names[VT_TERNARY_OP_COUNT] = {"addcmul", "addcdiv", "lerp", "clamp"};
+static const char *const ternary_names[VT_TERNARY_OP_COUNT] = {
+#define VT_TERNARY_OP(e, name) #name,
+#include "vtpu/ternary.def"
+#undef VT_TERNARY_OP
+};
 
 const char *vt_unary_op_name(vt_unary_op op) {
     return (unsigned)op < VT_UNARY_OP_COUNT ? unary_names[op] : "invalid";

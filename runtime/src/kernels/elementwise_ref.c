@@ -188,6 +188,19 @@ vt_status vt_ref_copy(const vt_tensor *dst, const vt_tensor *src) {
     return VT_OK;
 }
 
+vt_status vt_ref_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b) {
+    const vt_tensor *in[3] = {cond, a, b};
+    vt_status s = ref_check(out, 3, in);
+    if (s) return s;
+    int64_t idx[VT_MAX_DIMS] = {0}, n = vt_tensor_numel(out);
+    for (int64_t li = 0; li < n; li++, ref_next(out, idx)) {
+        rval c = ref_load(cond->dtype, ref_addr(cond, out->ndim, idx));
+        const vt_tensor *pick = (c.is_int ? c.i != 0 : c.d != 0) ? a : b;
+        ref_store(out->dtype, ref_addr(out, out->ndim, idx), ref_load(pick->dtype, ref_addr(pick, out->ndim, idx)));
+    }
+    return VT_OK;
+}
+
 /* ------------------------------------------------------------ ops */
 
 enum { CLS_F32, CLS_F64, CLS_INT };

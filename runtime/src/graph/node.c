@@ -1,0 +1,190 @@
+/* node.c — building, checking and running nodes (node.h), and the table of
+ * node kinds. The checks are the ones every op ran at enqueue before ops
+ * were nodes: valid descriptors with data, inputs that broadcast to the
+ * output, a valid op and compute dtype. */
+#include "graph/node.h"
+
+/* ------------------------------------------------------------ checks */
+
+static vt_status check_tensor(const char *name, const vt_tensor *t, const char *what) {
+    vt_status s = vt_tensor_validate(t, what);
+    if (s != VT_OK) return vt_error_prefix(s, name);
+    if (!t->data && vt_tensor_numel(t) > 0)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", name, what);
+    return VT_OK;
+}
+
+/* An input must broadcast to the output's shape. */
+static vt_status check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
+    vt_status s = check_tensor(name, t, what);
+    if (s != VT_OK) return s;
+    vt_tensor view;
+    s = vt_broadcast_to(t, out->ndim, out->sizes, &view);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
+}
+
+static vt_status check_compute(const vt_node *n) {
+    if ((int)n->compute < 0 || n->compute >= VT_DTYPE_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", n->name, (int)n->compute);
+    return VT_OK;
+}
+
+/* out and the tensor inputs (host scalars were made by the builder). */
+static vt_status check_operands(const vt_node *n, int nsrc, const char *const *what, const char *out_what) {
+    if (n->nsrc != nsrc)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d inputs given, %s takes %d", n->name, n->nsrc,
+                            vt_node_kinds[n->kind].name, nsrc);
+    vt_status s = check_tensor(n->name, &n->out, out_what);
+    for (int k = 0; k < nsrc && s == VT_OK; k++)
+        if (!(n->host >> k & 1)) s = check_input(n->name, &n->src[k], what[k], &n->out);
+    return s;
+}
+
+static vt_status check_op(const vt_node *n, int count, const char *family) {
+    if (n->op < 0 || n->op >= count)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid %s op %d", n->name, family, (int)n->op);
+    return check_compute(n);
+}
+
+static const char *const what_unary[] = {"input"};
+static const char *const what_binary[] = {"input", "other"};
+static const char *const what_ternary[] = {"input", "tensor1", "tensor2"};
+static const char *const what_where[] = {"condition", "input", "other"};
+static const char *const what_copy[] = {"src"};
+
+static vt_status unary_check(const vt_node *n) {
+    vt_status s = check_op(n, VT_UNARY_OP_COUNT, "unary");
+    return s == VT_OK ? check_operands(n, 1, what_unary, "out") : s;
+}
+static vt_status binary_check(const vt_node *n) {
+    vt_status s = check_op(n, VT_BINARY_OP_COUNT, "binary");
+    return s == VT_OK ? check_operands(n, 2, what_binary, "out") : s;
+}
+static vt_status ternary_check(const vt_node *n) {
+    vt_status s = check_op(n, VT_TERNARY_OP_COUNT, "ternary");
+    return s == VT_OK ? check_operands(n, 3, what_ternary, "out") : s;
+}
+static vt_status where_check(const vt_node *n) { return check_operands(n, 3, what_where, "out"); }
+static vt_status copy_check(const vt_node *n) { return check_operands(n, 1, what_copy, "dst"); }
+static vt_status fill_check(const vt_node *n) { return check_operands(n, 0, NULL, "out"); }
+
+/* ------------------------------------------------------------ kernels */
+
+static vt_status unary_run(const vt_node *n) {
+    return vt_unary_ex((vt_unary_op)n->op, &n->out, &n->src[0], n->compute, n->params);
+}
+static vt_status unary_ref(const vt_node *n) {
+    return vt_ref_unary_ex((vt_unary_op)n->op, &n->out, &n->src[0], n->compute, n->params);
+}
+static vt_status binary_run(const vt_node *n) {
+    return vt_binary_ex((vt_binary_op)n->op, &n->out, &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
+}
+static vt_status binary_ref(const vt_node *n) {
+    return vt_ref_binary_ex((vt_binary_op)n->op, &n->out, &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
+}
+static vt_status ternary_run(const vt_node *n) {
+    return vt_ternary((vt_ternary_op)n->op, &n->out, &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
+}
+static vt_status ternary_ref(const vt_node *n) {
+    return vt_ref_ternary((vt_ternary_op)n->op, &n->out, &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
+}
+static vt_status where_run(const vt_node *n) { return vt_where(&n->out, &n->src[0], &n->src[1], &n->src[2]); }
+static vt_status where_ref(const vt_node *n) { return vt_ref_where(&n->out, &n->src[0], &n->src[1], &n->src[2]); }
+static vt_status copy_run(const vt_node *n) { return vt_copy(&n->out, &n->src[0]); }
+static vt_status copy_ref(const vt_node *n) { return vt_ref_copy(&n->out, &n->src[0]); }
+static vt_status fill_run(const vt_node *n) { return vt_fill(&n->out, n->alpha); }
+/* A fill is a copy of the value, converted as a copy converts. */
+static vt_status fill_ref(const vt_node *n) {
+    double f = n->alpha.f;
+    int64_t i = n->alpha.i;
+    vt_tensor v = {0};
+    v.dtype = n->alpha.is_float ? VT_F64 : VT_I64;
+    v.data = n->alpha.is_float ? (void *)&f : (void *)&i;
+    return vt_ref_copy(&n->out, &v);
+}
+
+#define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
+
+const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
+    [VT_NODE_UNARY] = {"unary", unary_check, unary_run, unary_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_BINARY] = {"binary", binary_check, binary_run, binary_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_TERNARY] = {"ternary", ternary_check, ternary_run, ternary_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_WHERE] = {"where", where_check, where_run, where_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_COPY] = {"copy", copy_check, copy_run, copy_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    /* every element gets the same value: repeated output elements are harmless */
+    [VT_NODE_FILL] = {"fill", fill_check, fill_run, fill_ref, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
+};
+
+/* ------------------------------------------------------------ building */
+
+void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name) {
+    memset(n, 0, offsetof(vt_node, src));
+    n->kind = kind;
+    n->op = op;
+    n->name = name;
+}
+
+vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host) {
+    if (n->nsrc >= VT_NODE_MAX_SRC)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: more than %d inputs", n->name, VT_NODE_MAX_SRC);
+    const int k = n->nsrc++;
+    vt_tensor *d = &n->src[k];
+    if (!host) {
+        if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", n->name, k);
+        *d = *t;
+        return VT_OK;
+    }
+    /* A host scalar: a 0-dim tensor in the compute dtype, held in the node. */
+    vt_status s = check_compute(n);
+    if (s != VT_OK) return s;
+    memset(d, 0, sizeof *d);
+    d->data = n->store[k];
+    d->dtype = n->compute;
+    n->host |= 1u << k;
+    s = vt_fill(d, *host);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, n->name);
+}
+
+vt_status vt_node_check(const vt_node *n) {
+    if ((unsigned)n->kind >= VT_NODE_KIND_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid node kind %d", n->name, (int)n->kind);
+    return vt_node_kinds[n->kind].check(n);
+}
+
+/* Host scalars live in the node: wherever it was copied to, point at them. */
+static void bind_store(vt_node *n) {
+    for (int k = 0; k < n->nsrc; k++)
+        if (n->host >> k & 1) n->src[k].data = n->store[k];
+}
+
+vt_status vt_node_run(vt_node *n) {
+    bind_store(n);
+    return vt_node_kinds[n->kind].run(n);
+}
+
+vt_status vt_node_run_ref(vt_node *n) {
+    bind_store(n);
+    const vt_node_kind_def *d = &vt_node_kinds[n->kind];
+    if (!d->ref) return vt_set_error(VT_ERR_UNSUPPORTED, "%s: %s has no scalar reference", n->name, d->name);
+    return d->ref(n);
+}
+
+vt_status vt_node_kernel(void *payload) { return vt_node_run(payload); }
+
+int vt_node_uses(vt_node *n, vt_use *u) {
+    const vt_node_kind_def *d = &vt_node_kinds[n->kind];
+    int m = 0;
+    u[m++] = (vt_use){&n->out, d->write, 0};
+    for (int k = 0; k < n->nsrc; k++)
+        if (!(n->host >> k & 1)) u[m++] = (vt_use){&n->src[k], d->read, 0};
+    return m;
+}
+
+vt_status vt_node_submit(int dev, vt_node *n) {
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = vt_node_check(n);
+    if (s != VT_OK) return s;
+    vt_use u[1 + VT_NODE_MAX_SRC];
+    const int m = vt_node_uses(n, u);
+    return vt_enqueue_uses(dev, n->name, vt_node_kernel, n, vt_node_size(n), u, m);
+}

@@ -1,0 +1,83 @@
+/* node.h — an op as data. A vt_node names its op (a kind from the table
+ * below and the family's op code), its output and input descriptors, its
+ * host scalars, parameters and the user's op name; the queue stores and runs
+ * nodes, and whatever else needs to read an op (a recorder, a fuser, a
+ * trace) reads the same record. Per kind, one row of vt_node_kinds:
+ *   check  validates a node once, when it is built (bad arguments fail at
+ *          the op, never at a later synchronisation);
+ *   run    the kernel, on a checked node;
+ *   ref    the scalar reference the tests compare against (may be NULL);
+ *   read   how the kernel reads its inputs (access.c's VT_USE_* flags).
+ * A node's payload is the node itself: queue-owned once enqueued, never
+ * freed by its kernel, so a node can be run again. */
+#ifndef VTPU_GRAPH_NODE_H
+#define VTPU_GRAPH_NODE_H
+
+#include <stdalign.h>
+#include <stddef.h>
+
+#include "internal.h"
+
+#define VT_NODE_MAX_SRC 4
+
+typedef enum vt_node_kind {
+    VT_NODE_UNARY = 0, /* op: vt_unary_op; params */
+    VT_NODE_BINARY,    /* op: vt_binary_op; alpha, params */
+    VT_NODE_TERNARY,   /* op: vt_ternary_op; alpha */
+    VT_NODE_WHERE,     /* src: cond, a, b */
+    VT_NODE_COPY,      /* out = src[0] converted */
+    VT_NODE_FILL,      /* out = alpha converted */
+    VT_NODE_KIND_COUNT
+} vt_node_kind;
+
+typedef struct vt_node {
+    vt_node_kind kind;
+    int32_t op;       /* the family's op code */
+    vt_dtype compute; /* PyTorch's common dtype, where the kind has one */
+    int32_t nsrc;
+    uint32_t host;    /* bit k: src[k] is a host scalar held in store[k] */
+    const char *name; /* the user's op, "aten::add.Tensor" (a static string) */
+    vt_scalar alpha;
+    double params[VT_EW_MAX_PARAMS];
+    alignas(16) unsigned char store[VT_NODE_MAX_SRC][16]; /* host scalars, in compute dtype */
+    vt_tensor out;
+    vt_tensor src[VT_NODE_MAX_SRC]; /* last: a node is copied up to src[nsrc] */
+} vt_node;
+
+typedef struct vt_node_kind_def {
+    const char *name;
+    vt_status (*check)(const vt_node *n);
+    vt_status (*run)(const vt_node *n);
+    vt_status (*ref)(const vt_node *n);
+    unsigned read; /* VT_USE_* flags of each input */
+    unsigned write; /* VT_USE_* flags of the output */
+} vt_node_kind_def;
+
+extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];
+
+/* Bytes of n that matter: the header and its nsrc inputs. */
+static inline size_t vt_node_size(const vt_node *n) {
+    return offsetof(vt_node, src) + (size_t)n->nsrc * sizeof(vt_tensor);
+}
+
+/* A new node of kind on the user's op name. */
+void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name);
+/* Input k of n: a tensor (checked against n->out when n is checked), or a
+ * host scalar (t NULL) stored in n in n->compute. Adds one input. */
+vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host);
+/* n's check (errors are prefixed with n's name). */
+vt_status vt_node_check(const vt_node *n);
+/* Check n and run it on dev's queue (the eager mode decides whether this
+ * waits). n may be rewritten by staging (access.c). */
+vt_status vt_node_submit(int dev, vt_node *n);
+/* Run n here and now, without the queue; ref: the scalar reference. A
+ * node's host scalars are found wherever the node lives. */
+vt_status vt_node_run(vt_node *n);
+vt_status vt_node_run_ref(vt_node *n);
+/* The tensors n touches, for access.c (u has room for 1 + VT_NODE_MAX_SRC):
+ * out first, then each tensor input. Returns the count. */
+int vt_node_uses(vt_node *n, vt_use *u);
+/* The queue's kernel for a node payload. */
+vt_status vt_node_kernel(void *payload);
+
+#endif
