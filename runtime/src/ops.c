@@ -51,7 +51,7 @@ vt_status vt_op_unary_ex(int dev, const char *name, vt_unary_op op, const vt_ten
     vt_node_init(&n, VT_NODE_UNARY, (int32_t)op, name ? name : "vt_op_unary");
     if (!out || !a) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", n.name, out ? "input" : "out");
     n.compute = compute;
-    n.out = *out;
+    vt_node_add_out(&n, out);
     copy_params(n.params, params);
     vt_status s = add_operand(&n, a, NULL);
     return s == VT_OK ? vt_node_submit(dev, &n) : s;
@@ -70,7 +70,7 @@ vt_status vt_op_binary_ex(int dev, const char *name, vt_binary_op op, const vt_t
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
     n.compute = compute;
     n.alpha = alpha;
-    n.out = *out;
+    vt_node_add_out(&n, out);
     copy_params(n.params, params);
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = add_operand(&n, a, a_scalar);
@@ -92,7 +92,7 @@ vt_status vt_op_ternary(int dev, const char *name, vt_ternary_op op, const vt_te
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
     n.compute = compute;
     n.alpha = alpha;
-    n.out = *out;
+    vt_node_add_out(&n, out);
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = add_operand(&n, a, a_scalar);
     if (s == VT_OK) s = add_operand(&n, b, b_scalar);
@@ -107,7 +107,7 @@ vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_
     vt_node n;
     vt_node_init(&n, VT_NODE_WHERE, 0, name ? name : "vt_op_where");
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
-    n.out = *out;
+    vt_node_add_out(&n, out);
     vt_status s = add_operand(&n, cond, NULL);
     if (s == VT_OK) s = add_operand(&n, a, NULL);
     if (s == VT_OK) s = add_operand(&n, b, NULL);
@@ -118,7 +118,7 @@ vt_status vt_op_where(int dev, const char *name, const vt_tensor *out, const vt_
 static vt_status copy_node(vt_node *n, const char *name, const vt_tensor *dst, const vt_tensor *src) {
     vt_node_init(n, VT_NODE_COPY, 0, name);
     if (!dst || !src) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, dst ? "src" : "dst");
-    n->out = *dst;
+    vt_node_add_out(n, dst);
     vt_status s = vt_node_add_src(n, src, NULL);
     return s == VT_OK ? vt_node_check(n) : s;
 }
@@ -144,7 +144,7 @@ vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_t
      * was queued before it (writes of src), and src's device waits for the
      * copy before its later work (a write to src, or a reuse of src's block
      * once it is freed) can run. */
-    vt_use u[1 + VT_NODE_MAX_SRC];
+    vt_use u[VT_NODE_MAX_OUT + VT_NODE_MAX_SRC];
     const int m = vt_node_uses(&n, u);
     u[1].flags |= VT_USE_ANY_DEVICE;
     vt_prepared p;
@@ -163,7 +163,7 @@ vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar 
     vt_node n;
     vt_node_init(&n, VT_NODE_FILL, 0, name ? name : "vt_op_fill");
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n.name);
-    n.out = *out;
+    vt_node_add_out(&n, out);
     n.alpha = value;
     return vt_node_submit(dev, &n);
 }
@@ -271,7 +271,7 @@ vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *
     if (s != VT_OK) return s;
     /* Ordered on the queue (the destination may still be read by pending
      * ops), then waited for: the host buffer is the caller's again. */
-    vt_use u[1] = {{&n.out, VT_USE_WRITE, 0}};
+    vt_use u[1] = {{&n.out[0], VT_USE_WRITE, 0}};
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
     return vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_WAIT);
@@ -285,7 +285,7 @@ vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_te
     if (s == VT_OK) s = check_host_view(name, src_host);
     if (s == VT_OK && !ticket_out) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: ticket_out is NULL", name);
     if (s != VT_OK) return s;
-    vt_use u[1] = {{&n.out, VT_USE_WRITE, 0}};
+    vt_use u[1] = {{&n.out[0], VT_USE_WRITE, 0}};
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
     if ((s = vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_AUTO)) != VT_OK) return s;

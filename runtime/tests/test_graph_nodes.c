@@ -80,7 +80,7 @@ typedef struct run_case {
 static void build(vt_node *n, const run_case *c, const vt_tensor *out, host_tensor *in) {
     vt_node_init(n, c->row->kind, c->row->op, c->row->name);
     n->compute = c->compute;
-    n->out = *out;
+    vt_node_add_out(n, out);
     n->alpha = vt_scalar_from_double(c->row->kind == VT_NODE_FILL ? -2.5 : 1.5);
     if (!vt_dtype_is_float(c->compute) && c->row->kind != VT_NODE_FILL) n->alpha = vt_scalar_from_int(2);
     const double params[VT_EW_MAX_PARAMS] = {1.0, 20.0, 1.0, 0.0}; /* softplus beta/threshold, elu alpha/scale, ... */
@@ -229,23 +229,23 @@ TEST(graph_nodes_bad_arguments_fail_at_build) {
     vt_node n;
     vt_node_init(&n, VT_NODE_UNARY, VT_EXP, "aten::exp");
     n.compute = VT_F32;
-    n.out = out.t;
+    vt_node_add_out(&n, &out.t);
     CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
     CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT); /* [4] does not broadcast to [3] */
     CHECK_MSG(strncmp(vt_last_error(), "aten::exp:", 10) == 0, "got '%s'", vt_last_error());
     vt_node_init(&n, VT_NODE_BINARY, VT_BINARY_OP_COUNT, "aten::bad");
     n.compute = VT_F32;
-    n.out = out.t;
+    vt_node_add_out(&n, &out.t);
     CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
     CHECK(strstr(vt_last_error(), "invalid binary op") != NULL);
     vt_node_init(&n, VT_NODE_UNARY, VT_NEG, "aten::neg");
     n.compute = (vt_dtype)99;
-    n.out = out.t;
+    vt_node_add_out(&n, &out.t);
     CHECK_OK(vt_node_add_src(&n, &out.t, NULL));
     CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
     vt_node_init(&n, VT_NODE_BINARY, VT_ADD, "aten::add");
     n.compute = VT_F32;
-    n.out = out.t;
+    vt_node_add_out(&n, &out.t);
     CHECK_OK(vt_node_add_src(&n, &out.t, NULL)); /* one input where two are needed */
     CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
     CHECK(vt_queue_pending(0) == pending);
@@ -264,7 +264,7 @@ TEST(graph_nodes_host_scalars_travel_with_the_node) {
     vt_node_init(&n, VT_NODE_BINARY, VT_MUL, "aten::mul.Scalar");
     n.compute = VT_F32;
     n.alpha = vt_scalar_from_int(1);
-    n.out = out.t;
+    vt_node_add_out(&n, &out.t);
     vt_scalar three = vt_scalar_from_double(3.0);
     CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
     CHECK_OK(vt_node_add_src(&n, NULL, &three));
@@ -278,4 +278,124 @@ TEST(graph_nodes_host_scalars_travel_with_the_node) {
     }
     ht_free(&out);
     ht_free(&a);
+}
+
+/* ------------------------------------------------------------ reductions */
+
+/* The one-input node proto (outputs given by shape and dtype) runs
+ * synchronously, queued in Strict and in Debug mode, and as its reference;
+ * the runs agree bit for bit, and with the reference within 1e-5 relative
+ * (sums in another order; integer results exactly). Returns 1 if it ran. */
+static int agree_one_input(const vt_node *proto, const host_tensor *in, int nout, const vt_dtype *out_dt,
+                           const int64_t *out_sizes, int out_ndim, const char *what) {
+    host_tensor o[4][VT_NODE_MAX_OUT]; /* sync, strict, debug, reference */
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < nout; j++) {
+            o[r][j] = ht_new(out_dt[j], out_ndim, out_sizes);
+            if (r < 3) ht_device(&o[r][j]);
+        }
+    vt_node n[4];
+    for (int r = 0; r < 4; r++) {
+        memcpy(&n[r], proto, offsetof(vt_node, src));
+        n[r].nout = 0;
+        n[r].absent = 0;
+        for (int j = 0; j < nout; j++) vt_node_add_out(&n[r], proto->absent >> j & 1 ? NULL : &o[r][j].t);
+        n[r].nsrc = 0;
+        CHECK_OK(vt_node_add_src(&n[r], &in->t, NULL));
+    }
+    int ran = 0;
+    if (vt_node_check(&n[0]) == VT_OK) { /* else the kernel does not take this compute dtype */
+        ran = 1;
+        CHECK_MSG(vt_node_run(&n[0]) == VT_OK, "%s: %s", what, vt_last_error());
+        CHECK_MSG(vt_node_run_ref(&n[3]) == VT_OK, "%s: reference: %s", what, vt_last_error());
+        for (int m = 1; m < 3; m++) {
+            vt_set_thread_eager_mode(m == 1 ? VT_EAGER_STRICT : VT_EAGER_DEBUG);
+            CHECK_MSG(vt_node_submit(0, &n[m]) == VT_OK, "%s: mode %d: %s", what, m, vt_last_error());
+            vt_set_thread_eager_mode(-1);
+            CHECK_OK(vt_synchronize(0));
+        }
+        for (int j = 0; j < nout; j++) {
+            if (proto->absent >> j & 1) continue;
+            CHECK(ht_compare(what, &o[1][j].t, &o[0][j].t, -1) == 0);
+            CHECK(ht_compare(what, &o[2][j].t, &o[0][j].t, -1) == 0);
+            CHECK(ht_compare(what, &o[0][j].t, &o[3][j].t, vt_dtype_is_float(out_dt[j]) ? 1e-5 : -1) == 0);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < nout; j++) ht_free(&o[r][j]);
+    return ran;
+}
+
+TEST(graph_nodes_reductions_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    static const vt_dtype computes[] = {VT_F32, VT_I64};
+    int64_t sizes[2] = {13, 7};
+    char what[128];
+    int ran = 0;
+    for (size_t d = 0; d < 2; d++) {
+        host_tensor in = ht_new(computes[d], 2, sizes);
+        ht_fill_random(&in, 0, 1);
+        ht_device(&in);
+        static const char *const reduce_names[] = {
+#define VT_REDUCE_OP(e, name) #name,
+#include "vtpu/reduce.def"
+#undef VT_REDUCE_OP
+        };
+        for (int op = 0; op < VT_REDUCE_OP_COUNT; op++)
+            for (uint64_t mask = 1; mask <= 3; mask++) {
+                vt_node n;
+                vt_node_init(&n, VT_NODE_REDUCE, op, reduce_names[op]);
+                n.compute = computes[d];
+                n.iparams[0] = (int64_t)mask;
+                n.params[0] = op == VT_REDUCE_NORM ? 2.0 : 1.0; /* p = 2; var/std correction 1 */
+                int64_t os[2] = {mask & 1 ? 1 : 13, mask & 2 ? 1 : 7};
+                vt_dtype odt = op == VT_REDUCE_ANY || op == VT_REDUCE_ALL ? VT_BOOL : computes[d];
+                snprintf(what, sizeof what, "%s %s mask %d", reduce_names[op], vt_dtype_name(computes[d]), (int)mask);
+                ran += agree_one_input(&n, &in, 1, &odt, os, 2, what);
+            }
+        static const char *const scan_names[] = {
+#define VT_SCAN_OP(e, name) #name,
+#include "vtpu/scan.def"
+#undef VT_SCAN_OP
+        };
+        for (int op = 0; op < VT_SCAN_OP_COUNT; op++)
+            for (int dim = 0; dim < 2; dim++) {
+                vt_node n;
+                vt_node_init(&n, VT_NODE_SCAN, op, scan_names[op]);
+                n.compute = computes[d];
+                n.iparams[0] = dim;
+                snprintf(what, sizeof what, "%s %s dim %d", scan_names[op], vt_dtype_name(computes[d]), dim);
+                ran += agree_one_input(&n, &in, 1, &computes[d], sizes, 2, what);
+            }
+        for (int is_max = 0; is_max < 2; is_max++)
+            for (uint32_t absent = 0; absent < 3; absent++) { /* both, indices only, values only */
+                vt_node n;
+                vt_node_init(&n, VT_NODE_REDUCE_ARG, is_max, is_max ? "max.dim" : "min.dim");
+                n.iparams[0] = 1;
+                n.absent = absent;
+                const vt_dtype odt[2] = {computes[d], VT_I64};
+                int64_t os[2] = {13, 1};
+                snprintf(what, sizeof what, "%s %s absent %u", n.name, vt_dtype_name(computes[d]), absent);
+                ran += agree_one_input(&n, &in, 2, odt, os, 2, what);
+            }
+        ht_free(&in);
+    }
+    CHECK(ran >= 2 * (VT_REDUCE_OP_COUNT * 3 + VT_SCAN_OP_COUNT * 2 + 6) - 40); /* a few ops take floats only */
+}
+
+/* A reduction's bad dimension fails at the op with PyTorch's wording. */
+TEST(graph_nodes_reduce_bad_dim_fails_at_build) {
+    CHECK_OK(vt_init());
+    int64_t sizes[2] = {3, 4}, os[1] = {3};
+    host_tensor in = ht_new(VT_F32, 2, sizes), out = ht_new(VT_F32, 1, os);
+    ht_device(&in);
+    ht_device(&out);
+    const int64_t pending = vt_queue_pending(0);
+    CHECK(vt_op_scan(0, "aten::cumsum", VT_SCAN_CUMSUM, &out.t, &in.t, 5, VT_F32) == VT_ERR_INDEX);
+    CHECK(strstr(vt_last_error(), "Dimension out of range") != NULL);
+    CHECK(vt_op_reduce_arg(0, "aten::max.dim", 1, NULL, NULL, &in.t, 0) == VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "neither values nor indices") != NULL);
+    CHECK(vt_queue_pending(0) == pending);
+    ht_free(&in);
+    ht_free(&out);
 }

@@ -413,17 +413,9 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
 /* ---- reductions and scans */
 
 typedef enum vt_reduce_op {
-    VT_REDUCE_SUM = 0,
-    VT_REDUCE_MEAN,
-    VT_REDUCE_PROD,
-    VT_REDUCE_AMAX,      /* NaN propagates */
-    VT_REDUCE_AMIN,
-    VT_REDUCE_ANY,       /* bool-valued */
-    VT_REDUCE_ALL,
-    VT_REDUCE_VAR,       /* param = correction (Bessel: 1) */
-    VT_REDUCE_STD,
-    VT_REDUCE_NORM,      /* param = p: 0, 1, 2, inf, -inf or any real */
-    VT_REDUCE_LOGSUMEXP,
+#define VT_REDUCE_OP(e, name) VT_REDUCE_##e,
+#include "reduce.def"
+#undef VT_REDUCE_OP
     VT_REDUCE_OP_COUNT
 } vt_reduce_op;
 
@@ -449,7 +441,12 @@ vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, 
  * dim may be negative (wraps); an empty dim fails with VT_ERR_INDEX. */
 vt_status vt_reduce_arg(int is_max, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in, int dim);
 
-typedef enum vt_scan_op { VT_SCAN_CUMSUM = 0, VT_SCAN_CUMPROD, VT_SCAN_LOGCUMSUMEXP } vt_scan_op;
+typedef enum vt_scan_op {
+#define VT_SCAN_OP(e, name) VT_SCAN_##e,
+#include "scan.def"
+#undef VT_SCAN_OP
+    VT_SCAN_OP_COUNT
+} vt_scan_op;
 /* out = inclusive scan of `in` along dim (negative dims wrap), inputs
  * converted to `compute`; the running value is carried in double for float
  * compute dtypes (PyTorch's CPU accumulate type), wrapping int64 otherwise,

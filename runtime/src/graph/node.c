@@ -29,14 +29,22 @@ static vt_status check_compute(const vt_node *n) {
     return VT_OK;
 }
 
+/* n has nout outputs and nsrc inputs, as its kind takes. */
+static vt_status check_counts(const vt_node *n, int nout, int nsrc) {
+    if (n->nout != nout || n->nsrc != nsrc)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d outputs and %d inputs given, %s takes %d and %d", n->name,
+                            n->nout, n->nsrc, vt_node_kinds[n->kind].name, nout, nsrc);
+    return VT_OK;
+}
+
 /* out and the tensor inputs (host scalars were made by the builder). */
 static vt_status check_operands(const vt_node *n, int nsrc, const char *const *what, const char *out_what) {
-    if (n->nsrc != nsrc)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d inputs given, %s takes %d", n->name, n->nsrc,
-                            vt_node_kinds[n->kind].name, nsrc);
-    vt_status s = check_tensor(n->name, &n->out, out_what);
+    vt_status s0 = check_counts(n, 1, nsrc);
+    if (s0 == VT_OK && n->absent) s0 = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: no output given", n->name);
+    if (s0 != VT_OK) return s0;
+    vt_status s = check_tensor(n->name, &n->out[0], out_what);
     for (int k = 0; k < nsrc && s == VT_OK; k++)
-        if (!(n->host >> k & 1)) s = check_input(n->name, &n->src[k], what[k], &n->out);
+        if (!(n->host >> k & 1)) s = check_input(n->name, &n->src[k], what[k], &n->out[0]);
     return s;
 }
 
@@ -68,31 +76,60 @@ static vt_status where_check(const vt_node *n) { return check_operands(n, 3, wha
 static vt_status copy_check(const vt_node *n) { return check_operands(n, 1, what_copy, "dst"); }
 static vt_status fill_check(const vt_node *n) { return check_operands(n, 0, NULL, "out"); }
 
+/* The reductions' own contracts (reduce_check.c), with PyTorch's wording:
+ * a dimension error (VT_ERR_INDEX) keeps it exactly, others name the op. */
+static vt_status named(const vt_node *n, vt_status s) {
+    return s == VT_OK || s == VT_ERR_INDEX ? s : vt_error_prefix(s, n->name);
+}
+static int has_out(const vt_node *n, int j) { return j < n->nout && !(n->absent >> j & 1); }
+
+static vt_status reduce_check(const vt_node *n) {
+    vt_status s = check_counts(n, 1, 1);
+    if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
+    if (s != VT_OK) return s;
+    return named(n, vt_reduce_check((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0],
+                                    n->compute, n->params[0]));
+}
+static vt_status reduce_arg_check(const vt_node *n) {
+    vt_status s = check_counts(n, 2, 1);
+    if (s == VT_OK && !has_out(n, 0) && !has_out(n, 1))
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: neither values nor indices given", n->name);
+    if (s != VT_OK) return s;
+    return named(n, vt_reduce_arg_check(n->op, has_out(n, 0) ? &n->out[0] : NULL, has_out(n, 1) ? &n->out[1] : NULL,
+                                        &n->src[0], (int)n->iparams[0]));
+}
+static vt_status scan_check(const vt_node *n) {
+    vt_status s = check_counts(n, 1, 1);
+    if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
+    if (s != VT_OK) return s;
+    return named(n, vt_scan_check((vt_scan_op)n->op, &n->out[0], &n->src[0], (int)n->iparams[0], n->compute));
+}
+
 /* ------------------------------------------------------------ kernels */
 
 static vt_status unary_run(const vt_node *n) {
-    return vt_unary_ex((vt_unary_op)n->op, &n->out, &n->src[0], n->compute, n->params);
+    return vt_unary_ex((vt_unary_op)n->op, &n->out[0], &n->src[0], n->compute, n->params);
 }
 static vt_status unary_ref(const vt_node *n) {
-    return vt_ref_unary_ex((vt_unary_op)n->op, &n->out, &n->src[0], n->compute, n->params);
+    return vt_ref_unary_ex((vt_unary_op)n->op, &n->out[0], &n->src[0], n->compute, n->params);
 }
 static vt_status binary_run(const vt_node *n) {
-    return vt_binary_ex((vt_binary_op)n->op, &n->out, &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
+    return vt_binary_ex((vt_binary_op)n->op, &n->out[0], &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
 }
 static vt_status binary_ref(const vt_node *n) {
-    return vt_ref_binary_ex((vt_binary_op)n->op, &n->out, &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
+    return vt_ref_binary_ex((vt_binary_op)n->op, &n->out[0], &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
 }
 static vt_status ternary_run(const vt_node *n) {
-    return vt_ternary((vt_ternary_op)n->op, &n->out, &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
+    return vt_ternary((vt_ternary_op)n->op, &n->out[0], &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
 }
 static vt_status ternary_ref(const vt_node *n) {
-    return vt_ref_ternary((vt_ternary_op)n->op, &n->out, &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
+    return vt_ref_ternary((vt_ternary_op)n->op, &n->out[0], &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
 }
-static vt_status where_run(const vt_node *n) { return vt_where(&n->out, &n->src[0], &n->src[1], &n->src[2]); }
-static vt_status where_ref(const vt_node *n) { return vt_ref_where(&n->out, &n->src[0], &n->src[1], &n->src[2]); }
-static vt_status copy_run(const vt_node *n) { return vt_copy(&n->out, &n->src[0]); }
-static vt_status copy_ref(const vt_node *n) { return vt_ref_copy(&n->out, &n->src[0]); }
-static vt_status fill_run(const vt_node *n) { return vt_fill(&n->out, n->alpha); }
+static vt_status where_run(const vt_node *n) { return vt_where(&n->out[0], &n->src[0], &n->src[1], &n->src[2]); }
+static vt_status where_ref(const vt_node *n) { return vt_ref_where(&n->out[0], &n->src[0], &n->src[1], &n->src[2]); }
+static vt_status copy_run(const vt_node *n) { return vt_copy(&n->out[0], &n->src[0]); }
+static vt_status copy_ref(const vt_node *n) { return vt_ref_copy(&n->out[0], &n->src[0]); }
+static vt_status fill_run(const vt_node *n) { return vt_fill(&n->out[0], n->alpha); }
 /* A fill is a copy of the value, converted as a copy converts. */
 static vt_status fill_ref(const vt_node *n) {
     double f = n->alpha.f;
@@ -100,7 +137,29 @@ static vt_status fill_ref(const vt_node *n) {
     vt_tensor v = {0};
     v.dtype = n->alpha.is_float ? VT_F64 : VT_I64;
     v.data = n->alpha.is_float ? (void *)&f : (void *)&i;
-    return vt_ref_copy(&n->out, &v);
+    return vt_ref_copy(&n->out[0], &v);
+}
+
+static vt_status reduce_run(const vt_node *n) {
+    return vt_reduce((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute, n->params[0]);
+}
+static vt_status reduce_ref(const vt_node *n) {
+    return vt_ref_reduce((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute,
+                         n->params[0]);
+}
+static vt_status reduce_arg_run(const vt_node *n) {
+    return vt_reduce_arg(n->op, has_out(n, 0) ? &n->out[0] : NULL, has_out(n, 1) ? &n->out[1] : NULL, &n->src[0],
+                         (int)n->iparams[0]);
+}
+static vt_status reduce_arg_ref(const vt_node *n) {
+    return vt_ref_reduce_arg(n->op, has_out(n, 0) ? &n->out[0] : NULL, has_out(n, 1) ? &n->out[1] : NULL,
+                             &n->src[0], (int)n->iparams[0]);
+}
+static vt_status scan_run(const vt_node *n) {
+    return vt_scan((vt_scan_op)n->op, &n->out[0], &n->src[0], (int)n->iparams[0], n->compute);
+}
+static vt_status scan_ref(const vt_node *n) {
+    return vt_ref_scan((vt_scan_op)n->op, &n->out[0], &n->src[0], (int)n->iparams[0], n->compute);
 }
 
 #define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
@@ -113,6 +172,12 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_COPY] = {"copy", copy_check, copy_run, copy_ref, ELEMENTWISE_READ, VT_USE_WRITE},
     /* every element gets the same value: repeated output elements are harmless */
     [VT_NODE_FILL] = {"fill", fill_check, fill_run, fill_ref, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
+    /* out may be the input itself (nothing reduced); other overlaps are copied */
+    [VT_NODE_REDUCE] = {"reduce", reduce_check, reduce_run, reduce_ref, ELEMENTWISE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    [VT_NODE_REDUCE_ARG] = {"reduce_arg", reduce_arg_check, reduce_arg_run, reduce_arg_ref,
+                            VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    /* in place exactly, as CPU allows; a partial overlap is refused as CPU does */
+    [VT_NODE_SCAN] = {"scan", scan_check, scan_run, scan_ref, ELEMENTWISE_READ, VT_USE_WRITE},
 };
 
 /* ------------------------------------------------------------ building */
@@ -122,6 +187,13 @@ void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name) {
     n->kind = kind;
     n->op = op;
     n->name = name;
+}
+
+void vt_node_add_out(vt_node *n, const vt_tensor *t) {
+    if (n->nout >= VT_NODE_MAX_OUT) return; /* the kind's check reports the count */
+    const int j = n->nout++;
+    if (t) n->out[j] = *t;
+    else n->absent |= 1u << j;
 }
 
 vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host) {
@@ -174,7 +246,8 @@ vt_status vt_node_kernel(void *payload) { return vt_node_run(payload); }
 int vt_node_uses(vt_node *n, vt_use *u) {
     const vt_node_kind_def *d = &vt_node_kinds[n->kind];
     int m = 0;
-    u[m++] = (vt_use){&n->out, d->write, 0};
+    for (int j = 0; j < n->nout; j++)
+        if (!(n->absent >> j & 1)) u[m++] = (vt_use){&n->out[j], d->write, 0};
     for (int k = 0; k < n->nsrc; k++)
         if (!(n->host >> k & 1)) u[m++] = (vt_use){&n->src[k], d->read, 0};
     return m;
@@ -184,7 +257,7 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_node_check(n);
     if (s != VT_OK) return s;
-    vt_use u[1 + VT_NODE_MAX_SRC];
+    vt_use u[VT_NODE_MAX_OUT + VT_NODE_MAX_SRC];
     const int m = vt_node_uses(n, u);
     return vt_enqueue_uses(dev, n->name, vt_node_kernel, n, vt_node_size(n), u, m);
 }

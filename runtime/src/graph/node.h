@@ -19,6 +19,7 @@
 #include "internal.h"
 
 #define VT_NODE_MAX_SRC 4
+#define VT_NODE_MAX_OUT 2
 
 typedef enum vt_node_kind {
     VT_NODE_UNARY = 0, /* op: vt_unary_op; params */
@@ -27,6 +28,9 @@ typedef enum vt_node_kind {
     VT_NODE_WHERE,     /* src: cond, a, b */
     VT_NODE_COPY,      /* out = src[0] converted */
     VT_NODE_FILL,      /* out = alpha converted */
+    VT_NODE_REDUCE,    /* op: vt_reduce_op; iparams[0]: dims mask; params[0]: param */
+    VT_NODE_REDUCE_ARG, /* op: 1 max, 0 min; out: values, indices (either absent); iparams[0]: dim */
+    VT_NODE_SCAN,      /* op: vt_scan_op; iparams[0]: dim */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
@@ -34,13 +38,15 @@ typedef struct vt_node {
     vt_node_kind kind;
     int32_t op;       /* the family's op code */
     vt_dtype compute; /* PyTorch's common dtype, where the kind has one */
-    int32_t nsrc;
+    int32_t nout, nsrc;
+    uint32_t absent;  /* bit j: out[j] is an optional output not asked for */
     uint32_t host;    /* bit k: src[k] is a host scalar held in store[k] */
     const char *name; /* the user's op, "aten::add.Tensor" (a static string) */
     vt_scalar alpha;
     double params[VT_EW_MAX_PARAMS];
+    int64_t iparams[2];
     alignas(16) unsigned char store[VT_NODE_MAX_SRC][16]; /* host scalars, in compute dtype */
-    vt_tensor out;
+    vt_tensor out[VT_NODE_MAX_OUT];
     vt_tensor src[VT_NODE_MAX_SRC]; /* last: a node is copied up to src[nsrc] */
 } vt_node;
 
@@ -49,8 +55,8 @@ typedef struct vt_node_kind_def {
     vt_status (*check)(const vt_node *n);
     vt_status (*run)(const vt_node *n);
     vt_status (*ref)(const vt_node *n);
-    unsigned read; /* VT_USE_* flags of each input */
-    unsigned write; /* VT_USE_* flags of the output */
+    unsigned read;  /* VT_USE_* flags of each input */
+    unsigned write; /* VT_USE_* flags of each output */
 } vt_node_kind_def;
 
 extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];
@@ -62,7 +68,9 @@ static inline size_t vt_node_size(const vt_node *n) {
 
 /* A new node of kind on the user's op name. */
 void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name);
-/* Input k of n: a tensor (checked against n->out when n is checked), or a
+/* Output j of n (NULL: an optional output not asked for). */
+void vt_node_add_out(vt_node *n, const vt_tensor *t);
+/* Input k of n: a tensor (checked against n->out[0] when n is checked), or a
  * host scalar (t NULL) stored in n in n->compute. Adds one input. */
 vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host);
 /* n's check (errors are prefixed with n's name). */
@@ -74,8 +82,8 @@ vt_status vt_node_submit(int dev, vt_node *n);
  * node's host scalars are found wherever the node lives. */
 vt_status vt_node_run(vt_node *n);
 vt_status vt_node_run_ref(vt_node *n);
-/* The tensors n touches, for access.c (u has room for 1 + VT_NODE_MAX_SRC):
- * out first, then each tensor input. Returns the count. */
+/* The tensors n touches, for access.c (u has room for VT_NODE_MAX_OUT +
+ * VT_NODE_MAX_SRC): outputs first, then each tensor input. Returns the count. */
 int vt_node_uses(vt_node *n, vt_use *u);
 /* The queue's kernel for a node payload. */
 vt_status vt_node_kernel(void *payload);

@@ -7,14 +7,20 @@
 #include "internal.h"
 
 static const char *const reduce_names[VT_REDUCE_OP_COUNT] = {
-    "sum", "mean", "prod", "amax", "amin", "any", "all", "var", "std", "norm", "logsumexp",
+#define VT_REDUCE_OP(e, name) #name,
+#include "vtpu/reduce.def"
+#undef VT_REDUCE_OP
 };
-static const char *const scan_names[] = {"cumsum", "cumprod", "logcumsumexp"};
+static const char *const scan_names[VT_SCAN_OP_COUNT] = {
+#define VT_SCAN_OP(e, name) #name,
+#include "vtpu/scan.def"
+#undef VT_SCAN_OP
+};
 
 const char *vt_reduce_op_name(vt_reduce_op op) {
     return (unsigned)op < VT_REDUCE_OP_COUNT ? reduce_names[op] : "reduce";
 }
-const char *vt_scan_op_name(vt_scan_op op) { return (unsigned)op <= VT_SCAN_LOGCUMSUMEXP ? scan_names[op] : "scan"; }
+const char *vt_scan_op_name(vt_scan_op op) { return (unsigned)op < VT_SCAN_OP_COUNT ? scan_names[op] : "scan"; }
 
 vt_status vt_wrap_dim(int64_t dim, int32_t ndim, int *out) {
     int64_t n = ndim > 0 ? ndim : 1; /* a 0-dim tensor takes dim 0 or -1, as in PyTorch */
@@ -110,7 +116,7 @@ vt_status vt_reduce_arg_check(int is_max, const vt_tensor *values, const vt_tens
 }
 
 vt_status vt_scan_check(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute) {
-    if ((unsigned)op > VT_SCAN_LOGCUMSUMEXP)
+    if ((unsigned)op >= VT_SCAN_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "scan: invalid op %d", (int)op);
     const char *name = scan_names[op];
     vt_status s = vt_tensor_validate(in, name);
