@@ -215,3 +215,38 @@ def test_sparse_ops_are_counted_and_obey_the_fallback_switch():
         with pytest.raises(NotImplementedError, match="not implemented for TPU"):
             uncoalesced().to("tpu").coalesce()
         assert u._nnz() == 5  # structure kernels are native: no fallback needed
+
+
+def test_sparse_out_and_in_place_results_may_grow():
+    # the CPU kernel grows the members of an out= or in-place sparse result
+    x = sparse_input(seed=8).to_sparse()
+    want = torch.abs(x, out=torch.sparse_coo_tensor((5, 6)))
+    out = torch.sparse_coo_tensor((5, 6), device="tpu")
+    r = torch.abs(x.to("tpu"), out=out)
+    assert r is out
+    assert_same_sparse(out, want)
+    acc, tacc = torch.sparse_coo_tensor((5, 6)), torch.sparse_coo_tensor((5, 6), device="tpu")
+    acc.add_(x)
+    tacc.add_(x.to("tpu"))
+    assert_same_sparse(tacc, acc)
+
+
+def test_coalesced_construction_is_validated_as_on_cpu():
+    i, v = torch.tensor([[0, 1], [0, 1]]), torch.ones(2)
+    t = torch.sparse_coo_tensor(i.to("tpu"), v.to("tpu"), (2, 2), check_invariants=True, is_coalesced=True)
+    assert_same_sparse(t, torch.sparse_coo_tensor(i, v, (2, 2), check_invariants=True, is_coalesced=True))
+    bad = torch.tensor([[1, 0], [1, 0]])  # not sorted: not coalesced
+    raises_as_cpu(lambda dev: torch.sparse_coo_tensor(bad.to(dev), v.to(dev), (2, 2), check_invariants=True,
+                                                      is_coalesced=True))
+
+
+def test_nonzero_is_column_major_as_on_cpu():
+    # COO indices built from nonzero().t() are contiguous on CPU; CSR conversion relies on it
+    x = (sparse_input((3, 4), seed=9) != 0).to(torch.int8)
+    want, got = x.nonzero(), x.to("tpu").nonzero()
+    assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+    vals = torch.arange(float(want.shape[0]))
+    a = torch.sparse_coo_tensor(want.t(), vals, x.shape)._coalesced_(True).to_sparse_csr()
+    b = torch.sparse_coo_tensor(got.t(), vals.to("tpu"), x.shape)._coalesced_(True).to_sparse_csr()
+    assert_same_sparse(b, a)
+    assert torch.equal(b.crow_indices().cpu(), a.crow_indices())

@@ -64,16 +64,21 @@ at::Tensor sparse_from(const at::Tensor& t, const std::vector<at::Tensor>& m, c1
 }
 
 // Gives the tpu sparse tensor `tpu` the structure and members of `src`
-// (what a CPU kernel made of its host twin), reusing members that are
-// still host aliases of tpu's own.
+// (what a CPU kernel made of its host twin, whose members were clones,
+// host_members, of tpu_members). A member the kernel kept (and did not
+// resize) is copied back into tpu's own, so views of it see the write as on
+// CPU; a member the kernel replaced or resized becomes a new device tensor.
 void assign_sparse(const at::Tensor& tpu, const at::Tensor& src, const std::vector<at::Tensor>& tpu_members,
                    const std::vector<at::Tensor>& host_members) {
   auto m = members_of(src);
   for (size_t i = 0; i < m.size(); i++) {
-    if (i < host_members.size() && m[i].unsafeGetTensorImpl() == host_members[i].unsafeGetTensorImpl())
+    const bool kept = i < host_members.size() && m[i].unsafeGetTensorImpl() == host_members[i].unsafeGetTensorImpl();
+    if (kept && m[i].sizes() == tpu_members[i].sizes()) {
+      tpu_members[i].copy_(m[i]);
       m[i] = tpu_members[i];
-    else
+    } else {
       m[i] = m[i].to(tpu.device());
+    }
   }
   if (tpu.layout() == c10::kSparse) {
     auto* impl = at::sparse::get_sparse_impl(tpu);
@@ -86,8 +91,9 @@ void assign_sparse(const at::Tensor& tpu, const at::Tensor& src, const std::vect
 }
 
 // A sparse tpu argument's CPU twin: a sparse CPU tensor whose members are
-// host aliases of the tpu members, so kernels that write values in place
-// write device memory; structural changes are copied back afterwards.
+// host aliases of the tpu members when the op only reads it, and CPU clones
+// when it writes it (a kernel may grow them, which an alias of device
+// memory cannot do); what it wrote is given back afterwards (assign_sparse).
 struct SparseAlias {
   at::Tensor tpu, cpu;
   std::vector<at::Tensor> tpu_members, host_members;
@@ -100,7 +106,7 @@ at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, bool written, std::vecto
   if (!target) target = t.device();
   if (is_sparse_layout(t)) {
     SparseAlias s{t, {}, members_of(t), {}, written || is_out};
-    for (const auto& m : s.tpu_members) s.host_members.push_back(host_alias_of(m));
+    for (const auto& m : s.tpu_members) s.host_members.push_back(s.written ? host_alias_of(m).clone() : host_alias_of(m));
     s.cpu = sparse_from(t, s.host_members, c10::kCPU);
     sparse.push_back(s);
     return s.cpu;
@@ -290,7 +296,8 @@ void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   if (!target) target = c10::Device(kTpu, current_device());
   // A view of a sparse argument's member stays a view of device memory.
   for (const auto& s : sparse)
-    for (size_t k = 0; k < s.tpu_members.size(); k++) aliases.push_back({s.tpu_members[k], s.host_members[k]});
+    if (!s.written)
+      for (size_t k = 0; k < s.tpu_members.size(); k++) aliases.push_back({s.tpu_members[k], s.host_members[k]});
 
   torch::jit::drop(stack, n);
   for (auto& a : args) torch::jit::push(stack, std::move(a));

@@ -350,7 +350,9 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
               out.scalar_type());
   VT_FALLBACK_UNLESS(native({&self}), lacking({self}));
   const int64_t n = self.numel() ? count_nonzero_sync(self, "aten::nonzero") : 0;
-  at::native::resize_output(out, {n, self.dim()});
+  // A resized result is column-major, as CPU's (its transpose is contiguous:
+  // code such as COO construction from nonzero().t() relies on it).
+  if (at::native::resize_output_check(out, {n, self.dim()})) out.resize_({self.dim(), n}).t_();
   if (n == 0 || self.dim() == 0) return out;
   const vt_tensor o = view_of(out), s = view_of(self);
   check(vt_op_nonzero(device_index(self), "aten::nonzero", &o, &s));

@@ -34,12 +34,39 @@
 #include <ATen/ops/sparse_resize_native.h>
 #include <ATen/ops/values_native.h>
 #include <ATen/ops/zero_native.h>
+#include <ATen/native/DispatchStub.h>
 #include <torch/library.h>
+
+#include <vector>
+
+// The DispatchStub behind at::sparse::flatten_indices (PyTorch keeps its
+// declaration in a header the wheel does not ship; the symbol is exported).
+namespace at::native {
+using flatten_indices_fn = at::Tensor (*)(const at::Tensor& indices, c10::IntArrayRef size);
+DECLARE_DISPATCH(flatten_indices_fn, flatten_indices_stub)
+}  // namespace at::native
 
 namespace vtpu {
 namespace {
 
 using namespace at::native;
+
+// The row-major linear index of each COO coordinate (a column of indices,
+// sparse_dim x nnz) in a tensor of the given size: what building a sparse
+// tensor with is_coalesced=True checks its indices with. Native tpu ops.
+at::Tensor flatten_indices_tpu(const at::Tensor& indices, c10::IntArrayRef size) {
+  const int64_t sparse_dim = indices.size(0);
+  std::vector<int64_t> strides(static_cast<size_t>(sparse_dim));
+  int64_t stride = 1;
+  for (int64_t d = sparse_dim - 1; d >= 0; d--) {
+    strides[static_cast<size_t>(d)] = stride;
+    stride *= size[d];
+  }
+  const at::Tensor st = at::tensor(strides, indices.options().device(c10::kCPU)).to(indices.device());
+  return indices.mul(st.unsqueeze(1)).sum(0);
+}
+
+REGISTER_PRIVATEUSE1_DISPATCH(flatten_indices_stub, &flatten_indices_tpu)
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_sparse_coo_tensor_with_dims", TORCH_FN(new_with_dims_sparse));
