@@ -15,5 +15,5 @@ cd pytorch
 git sparse-checkout set --no-cone \
     /test/cpp_extensions/open_registration_extension/torch_openreg/tests/ \
     /test/test_view_ops.py /test/test_indexing.py /test/test_reductions.py \
-    /test/test_binary_ufuncs.py /test/test_ops.py
+    /test/test_binary_ufuncs.py /test/test_ops.py /test/test_sparse.py
 echo "PyTorch $TAG test files in conformance/pytorch/test/"

@@ -6,6 +6,7 @@ conformance/pytorch/ (git-ignored), as docs/conformance.md describes. Then
     .venv/bin/python conformance/run.py                 # every suite, Strict and Debug
     .venv/bin/python conformance/run.py --suite openreg --mode strict
     .venv/bin/python conformance/run.py --suite view_ops --device cpu   # the CPU baseline
+    .venv/bin/python conformance/run.py --suite sparse --mode strict    # opt-in: about an hour
 
 OpenReg's tests (PyTorch's reference out-of-tree backend) are copied into
 conformance/build/ with the device renamed ("openreg" -> "tpu",
@@ -39,7 +40,11 @@ GENERIC = {
     "reductions": ("test_reductions.py", None, 100),
     "binary_ufuncs": ("test_binary_ufuncs.py", None, 30),
     "ops": ("test_ops.py", "TestCommon and (noncontiguous or out or variant_consistency)", 100),
+    # about an hour per mode on 2 cores (a few gradchecks take minutes each): only when named
+    "sparse": ("test_sparse.py", "TestSparse and not TestSparseOneOff and not TestSparseMeta and not TestSparseLegacy",
+               100),
 }
+OPT_IN = {"sparse"}
 # OpenReg files that test OpenReg's own internals (its C++ extension, its
 # custom ops, IPC, its collective backend): not applicable to another backend.
 OPENREG_SKIP = {"test_ipc.py", "test_distributed.py", "test_compile.py"}
@@ -113,7 +118,7 @@ def main():
     if not UPSTREAM.exists():
         sys.exit(f"{UPSTREAM} is missing: fetch PyTorch's tests first (docs/conformance.md)")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    suites = a.suite or ["openreg", *GENERIC]
+    suites = a.suite or ["openreg", *(g for g in GENERIC if g not in OPT_IN)]
     modes = ["strict", "debug"] if a.mode == "both" else [a.mode]
     if a.device == "cpu":
         modes = ["cpu"]
