@@ -1,6 +1,6 @@
 """Per-op overhead: 20,000 small adds (1,000 float32 elements) in Strict eager
 mode on "tpu" against the same loop on CPU PyTorch, in one run.
-Target (issue 2): tpu time <= 1.5x CPU time."""
+Target (the ops-as-data work): tpu time <= 1.2x CPU time."""
 
 import torch
 
@@ -33,8 +33,8 @@ def main():
     ratio = tpu / cpu
     print(f"{N_OPS} adds of {NUMEL} float32: cpu {cpu * 1e3:.1f} ms ({cpu / N_OPS * 1e6:.2f} us/op), "
           f"tpu {tpu * 1e3:.1f} ms ({tpu / N_OPS * 1e6:.2f} us/op)")
-    print(f"tpu/cpu time ratio: {ratio:.2f}x (target <= 1.5x)")
-    save("overhead", {"n_ops": N_OPS, "numel": NUMEL, "cpu_s": cpu, "tpu_s": tpu, "ratio": ratio, "target": 1.5},
+    print(f"tpu/cpu time ratio: {ratio:.2f}x (target <= 1.2x)")
+    save("overhead", {"n_ops": N_OPS, "numel": NUMEL, "cpu_s": cpu, "tpu_s": tpu, "ratio": ratio, "target": 1.2},
          bars={"cpu eager": cpu * 1e3, "tpu strict": tpu * 1e3})
 
 
