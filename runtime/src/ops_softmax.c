@@ -1,8 +1,10 @@
 /* ops_softmax.c — queued softmax and losses: the kernels' argument checks
  * run on the calling thread (bad shapes and dtypes fail at the op), the
- * descriptors are copied into a command, and the synchronous kernel runs on
- * the device queue, where data-dependent errors (a target out of range, a
- * BCE input outside [0, 1]) are latched for the next synchronisation. */
+ * op reaches the device queue (softmax as a node, graph/node.h; the losses
+ * as commands), and the synchronous kernel runs there, where data-dependent
+ * errors (a target out of range, a BCE input outside [0, 1]) are latched for
+ * the next synchronisation. */
+#include "graph/node.h"
 #include "internal.h"
 #include "kernels/softmax.h"
 
@@ -11,52 +13,26 @@ static vt_status fail(vt_status s, const char *name) {
     return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name);
 }
 
-/* ------------------------------------------------------------ softmax */
-
-typedef struct softmax_cmd {
-    int dim, log, bwd;
-    vt_tensor a, b, c; /* fwd: out, in; bwd: grad_in, grad_out, y */
-} softmax_cmd;
-
-static vt_status softmax_kernel(void *p) {
-    const softmax_cmd *c = p;
-    return c->bwd ? vt_softmax_backward(&c->a, &c->b, &c->c, c->dim, c->log) : vt_softmax(&c->a, &c->b, c->dim, c->log);
-}
+/* ------------------------------------------------------------ softmax: nodes */
 
 vt_status vt_op_softmax(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int dim, int log) {
-    if (!name) name = "vt_op_softmax";
-    vt_status s = vt_check_device(dev);
-    if (s != VT_OK) return s;
-    int d;
-    if ((s = vt_softmax_check(out, in, dim, &d)) != VT_OK) return fail(s, name);
-    softmax_cmd c;
-    memset(&c, 0, sizeof c);
-    c.dim = d;
-    c.log = log;
-    c.a = *out;
-    c.b = *in;
-    /* row by row, each row read before it is written: in place is exact */
-    vt_use u[2] = {{&c.a, VT_USE_WRITE, 0}, {&c.b, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0}};
-    return vt_enqueue_uses(dev, name, softmax_kernel, &c, sizeof c, u, 2);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_SOFTMAX, log != 0, name ? name : "vt_op_softmax");
+    n.iparams[0] = dim;
+    vt_node_add_out(&n, out);
+    vt_status s = vt_node_add_src(&n, in, NULL);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 vt_status vt_op_softmax_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad_out,
                                  const vt_tensor *y, int dim, int log) {
-    if (!name) name = "vt_op_softmax_backward";
-    vt_status s = vt_check_device(dev);
-    if (s != VT_OK) return s;
-    int d;
-    if ((s = vt_softmax_backward_check(grad_in, grad_out, y, dim, &d)) != VT_OK) return fail(s, name);
-    softmax_cmd c;
-    memset(&c, 0, sizeof c);
-    c.dim = d;
-    c.log = log;
-    c.bwd = 1;
-    c.a = *grad_in;
-    c.b = *grad_out;
-    c.c = *y;
-    vt_use u[3] = {{&c.a, VT_USE_WRITE, 0}, {&c.b, VT_USE_READ | VT_USE_STAGE, 0}, {&c.c, VT_USE_READ | VT_USE_STAGE, 0}};
-    return vt_enqueue_uses(dev, name, softmax_kernel, &c, sizeof c, u, 3);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_SOFTMAX_BACKWARD, log != 0, name ? name : "vt_op_softmax_backward");
+    n.iparams[0] = dim;
+    vt_node_add_out(&n, grad_in);
+    vt_status s = vt_node_add_src(&n, grad_out, NULL);
+    if (s == VT_OK) s = vt_node_add_src(&n, y, NULL);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 /* ------------------------------------------------------------ nll */

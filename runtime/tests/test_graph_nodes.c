@@ -282,12 +282,28 @@ TEST(graph_nodes_host_scalars_travel_with_the_node) {
 
 /* ------------------------------------------------------------ reductions */
 
-/* The one-input node proto (outputs given by shape and dtype) runs
+/* The node proto (inputs in[], outputs given by shape and dtype) runs
  * synchronously, queued in Strict and in Debug mode, and as its reference;
- * the runs agree bit for bit, and with the reference within 1e-5 relative
- * (sums in another order; integer results exactly). Returns 1 if it ran. */
-static int agree_one_input(const vt_node *proto, const host_tensor *in, int nout, const vt_dtype *out_dt,
-                           const int64_t *out_sizes, int out_ndim, const char *what) {
+ * the runs agree bit for bit, and with the reference within the family's
+ * tolerance (g_rtol, g_atol: sums in another order, vector exp; integer
+ * results exactly). Returns 1 if it ran. */
+/* Mismatches of x against the reference y: |a - b| <= rtol (|a| + |b|) + atol, NaN == NaN. */
+static int64_t near(const char *what, const vt_tensor *x, const vt_tensor *y, double rtol, double atol) {
+    int64_t n = vt_tensor_numel(x), bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a, b;
+        vt_convert(x->dtype, (const char *)x->data + i * (int64_t)vt_dtype_size(x->dtype), 1, VT_F64, &a, 1, 1);
+        vt_convert(y->dtype, (const char *)y->data + i * (int64_t)vt_dtype_size(y->dtype), 1, VT_F64, &b, 1, 1);
+        int ok = (isnan(a) || isnan(b)) ? (isnan(a) && isnan(b)) : (a == b || fabs(a - b) <= rtol * (fabs(a) + fabs(b)) + atol);
+        if (!ok && bad++ < 3) vt_test_fail(__FILE__, __LINE__, "%s: element %lld: %.9g vs %.9g", what, (long long)i, a, b);
+    }
+    return bad;
+}
+
+static double g_rtol = 1e-5, g_atol = 1e-8; /* reference tolerance of the family under test */
+
+static int agree_inputs(const vt_node *proto, const host_tensor *const *in, int nin, int nout, const vt_dtype *out_dt,
+                        const int64_t *out_sizes, int out_ndim, const char *what) {
     host_tensor o[4][VT_NODE_MAX_OUT]; /* sync, strict, debug, reference */
     for (int r = 0; r < 4; r++)
         for (int j = 0; j < nout; j++) {
@@ -301,7 +317,7 @@ static int agree_one_input(const vt_node *proto, const host_tensor *in, int nout
         n[r].absent = 0;
         for (int j = 0; j < nout; j++) vt_node_add_out(&n[r], proto->absent >> j & 1 ? NULL : &o[r][j].t);
         n[r].nsrc = 0;
-        CHECK_OK(vt_node_add_src(&n[r], &in->t, NULL));
+        for (int k = 0; k < nin; k++) CHECK_OK(vt_node_add_src(&n[r], &in[k]->t, NULL));
     }
     int ran = 0;
     if (vt_node_check(&n[0]) == VT_OK) { /* else the kernel does not take this compute dtype */
@@ -318,12 +334,18 @@ static int agree_one_input(const vt_node *proto, const host_tensor *in, int nout
             if (proto->absent >> j & 1) continue;
             CHECK(ht_compare(what, &o[1][j].t, &o[0][j].t, -1) == 0);
             CHECK(ht_compare(what, &o[2][j].t, &o[0][j].t, -1) == 0);
-            CHECK(ht_compare(what, &o[0][j].t, &o[3][j].t, vt_dtype_is_float(out_dt[j]) ? 1e-5 : -1) == 0);
+            if (vt_dtype_is_float(out_dt[j])) CHECK(near(what, &o[0][j].t, &o[3][j].t, g_rtol, g_atol) == 0);
+            else CHECK(ht_compare(what, &o[0][j].t, &o[3][j].t, -1) == 0);
         }
     }
     for (int r = 0; r < 4; r++)
         for (int j = 0; j < nout; j++) ht_free(&o[r][j]);
     return ran;
+}
+
+static int agree_one_input(const vt_node *proto, const host_tensor *in, int nout, const vt_dtype *out_dt,
+                           const int64_t *out_sizes, int out_ndim, const char *what) {
+    return agree_inputs(proto, &in, 1, nout, out_dt, out_sizes, out_ndim, what);
 }
 
 TEST(graph_nodes_reductions_sync_queued_debug_and_reference_agree) {
@@ -398,4 +420,40 @@ TEST(graph_nodes_reduce_bad_dim_fails_at_build) {
     CHECK(vt_queue_pending(0) == pending);
     ht_free(&in);
     ht_free(&out);
+}
+
+TEST(graph_nodes_softmax_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    int64_t sizes[2] = {13, 7};
+    host_tensor x = ht_new(VT_F32, 2, sizes), g = ht_new(VT_F32, 2, sizes), y = ht_new(VT_F32, 2, sizes);
+    ht_fill_random(&x, 0, 0);
+    ht_fill_random(&g, 0, 0);
+    ht_device(&x);
+    ht_device(&g);
+    ht_device(&y);
+    const vt_dtype f32 = VT_F32;
+    char what[96];
+    /* the softmax kernel tests' tolerance (vector exp; the backward's row sum cancels) */
+    g_rtol = 2e-5;
+    g_atol = 4e-5;
+    for (int log = 0; log < 2; log++)
+        for (int dim = -2; dim < 2; dim++) {
+            vt_node n;
+            vt_node_init(&n, VT_NODE_SOFTMAX, log, log ? "log_softmax" : "softmax");
+            n.iparams[0] = dim;
+            snprintf(what, sizeof what, "%s dim %d", n.name, dim);
+            CHECK(agree_one_input(&n, &x, 1, &f32, sizes, 2, what));
+            /* the backward from the forward's output */
+            CHECK_OK(vt_ref_softmax(&y.t, &x.t, dim, log));
+            vt_node_init(&n, VT_NODE_SOFTMAX_BACKWARD, log, log ? "log_softmax_backward" : "softmax_backward");
+            n.iparams[0] = dim;
+            const host_tensor *in[2] = {&g, &y};
+            snprintf(what, sizeof what, "%s dim %d", n.name, dim);
+            CHECK(agree_inputs(&n, in, 2, 1, &f32, sizes, 2, what));
+        }
+    ht_free(&x);
+    ht_free(&g);
+    ht_free(&y);
+    g_rtol = 1e-5;
+    g_atol = 1e-8;
 }

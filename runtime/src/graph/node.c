@@ -3,6 +3,7 @@
  * were nodes: valid descriptors with data, inputs that broadcast to the
  * output, a valid op and compute dtype. */
 #include "graph/node.h"
+#include "kernels/softmax.h"
 
 /* ------------------------------------------------------------ checks */
 
@@ -162,6 +163,32 @@ static vt_status scan_ref(const vt_node *n) {
     return vt_ref_scan((vt_scan_op)n->op, &n->out[0], &n->src[0], (int)n->iparams[0], n->compute);
 }
 
+static vt_status softmax_check(const vt_node *n) {
+    vt_status s = check_counts(n, 1, 1);
+    if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
+    int d;
+    return s != VT_OK ? s : named(n, vt_softmax_check(&n->out[0], &n->src[0], (int)n->iparams[0], &d));
+}
+static vt_status softmax_backward_check(const vt_node *n) {
+    vt_status s = check_counts(n, 1, 2);
+    if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_input is NULL", n->name);
+    int d;
+    return s != VT_OK ? s
+                      : named(n, vt_softmax_backward_check(&n->out[0], &n->src[0], &n->src[1], (int)n->iparams[0], &d));
+}
+static vt_status softmax_run(const vt_node *n) {
+    return vt_softmax(&n->out[0], &n->src[0], (int)n->iparams[0], n->op);
+}
+static vt_status softmax_ref(const vt_node *n) {
+    return vt_ref_softmax(&n->out[0], &n->src[0], (int)n->iparams[0], n->op);
+}
+static vt_status softmax_backward_run(const vt_node *n) {
+    return vt_softmax_backward(&n->out[0], &n->src[0], &n->src[1], (int)n->iparams[0], n->op);
+}
+static vt_status softmax_backward_ref(const vt_node *n) {
+    return vt_ref_softmax_backward(&n->out[0], &n->src[0], &n->src[1], (int)n->iparams[0], n->op);
+}
+
 #define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
 
 const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
@@ -178,6 +205,11 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
                             VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* in place exactly, as CPU allows; a partial overlap is refused as CPU does */
     [VT_NODE_SCAN] = {"scan", scan_check, scan_run, scan_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    /* row by row, each row read before it is written: in place is exact */
+    [VT_NODE_SOFTMAX] = {"softmax", softmax_check, softmax_run, softmax_ref, ELEMENTWISE_READ | VT_USE_STAGE,
+                         VT_USE_WRITE},
+    [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
+                                  softmax_backward_ref, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
 };
 
 /* ------------------------------------------------------------ building */

@@ -31,6 +31,8 @@ typedef enum vt_node_kind {
     VT_NODE_REDUCE,    /* op: vt_reduce_op; iparams[0]: dims mask; params[0]: param */
     VT_NODE_REDUCE_ARG, /* op: 1 max, 0 min; out: values, indices (either absent); iparams[0]: dim */
     VT_NODE_SCAN,      /* op: vt_scan_op; iparams[0]: dim */
+    VT_NODE_SOFTMAX,   /* op: 1 log_softmax, 0 softmax; iparams[0]: dim */
+    VT_NODE_SOFTMAX_BACKWARD, /* op as forward; out: grad_in; src: grad_out, y; iparams[0]: dim */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
