@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import vtpu
+from test_cpu_rules import raises_as_cpu
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -185,14 +186,6 @@ def test_autograd_through_sparse_mm_matches_cpu():
     (w.to_dense() * 2).sum().backward()
     assert w.grad.device.type == "tpu"
     assert torch.equal(w.grad.cpu().to_dense(), torch.where(x != 0, 2.0, 0.0))
-
-
-def raises_as_cpu(f):
-    with pytest.raises(Exception) as want:
-        f("cpu")
-    with pytest.raises(want.type) as got:
-        f("tpu")
-    assert str(got.value) == str(want.value)
 
 
 def test_bad_input_raises_as_cpu_and_the_device_stays_usable():

@@ -14,25 +14,6 @@
 #include "graph/node.h"
 #include "internal.h"
 
-static vt_status check_tensor(const char *name, const vt_tensor *t, const char *what) {
-    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
-    vt_status s = vt_tensor_validate(t, what);
-    if (s != VT_OK) return vt_error_prefix(s, name);
-    if (!t->data && vt_tensor_numel(t) > 0)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", name, what);
-    return VT_OK;
-}
-
-/* An input must broadcast to the output's shape; checked here so the error
- * comes from the op, not from a later synchronisation. */
-static vt_status check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
-    vt_status s = check_tensor(name, t, what);
-    if (s != VT_OK) return s;
-    vt_tensor view;
-    s = vt_broadcast_to(t, out->ndim, out->sizes, &view);
-    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
-}
-
 /* ------------------------------------------------------------ elementwise: nodes */
 
 /* A node's host-scalar inputs and device inputs in order: the builders
@@ -186,7 +167,7 @@ static vt_status rng_kernel(void *p) {
 static vt_status op_rng(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset, double p0,
                         double p1, int normal) {
     vt_status s = vt_check_device(dev);
-    if (s == VT_OK) s = check_tensor(name, out, "out");
+    if (s == VT_OK) s = vt_check_operand(name, out, "out");
     if (s != VT_OK) return s;
     rng_cmd c = {*out, seed, offset, p0, p1, normal};
     vt_use u[1] = {{&c.out, VT_USE_WRITE, 0}};
@@ -223,10 +204,10 @@ vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt
     vt_status s = vt_check_device(dev);
     if (s == VT_OK && ((unsigned)prec > VT_PRECISION_HIGHEST))
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid precision %d", name, (int)prec);
-    if (s == VT_OK) s = check_tensor(name, out, "out");
-    if (s == VT_OK) s = check_tensor(name, a, "mat1");
-    if (s == VT_OK) s = check_tensor(name, b, "mat2");
-    if (s == VT_OK && bias) s = check_input(name, bias, "bias", out);
+    if (s == VT_OK) s = vt_check_operand(name, out, "out");
+    if (s == VT_OK) s = vt_check_operand(name, a, "mat1");
+    if (s == VT_OK) s = vt_check_operand(name, b, "mat2");
+    if (s == VT_OK && bias) s = vt_check_input(name, bias, "bias", out);
     if (s != VT_OK) return s;
     /* The kernel's own shape and dtype checks, run here so that a mismatch
      * fails at the op, not at the next synchronisation. */

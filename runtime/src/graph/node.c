@@ -7,7 +7,8 @@
 
 /* ------------------------------------------------------------ checks */
 
-static vt_status check_tensor(const char *name, const vt_tensor *t, const char *what) {
+vt_status vt_check_operand(const char *name, const vt_tensor *t, const char *what) {
+    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
     vt_status s = vt_tensor_validate(t, what);
     if (s != VT_OK) return vt_error_prefix(s, name);
     if (!t->data && vt_tensor_numel(t) > 0)
@@ -15,9 +16,8 @@ static vt_status check_tensor(const char *name, const vt_tensor *t, const char *
     return VT_OK;
 }
 
-/* An input must broadcast to the output's shape. */
-static vt_status check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
-    vt_status s = check_tensor(name, t, what);
+vt_status vt_check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
+    vt_status s = vt_check_operand(name, t, what);
     if (s != VT_OK) return s;
     vt_tensor view;
     s = vt_broadcast_to(t, out->ndim, out->sizes, &view);
@@ -43,9 +43,9 @@ static vt_status check_operands(const vt_node *n, int nsrc, const char *const *w
     vt_status s0 = check_counts(n, 1, nsrc);
     if (s0 == VT_OK && n->absent) s0 = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: no output given", n->name);
     if (s0 != VT_OK) return s0;
-    vt_status s = check_tensor(n->name, &n->out[0], out_what);
+    vt_status s = vt_check_operand(n->name, &n->out[0], out_what);
     for (int k = 0; k < nsrc && s == VT_OK; k++)
-        if (!(n->host >> k & 1)) s = check_input(n->name, &n->src[k], what[k], &n->out[0]);
+        if (!(n->host >> k & 1)) s = vt_check_input(n->name, &n->src[k], what[k], &n->out[0]);
     return s;
 }
 
