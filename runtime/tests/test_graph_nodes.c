@@ -248,6 +248,11 @@ TEST(graph_nodes_bad_arguments_fail_at_build) {
     vt_node_add_out(&n, &out.t);
     CHECK_OK(vt_node_add_src(&n, &out.t, NULL)); /* one input where two are needed */
     CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
+    vt_node_init(&n, VT_NODE_REDUCE_ARG, 1, "aten::max.dim");
+    for (int j = 0; j < 3; j++) vt_node_add_out(&n, &out.t); /* one more than a node holds */
+    CHECK_OK(vt_node_add_src(&n, &out.t, NULL));
+    CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "3 outputs") != NULL);
     CHECK(vt_queue_pending(0) == pending);
     ht_free(&out);
     ht_free(&a);
@@ -287,19 +292,6 @@ TEST(graph_nodes_host_scalars_travel_with_the_node) {
  * the runs agree bit for bit, and with the reference within the family's
  * tolerance (g_rtol, g_atol: sums in another order, vector exp; integer
  * results exactly). Returns 1 if it ran. */
-/* Mismatches of x against the reference y: |a - b| <= rtol (|a| + |b|) + atol, NaN == NaN. */
-static int64_t near(const char *what, const vt_tensor *x, const vt_tensor *y, double rtol, double atol) {
-    int64_t n = vt_tensor_numel(x), bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double a, b;
-        vt_convert(x->dtype, (const char *)x->data + i * (int64_t)vt_dtype_size(x->dtype), 1, VT_F64, &a, 1, 1);
-        vt_convert(y->dtype, (const char *)y->data + i * (int64_t)vt_dtype_size(y->dtype), 1, VT_F64, &b, 1, 1);
-        int ok = (isnan(a) || isnan(b)) ? (isnan(a) && isnan(b)) : (a == b || fabs(a - b) <= rtol * (fabs(a) + fabs(b)) + atol);
-        if (!ok && bad++ < 3) vt_test_fail(__FILE__, __LINE__, "%s: element %lld: %.9g vs %.9g", what, (long long)i, a, b);
-    }
-    return bad;
-}
-
 static double g_rtol = 1e-5, g_atol = 1e-8; /* reference tolerance of the family under test */
 
 static int agree_inputs(const vt_node *proto, const host_tensor *const *in, int nin, int nout, const vt_dtype *out_dt,
@@ -334,7 +326,7 @@ static int agree_inputs(const vt_node *proto, const host_tensor *const *in, int 
             if (proto->absent >> j & 1) continue;
             CHECK(ht_compare(what, &o[1][j].t, &o[0][j].t, -1) == 0);
             CHECK(ht_compare(what, &o[2][j].t, &o[0][j].t, -1) == 0);
-            if (vt_dtype_is_float(out_dt[j])) CHECK(near(what, &o[0][j].t, &o[3][j].t, g_rtol, g_atol) == 0);
+            if (vt_dtype_is_float(out_dt[j])) CHECK(ht_near(what, &o[0][j].t, &o[3][j].t, g_rtol, g_atol) == 0);
             else CHECK(ht_compare(what, &o[0][j].t, &o[3][j].t, -1) == 0);
         }
     }

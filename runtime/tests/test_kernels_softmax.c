@@ -15,19 +15,6 @@ static double tol_of(vt_dtype dt) {
     }
 }
 
-/* Mismatches of x against y: |a - b| <= tol (|a| + |b|) + atol, NaN == NaN. */
-static int64_t cmp(const char *what, const vt_tensor *x, const vt_tensor *y, double tol, double atol) {
-    int64_t n = vt_tensor_numel(x), bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double a = vt_sm_load(x, vt_sm_offset(x, i)), b = vt_sm_load(y, vt_sm_offset(y, i));
-        int ok = (isnan(a) || isnan(b)) ? (isnan(a) && isnan(b)) : (a == b || fabs(a - b) <= tol * (fabs(a) + fabs(b)) + atol);
-        if (!ok && bad++ < 3)
-            vt_test_fail(__FILE__, __LINE__, "%s: element %lld: %.9g vs %.9g (%s)", what, (long long)i, a, b,
-                         vt_dtype_name(x->dtype));
-    }
-    return bad;
-}
-
 /* Tensor of the given shape: layout 0 contiguous, 1 dims in reverse memory
  * order, 2 every other element from offset 3. */
 static host_tensor make(vt_dtype dt, int nd, const int64_t *sizes, int layout) {
@@ -76,13 +63,13 @@ static void softmax_case(vt_dtype dt, vt_dtype odt, int nd, const int64_t *sizes
     CHECK_OK(vt_softmax(&y.t, &x.t, dim, is_log));
     CHECK_OK(vt_ref_softmax(&r.t, &x.t, dim, is_log));
     double t = tol_of(odt);
-    cmp(is_log ? "log_softmax" : "softmax", &y.t, &r.t, t, t * 0.1);
+    ht_near(is_log ? "log_softmax" : "softmax", &y.t, &r.t, t, t * 0.1);
     /* backward on the reference output */
     host_tensor g = make(odt, nd, sizes, layout), gi = make(odt, nd, sizes, 2), gr = make(odt, nd, sizes, 0);
     fill(&g, -1, 1);
     CHECK_OK(vt_softmax_backward(&gi.t, &g.t, &r.t, dim, is_log));
     CHECK_OK(vt_ref_softmax_backward(&gr.t, &g.t, &r.t, dim, is_log));
-    cmp(is_log ? "log_softmax_backward" : "softmax_backward", &gi.t, &gr.t, t, t * 2);
+    ht_near(is_log ? "log_softmax_backward" : "softmax_backward", &gi.t, &gr.t, t, t * 2);
     ht_free(&x), ht_free(&y), ht_free(&r), ht_free(&g), ht_free(&gi), ht_free(&gr);
 }
 
@@ -130,7 +117,7 @@ TEST(softmax_in_place_and_empty) {
     fill(&x, -5, 5);
     CHECK_OK(vt_ref_softmax(&r.t, &x.t, 1, 0));
     CHECK_OK(vt_softmax(&x.t, &x.t, 1, 0));
-    cmp("in place", &x.t, &r.t, 2e-5, 2e-6);
+    ht_near("in place", &x.t, &r.t, 2e-5, 2e-6);
     int64_t e[2] = {0, 5}, e2[2] = {5, 0};
     host_tensor a = make(VT_F32, 2, e, 0), b = make(VT_F32, 2, e2, 0);
     CHECK_OK(vt_softmax(&a.t, &a.t, 1, 1));
@@ -196,15 +183,15 @@ static void nll_case(vt_dtype dt, int nd, const int64_t *isz, int with_weight, v
     CHECK_OK(vt_nll_loss(&o.t, &tw.t, &x.t, &t.t, wp, red, -100));
     CHECK_OK(vt_ref_nll_loss(&orf.t, &twr.t, &x.t, &t.t, wp, red, -100));
     double tol = tol_of(dt);
-    cmp("nll_loss", &o.t, &orf.t, tol, tol * 1e-3);
-    cmp("nll_loss total_weight", &tw.t, &twr.t, tol, 0);
+    ht_near("nll_loss", &o.t, &orf.t, tol, tol * 1e-3);
+    ht_near("nll_loss total_weight", &tw.t, &twr.t, tol, 0);
     /* backward */
     host_tensor gi = make(dt, nd, isz, 2), gr = make(dt, nd, isz, 0);
     host_tensor go = per_sample ? make(dt, tnd, tsz, 1) : ht_new(dt, 0, NULL);
     fill(&go, -1, 1);
     CHECK_OK(vt_nll_loss_backward(&gi.t, &go.t, &x.t, &t.t, wp, red, -100, &twr.t));
     CHECK_OK(vt_ref_nll_loss_backward(&gr.t, &go.t, &x.t, &t.t, wp, red, -100, &twr.t));
-    cmp("nll_loss_backward", &gi.t, &gr.t, tol, 0);
+    ht_near("nll_loss_backward", &gi.t, &gr.t, tol, 0);
     ht_free(&x), ht_free(&t), ht_free(&w), ht_free(&o), ht_free(&orf), ht_free(&tw), ht_free(&twr);
     ht_free(&gi), ht_free(&gr), ht_free(&go);
 }
@@ -279,13 +266,13 @@ static void pw_case(vt_loss_kind kind, vt_dtype dt, int nd, const int64_t *sz, v
     CHECK_OK(vt_pointwise_loss(kind, &o.t, &x.t, &t.t, wp, pwp, red, param));
     CHECK_OK(vt_ref_pointwise_loss(kind, &r.t, &x.t, &t.t, wp, pwp, red, param));
     double tol = tol_of(dt);
-    cmp("pointwise loss", &o.t, &r.t, tol * 4, tol * 4 * max_abs(&r.t));
+    ht_near("pointwise loss", &o.t, &r.t, tol * 4, tol * 4 * max_abs(&r.t));
     host_tensor go = red == VT_REDUCTION_NONE ? make(dt, nd, sz, 1) : ht_new(dt, 0, NULL);
     fill(&go, -1, 1);
     host_tensor gi = make(dt, nd, sz, 2), gr = make(dt, nd, sz, 0);
     CHECK_OK(vt_pointwise_loss_backward(kind, &gi.t, &go.t, &x.t, &t.t, wp, pwp, red, param));
     CHECK_OK(vt_ref_pointwise_loss_backward(kind, &gr.t, &go.t, &x.t, &t.t, wp, pwp, red, param));
-    cmp("pointwise loss backward", &gi.t, &gr.t, tol * 4, tol * 4 * max_abs(&gr.t));
+    ht_near("pointwise loss backward", &gi.t, &gr.t, tol * 4, tol * 4 * max_abs(&gr.t));
     ht_free(&x), ht_free(&t), ht_free(&w), ht_free(&pw), ht_free(&o), ht_free(&r), ht_free(&go), ht_free(&gi),
         ht_free(&gr);
 }
@@ -338,7 +325,7 @@ TEST(softmax_queued_ops_and_latched_index_error) {
     CHECK_OK(vt_op_softmax(0, "aten::_softmax", &y.t, &x.t, 1, 0));
     CHECK_OK(vt_synchronize(0));
     CHECK_OK(vt_ref_softmax(&r.t, &x.t, 1, 0));
-    cmp("queued softmax", &y.t, &r.t, 2e-5, 2e-6);
+    ht_near("queued softmax", &y.t, &r.t, 2e-5, 2e-6);
     CHECK_STATUS(vt_op_softmax(0, "aten::_softmax", &y.t, &x.t, 5, 0), VT_ERR_INDEX);
     host_tensor t = ht_1d(VT_I64, 4), o = ht_new(VT_F32, 0, NULL), tw = ht_new(VT_F32, 0, NULL);
     ((int64_t *)t.block)[2] = 12;

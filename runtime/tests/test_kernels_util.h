@@ -200,4 +200,31 @@ static inline int64_t ht_compare(const char *what, const vt_tensor *x, const vt_
     return bad;
 }
 
+/* Mismatches of x against y (same shape, any strides, read as double):
+ * |a - b| <= rtol (|a| + |b|) + atol, NaN == NaN. Reports the first few. */
+static inline int64_t ht_near(const char *what, const vt_tensor *x, const vt_tensor *y, double rtol, double atol) {
+    int64_t n = vt_tensor_numel(x), bad = 0;
+    int64_t idx[VT_MAX_DIMS] = {0};
+    for (int64_t li = 0; li < n; li++) {
+        int64_t ox = x->offset, oy = y->offset;
+        for (int d = 0; d < x->ndim; d++) {
+            ox += idx[d] * x->strides[d];
+            oy += idx[d] * y->strides[d];
+        }
+        double a, b;
+        vt_convert(x->dtype, (const char *)x->data + ox * (int64_t)vt_dtype_size(x->dtype), 1, VT_F64, &a, 1, 1);
+        vt_convert(y->dtype, (const char *)y->data + oy * (int64_t)vt_dtype_size(y->dtype), 1, VT_F64, &b, 1, 1);
+        int ok = (isnan(a) || isnan(b)) ? (isnan(a) && isnan(b))
+                                        : (a == b || fabs(a - b) <= rtol * (fabs(a) + fabs(b)) + atol);
+        if (!ok && bad++ < 3)
+            vt_test_fail(__FILE__, __LINE__, "%s: element %lld: %.9g vs %.9g (%s)", what, (long long)li, a, b,
+                         vt_dtype_name(x->dtype));
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < x->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return bad;
+}
+
 #endif

@@ -222,8 +222,8 @@ void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name) {
 }
 
 void vt_node_add_out(vt_node *n, const vt_tensor *t) {
-    if (n->nout >= VT_NODE_MAX_OUT) return; /* the kind's check reports the count */
     const int j = n->nout++;
+    if (j >= VT_NODE_MAX_OUT) return; /* counted but not kept: the kind's check refuses the count */
     if (t) n->out[j] = *t;
     else n->absent |= 1u << j;
 }
