@@ -235,6 +235,37 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
  * the pool costs more than it gains. */
 #define VT_ELEMENTWISE_GRAIN 32768
 
+/* ---- kernels: elementwise plans (kernels/elementwise.c, kernels/copy.c)
+ * Every elementwise kernel (unary, binary, ternary, where, copy, fill) is
+ * built as a plan: the iterator over its operands (out first, then the
+ * inputs broadcast to out's shape) and a function that computes logical
+ * elements [b, e). vt_ew_plan_run runs one plan over the thread pool; the
+ * fuser (graph/fuse.c) runs several tile by tile, moving operands into L1
+ * scratch by rebasing their iterators. */
+typedef struct vt_ew_head {
+    vt_iter it;
+    _Atomic int failed; /* an integer division by zero happened */
+} vt_ew_head;
+#define VT_EW_PLAN_BYTES 1024
+typedef struct vt_ew_plan {
+    void (*range)(void *ctx, int64_t b, int64_t e);
+    _Alignas(64) unsigned char ctx[VT_EW_PLAN_BYTES]; /* starts with a vt_ew_head */
+} vt_ew_plan;
+static inline vt_ew_head *vt_ew_plan_head(vt_ew_plan *p) { return (vt_ew_head *)(void *)p->ctx; }
+vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                        const double *params);
+vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                         vt_dtype compute, vt_scalar alpha, const double *params);
+vt_status vt_ternary_plan(vt_ew_plan *p, vt_ternary_op op, const vt_tensor *out, const vt_tensor *a,
+                          const vt_tensor *b, const vt_tensor *c, vt_dtype compute, vt_scalar alpha);
+vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
+                        const vt_tensor *b);
+vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src);
+vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value);
+/* Run p over all its elements; VT_ERR_KERNEL "ZeroDivisionError" after an
+ * integer division by zero. */
+vt_status vt_ew_plan_run(vt_ew_plan *p);
+
 /* ---- kernels: elementwise microkernels (kernels/elementwise_ops.c)
  * Operate on the compute class of a dtype: float (F32, BF16, F16), double
  * (F64) or int64 (every integer dtype and bool). Inputs and a non-bool

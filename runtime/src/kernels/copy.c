@@ -268,9 +268,10 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
 /* ------------------------------------------------------------ copy / fill */
 
 typedef struct copy_ctx {
-    vt_iter it;
+    vt_ew_head h;
     vt_dtype from, to;
 } copy_ctx;
+_Static_assert(sizeof(copy_ctx) <= VT_EW_PLAN_BYTES, "copy_ctx outgrew a plan");
 
 static void copy_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
     copy_ctx *c = vctx;
@@ -279,7 +280,7 @@ static void copy_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
 
 static void copy_range(void *vctx, int64_t b, int64_t e) {
     copy_ctx *c = vctx;
-    vt_iter_range(&c->it, b, e, copy_run, c);
+    vt_iter_range(&c->h.it, b, e, copy_run, c);
 }
 
 /* Checks shared by the elementwise entry points: valid descriptors and each
@@ -296,24 +297,31 @@ static vt_status prepare(const vt_tensor *out, int nin, const vt_tensor *const *
     return VT_OK;
 }
 
-vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src) {
+vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src) {
     vt_tensor ops[2];
     const vt_tensor *in[1] = {src};
     vt_status s = prepare(dst, 1, in, ops, "copy");
     if (s) return s;
-    copy_ctx c;
-    vt_iter_init(&c.it, 2, ops);
-    c.from = src->dtype;
-    c.to = dst->dtype;
-    if (c.it.numel == 0) return VT_OK;
-    vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN, copy_range, &c);
+    copy_ctx *c = (copy_ctx *)p->ctx;
+    vt_iter_init(&c->h.it, 2, ops);
+    atomic_init(&c->h.failed, 0);
+    p->range = copy_range;
+    c->from = src->dtype;
+    c->to = dst->dtype;
     return VT_OK;
 }
 
+vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src) {
+    vt_ew_plan p;
+    vt_status s = vt_copy_plan(&p, dst, src);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
+}
+
 typedef struct fill_ctx {
-    vt_iter it;
+    vt_ew_head h;
     unsigned char value[8];
 } fill_ctx;
+_Static_assert(sizeof(fill_ctx) <= VT_EW_PLAN_BYTES, "fill_ctx outgrew a plan");
 
 /* A contiguous run: memset when every byte of the value is the same (0,
  * -1, bools), else a 4 KiB pattern block copied out (the copies read L1). */
@@ -333,7 +341,7 @@ static void fill_contiguous(char *dst, const unsigned char *value, size_t es, in
 
 static void fill_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
     fill_ctx *c = vctx;
-    size_t es = c->it.elsize[0];
+    size_t es = c->h.it.elsize[0];
     if (s[0] == 1) {
         fill_contiguous(p[0], c->value, es, n);
         return;
@@ -345,20 +353,26 @@ static void fill_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
 
 static void fill_range(void *vctx, int64_t b, int64_t e) {
     fill_ctx *c = vctx;
-    vt_iter_range(&c->it, b, e, fill_run, c);
+    vt_iter_range(&c->h.it, b, e, fill_run, c);
+}
+
+vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) {
+    vt_status s = vt_tensor_validate(out, "fill");
+    if (s) return s;
+    fill_ctx *c = (fill_ctx *)p->ctx;
+    memset(c->value, 0, sizeof c->value);
+    if (value.is_float)
+        vt_convert(VT_F64, &value.f, 1, out->dtype, c->value, 1, 1);
+    else
+        vt_convert(VT_I64, &value.i, 1, out->dtype, c->value, 1, 1);
+    vt_iter_init(&c->h.it, 1, out);
+    atomic_init(&c->h.failed, 0);
+    p->range = fill_range;
+    return VT_OK;
 }
 
 vt_status vt_fill(const vt_tensor *out, vt_scalar value) {
-    vt_status s = vt_tensor_validate(out, "fill");
-    if (s) return s;
-    fill_ctx c;
-    memset(c.value, 0, sizeof c.value);
-    if (value.is_float)
-        vt_convert(VT_F64, &value.f, 1, out->dtype, c.value, 1, 1);
-    else
-        vt_convert(VT_I64, &value.i, 1, out->dtype, c.value, 1, 1);
-    vt_iter_init(&c.it, 1, out);
-    if (c.it.numel == 0) return VT_OK;
-    vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN, fill_range, &c);
-    return VT_OK;
+    vt_ew_plan p;
+    vt_status s = vt_fill_plan(&p, out, value);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }

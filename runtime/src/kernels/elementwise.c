@@ -35,7 +35,7 @@ const char *vt_ternary_op_name(vt_ternary_op op) {
 }
 
 typedef struct ew_ctx {
-    vt_iter it;
+    vt_ew_head h; /* the iterator (out, then the inputs) and the failure flag */
     int nin;
     vt_dtype in_dt[3], out_dt;
     vt_dtype compute; /* PyTorch's common dtype */
@@ -51,8 +51,8 @@ typedef struct ew_ctx {
         double d[1 + VT_EW_MAX_PARAMS];
         int64_t i[1 + VT_EW_MAX_PARAMS];
     } prm;
-    _Atomic int zero_div;
 } ew_ctx;
+_Static_assert(sizeof(ew_ctx) <= VT_EW_PLAN_BYTES, "ew_ctx outgrew a plan");
 
 static const void *unary_prm(const ew_ctx *c) {
     switch (c->cls_dt) {
@@ -138,19 +138,19 @@ static void ew_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_
         const void *in[3] = {ptrs[1], nin > 1 ? ptrs[2] : NULL, nin > 2 ? ptrs[3] : NULL};
         int64_t ks[3] = {strides[1], nin > 1 ? strides[2] : 0, nin > 2 ? strides[3] : 0};
         err = call_kernel(c, n, ptrs[0], in, ks);
-        if (err) atomic_store_explicit(&c->zero_div, 1, memory_order_relaxed);
+        if (err) atomic_store_explicit(&c->h.failed, 1, memory_order_relaxed);
         return;
     }
 
     _Alignas(64) unsigned char ibuf[3][CHUNK * 8], rbuf[CHUNK * 8], tmp[CHUNK * 8];
     for (int64_t off = 0; off < n; off += CHUNK) {
         int64_t m = n - off < CHUNK ? n - off : CHUNK;
-        char *po = ptrs[0] + off * so * (int64_t)c->it.elsize[0];
+        char *po = ptrs[0] + off * so * (int64_t)c->h.it.elsize[0];
         const void *in[3] = {NULL, NULL, NULL};
         int64_t ks[3] = {0, 0, 0};
         int scalar = 1; /* every input a scalar: compute one element, broadcast it on store */
         for (int k = 0; k < nin; k++) {
-            const char *pk = ptrs[k + 1] + off * strides[k + 1] * (int64_t)c->it.elsize[k + 1];
+            const char *pk = ptrs[k + 1] + off * strides[k + 1] * (int64_t)c->h.it.elsize[k + 1];
             in[k] = stage_input(c, k, pk, strides[k + 1], m, ibuf[k], tmp, &ks[k]);
             scalar &= ks[k] == 0;
         }
@@ -160,16 +160,16 @@ static void ew_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_
         err |= call_kernel(c, cnt, r, in, ks);
         if (!direct) store_result(c, rbuf, scalar ? 0 : 1, po, so, m, tmp);
     }
-    if (err) atomic_store_explicit(&c->zero_div, 1, memory_order_relaxed);
+    if (err) atomic_store_explicit(&c->h.failed, 1, memory_order_relaxed);
 }
 
 static void ew_range(void *vctx, int64_t b, int64_t e) {
     ew_ctx *c = vctx;
-    vt_iter_range(&c->it, b, e, ew_run, c);
+    vt_iter_range(&c->h.it, b, e, ew_run, c);
 }
 
-static vt_status ew_prepare(ew_ctx *c, const vt_tensor *out, int nin, const vt_tensor *const *in, vt_dtype compute,
-                            const char *what) {
+static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int nin, const vt_tensor *const *in,
+                            vt_dtype compute, const char *what) {
     vt_status s = vt_tensor_validate(out, what);
     if (s) return s;
     if ((unsigned)compute >= VT_DTYPE_COUNT)
@@ -181,19 +181,19 @@ static vt_status ew_prepare(ew_ctx *c, const vt_tensor *out, int nin, const vt_t
         if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
         c->in_dt[k] = in[k]->dtype;
     }
-    vt_iter_init(&c->it, nin + 1, ops);
+    vt_iter_init(&c->h.it, nin + 1, ops);
+    atomic_init(&c->h.failed, 0);
+    p->range = ew_range;
     c->nin = nin;
     c->out_dt = out->dtype;
     c->compute = compute;
-    atomic_init(&c->zero_div, 0);
     return VT_OK;
 }
 
-static vt_status ew_execute(ew_ctx *c) {
-    if (c->it.numel == 0) return VT_OK;
-    vt_parallel_for(c->it.numel, VT_ELEMENTWISE_GRAIN, ew_range, c);
-    if (atomic_load_explicit(&c->zero_div, memory_order_relaxed))
-        return vt_set_error(VT_ERR_KERNEL, "ZeroDivisionError");
+vt_status vt_ew_plan_run(vt_ew_plan *p) {
+    vt_ew_head *h = vt_ew_plan_head(p);
+    if (h->it.numel > 0) vt_parallel_for(h->it.numel, VT_ELEMENTWISE_GRAIN, p->range, p->ctx);
+    if (atomic_load_explicit(&h->failed, memory_order_relaxed)) return vt_set_error(VT_ERR_KERNEL, "ZeroDivisionError");
     return VT_OK;
 }
 
@@ -221,55 +221,69 @@ static void set_params(ew_ctx *c, vt_scalar alpha, const double *params) {
     }
 }
 
-vt_status vt_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
-                      const double *params) {
+vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                        const double *params) {
     if ((unsigned)op >= VT_UNARY_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
-    ew_ctx c;
+    ew_ctx *c = (ew_ctx *)p->ctx;
     const vt_tensor *in[1] = {a};
-    vt_status s = ew_prepare(&c, out, 1, in, compute, unary_names[op]);
+    vt_status s = ew_prepare(p, c, out, 1, in, compute, unary_names[op]);
     if (s) return s;
     vt_compute_class cls;
-    c.cls_dt = class_dtype(compute, &cls);
+    c->cls_dt = class_dtype(compute, &cls);
     /* On bool, bitwise_not is logical not (~1 would read back as true). */
     if (compute == VT_BOOL && op == VT_BITWISE_NOT) op = VT_LOGICAL_NOT;
-    c.un = vt_unary_ukernels[cls][op];
-    if (!c.un) c.un = vt_math_unary_ukernels[cls][op];
-    c.bin = NULL;
-    c.ter = NULL;
-    c.is_bool = vt_unary_op_is_bool(op);
-    if (!c.un)
+    c->un = vt_unary_ukernels[cls][op];
+    if (!c->un) c->un = vt_math_unary_ukernels[cls][op];
+    c->bin = NULL;
+    c->ter = NULL;
+    c->is_bool = vt_unary_op_is_bool(op);
+    if (!c->un)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", unary_names[op],
                             vt_dtype_name(compute));
-    set_params(&c, vt_scalar_from_int(0), params);
-    return ew_execute(&c);
+    set_params(c, vt_scalar_from_int(0), params);
+    return VT_OK;
+}
+
+vt_status vt_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
+                      const double *params) {
+    vt_ew_plan p;
+    vt_status s = vt_unary_plan(&p, op, out, a, compute, params);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
 vt_status vt_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute) {
     return vt_unary_ex(op, out, a, compute, NULL);
 }
 
-vt_status vt_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
-                       vt_dtype compute, vt_scalar alpha, const double *params) {
+vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                         vt_dtype compute, vt_scalar alpha, const double *params) {
     if ((unsigned)op >= VT_BINARY_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
-    ew_ctx c;
+    ew_ctx *c = (ew_ctx *)p->ctx;
     const vt_tensor *in[2] = {a, b};
-    vt_status s = ew_prepare(&c, out, 2, in, compute, binary_names[op]);
+    vt_status s = ew_prepare(p, c, out, 2, in, compute, binary_names[op]);
     if (s) return s;
     vt_compute_class cls;
-    c.cls_dt = class_dtype(compute, &cls);
-    c.bin = vt_narrow_ukernel(op, compute);
-    if (!c.bin) c.bin = vt_binary_ukernels[cls][op];
-    if (!c.bin) c.bin = vt_math_binary_ukernels[cls][op];
-    c.un = NULL;
-    c.ter = NULL;
-    c.is_bool = vt_binary_op_is_bool(op);
-    if (!c.bin)
+    c->cls_dt = class_dtype(compute, &cls);
+    c->bin = vt_narrow_ukernel(op, compute);
+    if (!c->bin) c->bin = vt_binary_ukernels[cls][op];
+    if (!c->bin) c->bin = vt_math_binary_ukernels[cls][op];
+    c->un = NULL;
+    c->ter = NULL;
+    c->is_bool = vt_binary_op_is_bool(op);
+    if (!c->bin)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", binary_names[op],
                             vt_dtype_name(compute));
-    set_params(&c, alpha, params);
-    return ew_execute(&c);
+    set_params(c, alpha, params);
+    return VT_OK;
+}
+
+vt_status vt_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                       vt_dtype compute, vt_scalar alpha, const double *params) {
+    vt_ew_plan p;
+    vt_status s = vt_binary_plan(&p, op, out, a, b, compute, alpha, params);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
 vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
@@ -277,44 +291,52 @@ vt_status vt_binary(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, c
     return vt_binary_ex(op, out, a, b, compute, alpha, NULL);
 }
 
-vt_status vt_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
-                     const vt_tensor *cc, vt_dtype compute, vt_scalar alpha) {
+vt_status vt_ternary_plan(vt_ew_plan *p, vt_ternary_op op, const vt_tensor *out, const vt_tensor *a,
+                          const vt_tensor *b, const vt_tensor *cc, vt_dtype compute, vt_scalar alpha) {
     if ((unsigned)op >= VT_TERNARY_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ternary: invalid op %d", (int)op);
-    ew_ctx c;
+    ew_ctx *c = (ew_ctx *)p->ctx;
     const vt_tensor *in[3] = {a, b, cc};
-    vt_status s = ew_prepare(&c, out, 3, in, compute, ternary_names[op]);
+    vt_status s = ew_prepare(p, c, out, 3, in, compute, ternary_names[op]);
     if (s) return s;
     vt_compute_class cls;
-    c.cls_dt = class_dtype(compute, &cls);
-    c.ter = vt_ternary_ukernels[cls][op];
-    c.un = NULL;
-    c.bin = NULL;
-    c.is_bool = 0;
-    if (!c.ter)
+    c->cls_dt = class_dtype(compute, &cls);
+    c->ter = vt_ternary_ukernels[cls][op];
+    c->un = NULL;
+    c->bin = NULL;
+    c->is_bool = 0;
+    if (!c->ter)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", ternary_names[op],
                             vt_dtype_name(compute));
-    set_params(&c, alpha, NULL);
-    return ew_execute(&c);
+    set_params(c, alpha, NULL);
+    return VT_OK;
+}
+
+vt_status vt_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                     const vt_tensor *cc, vt_dtype compute, vt_scalar alpha) {
+    vt_ew_plan p;
+    vt_status s = vt_ternary_plan(&p, op, out, a, b, cc, compute, alpha);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
 /* ------------------------------------------------------------ where */
 
 typedef struct where_ctx {
-    vt_iter it;
+    vt_ew_head h;
     vt_dtype out_dt, cond_dt, a_dt, b_dt;
 } where_ctx;
+_Static_assert(sizeof(where_ctx) <= VT_EW_PLAN_BYTES, "where_ctx outgrew a plan");
 
 static void where_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
     where_ctx *c = vctx;
     _Alignas(64) unsigned char abuf[CHUNK * 8], bbuf[CHUNK * 8], cbuf[CHUNK];
-    size_t es = c->it.elsize[0];
+    size_t es = c->h.it.elsize[0];
     for (int64_t off = 0; off < n; off += CHUNK) {
         int64_t m = n - off < CHUNK ? n - off : CHUNK;
         char *po = p[0] + off * s[0] * (int64_t)es;
-        vt_convert(c->cond_dt, p[1] + off * s[1] * (int64_t)c->it.elsize[1], s[1], VT_BOOL, cbuf, 1, m);
-        vt_convert(c->a_dt, p[2] + off * s[2] * (int64_t)c->it.elsize[2], s[2], c->out_dt, abuf, 1, m);
-        vt_convert(c->b_dt, p[3] + off * s[3] * (int64_t)c->it.elsize[3], s[3], c->out_dt, bbuf, 1, m);
+        vt_convert(c->cond_dt, p[1] + off * s[1] * (int64_t)c->h.it.elsize[1], s[1], VT_BOOL, cbuf, 1, m);
+        vt_convert(c->a_dt, p[2] + off * s[2] * (int64_t)c->h.it.elsize[2], s[2], c->out_dt, abuf, 1, m);
+        vt_convert(c->b_dt, p[3] + off * s[3] * (int64_t)c->h.it.elsize[3], s[3], c->out_dt, bbuf, 1, m);
         for (int64_t i = 0; i < m; i++)
             memcpy(po + i * s[0] * (int64_t)es, (cbuf[i] ? abuf : bbuf) + i * (int64_t)es, es);
     }
@@ -322,10 +344,11 @@ static void where_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
 
 static void where_range(void *vctx, int64_t b, int64_t e) {
     where_ctx *c = vctx;
-    vt_iter_range(&c->it, b, e, where_run, c);
+    vt_iter_range(&c->h.it, b, e, where_run, c);
 }
 
-vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b) {
+vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
+                        const vt_tensor *b) {
     const vt_tensor *in[3] = {cond, a, b};
     vt_status s = vt_tensor_validate(out, "where");
     if (s) return s;
@@ -335,13 +358,19 @@ vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor 
         if ((s = vt_tensor_validate(in[k], "where"))) return s;
         if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
     }
-    where_ctx c;
-    vt_iter_init(&c.it, 4, ops);
-    c.out_dt = out->dtype;
-    c.cond_dt = cond->dtype;
-    c.a_dt = a->dtype;
-    c.b_dt = b->dtype;
-    if (c.it.numel == 0) return VT_OK;
-    vt_parallel_for(c.it.numel, VT_ELEMENTWISE_GRAIN, where_range, &c);
+    where_ctx *c = (where_ctx *)p->ctx;
+    vt_iter_init(&c->h.it, 4, ops);
+    atomic_init(&c->h.failed, 0);
+    p->range = where_range;
+    c->out_dt = out->dtype;
+    c->cond_dt = cond->dtype;
+    c->a_dt = a->dtype;
+    c->b_dt = b->dtype;
     return VT_OK;
+}
+
+vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b) {
+    vt_ew_plan p;
+    vt_status s = vt_where_plan(&p, out, cond, a, b);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
