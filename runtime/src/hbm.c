@@ -35,6 +35,7 @@ typedef struct hbm_block {
     size_t requested;       /* bytes the current allocation asked for (red zones start there) */
     uint8_t mmapped, redzone, live;
     uint64_t gen;           /* allocation generation: new each time the block is handed out */
+    _Atomic uint64_t live_gen; /* gen while the allocation is live, 0 once freed (read without the lock) */
     struct hbm_block *next; /* live-table chain, or free stack of its class */
     /* On a line of its own: the queue worker reads it for every command,
      * the allocator writes the fields above on every allocation. */
@@ -413,6 +414,7 @@ vt_status vt_hbm_alloc(int dev, size_t bytes, void **out) {
     b->requested = bytes;
     b->gen = atomic_fetch_add(&next_gen, 1);
     b->live = 1;
+    atomic_store_explicit(&b->live_gen, b->gen, memory_order_release);
     stat_add(&d->st.allocated_bytes, (int64_t)size);
     stat_add(&d->st.allocation, 1);
     *out = b->ptr;
@@ -437,6 +439,7 @@ void vt_hbm_free(int dev, void *ptr) {
     stat_add(&d->st.allocated_bytes, -(int64_t)b->size);
     stat_add(&d->st.allocation, -1);
     b->live = 0;
+    atomic_store_explicit(&b->live_gen, 0, memory_order_release);
     size_class **pp = b->redzone ? NULL : class_slot(d, b->size);
     if (pp && !*pp) *pp = calloc(1, sizeof **pp);
     if (pp && *pp) {
@@ -599,6 +602,10 @@ void vt_hbm_resolve_local(int dev, int n, const uintptr_t *lo, const uintptr_t *
         acc[k].flags = l == (uintptr_t)b->ptr && h == (uintptr_t)b->ptr + b->requested ? VT_ACCESS_COVERS : 0;
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+int vt_hbm_access_live(const vt_access *a) {
+    return atomic_load_explicit(&a->block->live_gen, memory_order_acquire) == a->gen;
 }
 
 /* A block's fault belongs to one allocation generation: commands queued

@@ -79,6 +79,16 @@ vt_status vt_hbm_set_capacity_for_test(int dev, uint64_t bytes);
 typedef enum vt_enqueue_policy { VT_ENQ_AUTO = 0, VT_ENQ_ASYNC, VT_ENQ_WAIT } vt_enqueue_policy;
 vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
                         vt_enqueue_policy policy, uint64_t *ticket_out);
+/* Whether the calling thread is a queue worker (it runs commands, it never
+ * records or flushes). */
+int vt_on_queue_worker(void);
+/* A kernel that runs several user ops (a fused group) names the one that
+ * failed: the fault carries that name instead of the command's. */
+void vt_command_failed_op(const char *name);
+/* DeferAndFuse (graph/defer.c): flush dev's recorded nodes before other
+ * work touches its queue. Does nothing on a worker, inside a flush, or when
+ * nothing is pending. */
+vt_status vt_defer_flush_before(int dev);
 
 /* ---- what a queued command touches (access.c)
  * Every queued op names the device tensors it reads and writes. The one
@@ -206,6 +216,10 @@ void vt_fault_clear_writes(const vt_access *acc, int n);
 void vt_hbm_poison(const vt_access *a, vt_fault *f);
 vt_fault *vt_hbm_fault(const vt_access *a);
 void vt_hbm_unpoison(const vt_access *a);
+/* Whether a's allocation is still live (not freed since a was resolved);
+ * lock-free. A block stays known while queued or recorded work names it:
+ * blocks go back to the host only after the queue drained. */
+int vt_hbm_access_live(const vt_access *a);
 
 /* ---- kernels: dtype conversion and strided iteration (kernels/copy.c) */
 /* Convert n elements between any two dtypes with vt_copy's rules; strides

@@ -63,6 +63,10 @@ typedef struct vt_queue {
 static vt_queue queues[VT_MAX_DEVICES];
 static pthread_once_t queues_once = PTHREAD_ONCE_INIT;
 static _Thread_local vt_queue *worker_of; /* the queue this thread drains, if any */
+static _Thread_local const char *failed_op; /* set by a kernel that runs several user ops */
+
+int vt_on_queue_worker(void) { return worker_of != NULL; }
+void vt_command_failed_op(const char *name) { failed_op = name; }
 
 static atomic_int default_eager = VT_EAGER_STRICT;
 static _Thread_local int thread_eager = -1;
@@ -180,9 +184,10 @@ static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
         if (c->result) report(c->result, vt_fault_raise(f));
     } else {
         vt_clear_error();
+        failed_op = NULL;
         vt_status s = c->fn(c->args);
         if (s != VT_OK) {
-            f = vt_fault_new(q->dev, ticket, s, c->op_name, vt_last_error());
+            f = vt_fault_new(q->dev, ticket, s, failed_op ? failed_op : c->op_name, vt_last_error());
             vt_fault_poison(c->acc, c->nacc, f);
             if (c->result) report(c->result, vt_fault_raise(f));
             else vt_fault_latch(f);
@@ -295,6 +300,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: argument block of %zu bytes exceeds VT_MAX_ARGS (%d)",
                          op_name, args_size, VT_MAX_ARGS);
     if (s == VT_OK && args_size && !args) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: args is NULL", op_name);
+    if (s == VT_OK) s = vt_defer_flush_before(dev); /* recorded work runs first */
     if (s != VT_OK) {
         if (heap) free(acc);
         free(payload);
@@ -385,6 +391,7 @@ vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const 
 
 vt_status vt_wait(int dev, int64_t timeout_ms) {
     vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = vt_defer_flush_before(dev);
     if (s != VT_OK) return s;
     vt_queue *q = queue_of(dev);
     uint64_t target = atomic_load(&q->tail);
@@ -404,6 +411,7 @@ vt_status vt_synchronize(int dev) { return vt_synchronize_timeout(dev, -1); }
 vt_status vt_event_record(int dev, uint64_t *ticket_out) {
     if (!ticket_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_event_record: ticket_out is NULL");
     vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = vt_defer_flush_before(dev); /* the event follows recorded work */
     if (s != VT_OK) return s;
     *ticket_out = atomic_load(&queue_of(dev)->tail);
     return VT_OK;

@@ -242,6 +242,28 @@ void vt_set_thread_eager_mode(int m);
 void vt_set_eager_mode_source(int (*source)(void));
 vt_eager_mode vt_get_eager_mode(void);
 
+/* DeferAndFuse. In VT_EAGER_DEFER_AND_FUSE the elementwise ops (vt_op_unary,
+ * _binary, _ternary, _where, _fill and same-device vt_op_copy) are checked
+ * and recorded, not queued. A device's recorded nodes are flushed (cut into
+ * fusion groups, each queued as one command that runs its nodes tile by
+ * tile and never writes an output whose buffer was freed before the flush)
+ * when any other work touches the device's queue (another op, a transfer,
+ * an event, a wait or synchronisation), on vt_flush, and when the record
+ * grows past a bound or starts repeating (a loop). */
+vt_status vt_flush(int dev);
+/* Process-wide counters of what flushes did, since the last reset. */
+typedef struct vt_fusion_stats {
+    uint64_t flushes;        /* flushes that had recorded nodes */
+    uint64_t nodes;          /* recorded nodes run */
+    uint64_t groups;         /* commands the flushes queued */
+    uint64_t fused_nodes;    /* nodes that ran in a group of two or more */
+    uint64_t bytes_written;  /* bytes recorded nodes wrote to device memory */
+    uint64_t bytes_elided;   /* bytes of outputs freed before the flush, never written */
+    uint64_t loop_flushes;   /* flushes started by a repeating op sequence */
+} vt_fusion_stats;
+void vt_get_fusion_stats(vt_fusion_stats *out);
+void vt_reset_fusion_stats(void);
+
 /* Parallel loop on the runtime's thread pool (sized to the cores, or
  * VTPU_NUM_THREADS). fn(ctx, begin, end) covers [0, n) in chunks of at least
  * grain. Runs inline when n <= grain or when called from a pool thread. */

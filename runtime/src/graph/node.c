@@ -2,6 +2,7 @@
  * node kinds. The checks are the ones every op ran at enqueue before ops
  * were nodes: valid descriptors with data, inputs that broadcast to the
  * output, a valid op and compute dtype. */
+#include "graph/defer.h"
 #include "graph/node.h"
 #include "kernels/softmax.h"
 
@@ -108,29 +109,42 @@ static vt_status scan_check(const vt_node *n) {
 
 /* ------------------------------------------------------------ kernels */
 
-static vt_status unary_run(const vt_node *n) {
-    return vt_unary_ex((vt_unary_op)n->op, &n->out[0], &n->src[0], n->compute, n->params);
+/* The elementwise kinds are plans (kernels/elementwise.c): run builds the
+ * plan and runs it whole. */
+static vt_status unary_plan(const vt_node *n, vt_ew_plan *p) {
+    return vt_unary_plan(p, (vt_unary_op)n->op, &n->out[0], &n->src[0], n->compute, n->params);
 }
+static vt_status binary_plan(const vt_node *n, vt_ew_plan *p) {
+    return vt_binary_plan(p, (vt_binary_op)n->op, &n->out[0], &n->src[0], &n->src[1], n->compute, n->alpha,
+                          n->params);
+}
+static vt_status ternary_plan(const vt_node *n, vt_ew_plan *p) {
+    return vt_ternary_plan(p, (vt_ternary_op)n->op, &n->out[0], &n->src[0], &n->src[1], &n->src[2], n->compute,
+                           n->alpha);
+}
+static vt_status where_plan(const vt_node *n, vt_ew_plan *p) {
+    return vt_where_plan(p, &n->out[0], &n->src[0], &n->src[1], &n->src[2]);
+}
+static vt_status copy_plan(const vt_node *n, vt_ew_plan *p) { return vt_copy_plan(p, &n->out[0], &n->src[0]); }
+static vt_status fill_plan(const vt_node *n, vt_ew_plan *p) { return vt_fill_plan(p, &n->out[0], n->alpha); }
+
+static vt_status plan_run(const vt_node *n) {
+    vt_ew_plan p;
+    vt_status s = vt_node_kinds[n->kind].plan(n, &p);
+    return s == VT_OK ? vt_ew_plan_run(&p) : s;
+}
+
 static vt_status unary_ref(const vt_node *n) {
     return vt_ref_unary_ex((vt_unary_op)n->op, &n->out[0], &n->src[0], n->compute, n->params);
-}
-static vt_status binary_run(const vt_node *n) {
-    return vt_binary_ex((vt_binary_op)n->op, &n->out[0], &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
 }
 static vt_status binary_ref(const vt_node *n) {
     return vt_ref_binary_ex((vt_binary_op)n->op, &n->out[0], &n->src[0], &n->src[1], n->compute, n->alpha, n->params);
 }
-static vt_status ternary_run(const vt_node *n) {
-    return vt_ternary((vt_ternary_op)n->op, &n->out[0], &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
-}
 static vt_status ternary_ref(const vt_node *n) {
     return vt_ref_ternary((vt_ternary_op)n->op, &n->out[0], &n->src[0], &n->src[1], &n->src[2], n->compute, n->alpha);
 }
-static vt_status where_run(const vt_node *n) { return vt_where(&n->out[0], &n->src[0], &n->src[1], &n->src[2]); }
 static vt_status where_ref(const vt_node *n) { return vt_ref_where(&n->out[0], &n->src[0], &n->src[1], &n->src[2]); }
-static vt_status copy_run(const vt_node *n) { return vt_copy(&n->out[0], &n->src[0]); }
 static vt_status copy_ref(const vt_node *n) { return vt_ref_copy(&n->out[0], &n->src[0]); }
-static vt_status fill_run(const vt_node *n) { return vt_fill(&n->out[0], n->alpha); }
 /* A fill is a copy of the value, converted as a copy converts. */
 static vt_status fill_ref(const vt_node *n) {
     double f = n->alpha.f;
@@ -192,24 +206,26 @@ static vt_status softmax_backward_ref(const vt_node *n) {
 #define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
 
 const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
-    [VT_NODE_UNARY] = {"unary", unary_check, unary_run, unary_ref, ELEMENTWISE_READ, VT_USE_WRITE},
-    [VT_NODE_BINARY] = {"binary", binary_check, binary_run, binary_ref, ELEMENTWISE_READ, VT_USE_WRITE},
-    [VT_NODE_TERNARY] = {"ternary", ternary_check, ternary_run, ternary_ref, ELEMENTWISE_READ, VT_USE_WRITE},
-    [VT_NODE_WHERE] = {"where", where_check, where_run, where_ref, ELEMENTWISE_READ, VT_USE_WRITE},
-    [VT_NODE_COPY] = {"copy", copy_check, copy_run, copy_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_UNARY] = {"unary", unary_check, plan_run, unary_ref, unary_plan, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_BINARY] = {"binary", binary_check, plan_run, binary_ref, binary_plan, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_TERNARY] = {"ternary", ternary_check, plan_run, ternary_ref, ternary_plan, ELEMENTWISE_READ,
+                         VT_USE_WRITE},
+    [VT_NODE_WHERE] = {"where", where_check, plan_run, where_ref, where_plan, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_COPY] = {"copy", copy_check, plan_run, copy_ref, copy_plan, ELEMENTWISE_READ, VT_USE_WRITE},
     /* every element gets the same value: repeated output elements are harmless */
-    [VT_NODE_FILL] = {"fill", fill_check, fill_run, fill_ref, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
+    [VT_NODE_FILL] = {"fill", fill_check, plan_run, fill_ref, fill_plan, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
     /* out may be the input itself (nothing reduced); other overlaps are copied */
-    [VT_NODE_REDUCE] = {"reduce", reduce_check, reduce_run, reduce_ref, ELEMENTWISE_READ | VT_USE_STAGE, VT_USE_WRITE},
-    [VT_NODE_REDUCE_ARG] = {"reduce_arg", reduce_arg_check, reduce_arg_run, reduce_arg_ref,
+    [VT_NODE_REDUCE] = {"reduce", reduce_check, reduce_run, reduce_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
+                        VT_USE_WRITE},
+    [VT_NODE_REDUCE_ARG] = {"reduce_arg", reduce_arg_check, reduce_arg_run, reduce_arg_ref, NULL,
                             VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* in place exactly, as CPU allows; a partial overlap is refused as CPU does */
-    [VT_NODE_SCAN] = {"scan", scan_check, scan_run, scan_ref, ELEMENTWISE_READ, VT_USE_WRITE},
+    [VT_NODE_SCAN] = {"scan", scan_check, scan_run, scan_ref, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
     /* row by row, each row read before it is written: in place is exact */
-    [VT_NODE_SOFTMAX] = {"softmax", softmax_check, softmax_run, softmax_ref, ELEMENTWISE_READ | VT_USE_STAGE,
+    [VT_NODE_SOFTMAX] = {"softmax", softmax_check, softmax_run, softmax_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
                          VT_USE_WRITE},
     [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
-                                  softmax_backward_ref, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+                                  softmax_backward_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
 };
 
 /* ------------------------------------------------------------ building */
@@ -291,5 +307,6 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     if (s != VT_OK) return s;
     vt_use u[VT_NODE_MAX_OUT + VT_NODE_MAX_SRC];
     const int m = vt_node_uses(n, u);
+    if (vt_defer_wants(n)) return vt_defer_record(dev, n, u, m);
     return vt_enqueue_uses(dev, n->name, vt_node_kernel, n, vt_node_size(n), u, m);
 }

@@ -7,6 +7,9 @@
  *          the op, never at a later synchronisation);
  *   run    the kernel, on a checked node;
  *   ref    the scalar reference the tests compare against (may be NULL);
+ *   plan   for elementwise kinds, the kernel as a plan over a range of
+ *          output elements (run is plan + vt_ew_plan_run; the fuser runs
+ *          plans tile by tile), else NULL;
  *   read   how the kernel reads its inputs (access.c's VT_USE_* flags).
  * A node's payload is the node itself: queue-owned once enqueued, never
  * freed by its kernel, so a node can be run again. */
@@ -57,6 +60,7 @@ typedef struct vt_node_kind_def {
     vt_status (*check)(const vt_node *n);
     vt_status (*run)(const vt_node *n);
     vt_status (*ref)(const vt_node *n);
+    vt_status (*plan)(const vt_node *n, vt_ew_plan *p); /* operands: out[0], then src[k] */
     unsigned read;  /* VT_USE_* flags of each input */
     unsigned write; /* VT_USE_* flags of each output */
 } vt_node_kind_def;

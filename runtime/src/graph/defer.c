@@ -1,0 +1,253 @@
+/* defer.c — the record of each device's pending nodes in DeferAndFuse, and
+ * its flush. Recording keeps program order: a device has one record, and
+ * anything else that touches the device's queue flushes it first (queue.c
+ * calls vt_defer_flush_before), so recorded and queued work run in the
+ * order the program issued them. A flush cuts the record into fusion
+ * groups (fuse.c) and decides which outputs are dead: an output whose
+ * allocation was freed before the flush, that nothing after its group
+ * reads, is never written. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "graph/defer.h"
+
+#define MAX_PENDING_NODES 4096
+#define MAX_PENDING_BYTES ((uint64_t)8 << 30) /* output bytes the record may stand for */
+/* Loop detection, as TorchTPU's repeated-ops heuristic: a record whose last
+ * LOOP_MIN..LOOP_MAX node signatures repeat the ones before them is a loop
+ * body seen twice, and is flushed instead of growing. */
+#define LOOP_MIN 10
+#define LOOP_MAX 128
+
+typedef struct pending {
+    pthread_mutex_t mu;
+    vt_rec *recs;
+    int n, cap;
+    uint64_t bytes;
+    atomic_int count; /* n, for the lock-free check of the hot path */
+    uint64_t *sig;    /* signature per record (loop detection) */
+    int run[LOOP_MAX + 1]; /* run[p]: trailing records equal to the record p before */
+} pending;
+
+static pending pend[VT_MAX_DEVICES];
+static pthread_once_t pend_once = PTHREAD_ONCE_INIT;
+static _Thread_local int flushing; /* this thread is inside a flush */
+
+static struct {
+    atomic_uint_fast64_t flushes, nodes, groups, fused_nodes, bytes_written, bytes_elided, loop_flushes;
+} stats;
+
+static void pend_init(void) {
+    for (int d = 0; d < VT_MAX_DEVICES; d++) pthread_mutex_init(&pend[d].mu, NULL);
+}
+
+/* ------------------------------------------------------------ recording */
+
+static int fusable_kind(vt_node_kind k) {
+    switch (k) {
+    case VT_NODE_UNARY:
+    case VT_NODE_BINARY:
+    case VT_NODE_TERNARY:
+    case VT_NODE_WHERE:
+    case VT_NODE_COPY:
+    case VT_NODE_FILL: return 1;
+    default: return 0;
+    }
+}
+
+int vt_defer_wants(const vt_node *n) {
+    return fusable_kind(n->kind) && !vt_on_queue_worker() && vt_get_eager_mode() == VT_EAGER_DEFER_AND_FUSE;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+/* What an op is, for loop detection: its kind, op, dtypes and shape. */
+static uint64_t signature(const vt_node *n) {
+    uint64_t h = mix((uint64_t)n->kind, (uint64_t)(uint32_t)n->op);
+    h = mix(h, (uint64_t)n->compute);
+    const vt_tensor *o = &n->out[0];
+    h = mix(h, (uint64_t)o->dtype << 8 | (uint64_t)o->ndim);
+    for (int d = 0; d < o->ndim; d++) h = mix(h, (uint64_t)o->sizes[d]);
+    for (int k = 0; k < n->nsrc; k++) h = mix(h, (uint64_t)n->src[k].dtype << 8 | (uint64_t)n->src[k].ndim);
+    return h;
+}
+
+static vt_status flush_locked(int dev, pending *p);
+
+vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
+    if (vt_tensor_numel(&n->out[0]) == 0) return VT_OK; /* writes nothing, reads nothing */
+    vt_prepared pr;
+    /* Elementwise reads are never staged for overlap, but a view too hard
+     * to compare is: that copy is queued now, after a flush of what was
+     * recorded before (queue.c), and the node reads the copy. */
+    vt_status s = vt_uses_prepare(dev, n->name, u, m, &pr);
+    if (s != VT_OK) return s;
+    pthread_once(&pend_once, pend_init);
+    pending *p = &pend[dev];
+    pthread_mutex_lock(&p->mu);
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 64;
+        vt_rec *r = realloc(p->recs, sizeof *r * (size_t)cap);
+        uint64_t *sg = r ? realloc(p->sig, sizeof *sg * (size_t)cap) : NULL;
+        if (r) p->recs = r;
+        if (sg) p->sig = sg;
+        if (!r || !sg) {
+            pthread_mutex_unlock(&p->mu);
+            vt_prepared_release(dev, &pr);
+            return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory recording the op", n->name);
+        }
+        p->cap = cap;
+    }
+    vt_rec *r = &p->recs[p->n];
+    memcpy(&r->n, n, vt_node_size(n));
+    r->nacc = pr.n;
+    memcpy(r->acc, pr.acc, sizeof(vt_access) * (size_t)pr.n);
+    int a = 1; /* acc[0] is the output: every use is non-empty here */
+    for (int k = 0; k < n->nsrc; k++) r->acc_of_src[k] = (int8_t)(n->host >> k & 1 ? -1 : a++);
+    /* loop detection: extend each period's run of repeats */
+    const int i = p->n;
+    p->sig[i] = signature(n);
+    int loop = 0;
+    for (int per = LOOP_MIN; per <= LOOP_MAX; per++) {
+        p->run[per] = i >= per && p->sig[i - per] == p->sig[i] ? p->run[per] + 1 : 0;
+        loop |= p->run[per] >= per;
+    }
+    p->n++;
+    p->bytes += (uint64_t)vt_tensor_numel(&n->out[0]) * vt_dtype_size(n->out[0].dtype);
+    atomic_store_explicit(&p->count, p->n, memory_order_relaxed);
+    s = VT_OK;
+    if (loop || p->n >= MAX_PENDING_NODES || p->bytes >= MAX_PENDING_BYTES) {
+        if (loop) atomic_fetch_add(&stats.loop_flushes, 1);
+        s = flush_locked(dev, p);
+    }
+    pthread_mutex_unlock(&p->mu);
+    /* The node's staged copies (if any) are freed stream-ordered: a reuse
+     * of their blocks is recorded or queued after the node. */
+    pr.n = 0;
+    vt_prepared_release(dev, &pr);
+    return s;
+}
+
+/* ------------------------------------------------------------ flushing */
+
+/* The last record that uses each (block, allocation), by open addressing. */
+typedef struct last_use {
+    const void *block;
+    uint64_t gen;
+    int at;
+} last_use;
+
+static size_t slot_of(const void *block, uint64_t gen, size_t mask) {
+    uint64_t h = mix((uint64_t)(uintptr_t)block, gen);
+    return (size_t)(h * 0x9e3779b97f4a7c15ull >> 20) & mask;
+}
+
+static last_use *find_use(last_use *t, size_t mask, const vt_access *a) {
+    size_t i = slot_of(a->block, a->gen, mask);
+    while (t[i].block && !(t[i].block == a->block && t[i].gen == a->gen)) i = (i + 1) & mask;
+    return &t[i];
+}
+
+/* Recorded nodes that could not be queued: what they write carries the
+ * error, so a read of it raises instead of returning stale memory. */
+static void poison_rest(int dev, vt_rec *recs, int n, vt_status s) {
+    vt_fault *f = vt_fault_new(dev, 0, s, recs[0].n.name, vt_last_error());
+    if (!f) return;
+    for (int i = 0; i < n; i++) vt_fault_poison(recs[i].acc, 1, f);
+    vt_fault_latch(f);
+    vt_fault_unref(f);
+}
+
+/* Caller holds p->mu. Queues every recorded node, in order, as groups. */
+static vt_status flush_locked(int dev, pending *p) {
+    const int n = p->n;
+    if (n == 0) return VT_OK;
+    flushing = 1;
+    vt_rec *recs = p->recs;
+    /* Last use of each allocation the record touches. */
+    size_t cap = 64;
+    while (cap < (size_t)n * VT_REC_MAX_ACC * 2) cap *= 2;
+    last_use *lu = calloc(cap, sizeof *lu);
+    unsigned char *elide = malloc((size_t)n);
+    vt_status s = VT_OK;
+    if (!lu || !elide) {
+        s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "TPU %d: out of host memory flushing %d recorded ops", dev, n);
+    } else {
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < recs[i].nacc; k++) {
+                last_use *e = find_use(lu, cap - 1, &recs[i].acc[k]);
+                e->block = recs[i].acc[k].block;
+                e->gen = recs[i].acc[k].gen;
+                e->at = i;
+            }
+        vt_fusion_stats st = {0};
+        for (int i = 0; i < n && s == VT_OK;) {
+            int end = i + 1;
+            while (end < n && end - i < VT_FUSE_MAX_NODES && vt_fuse_fits(&recs[i], end - i, &recs[end])) end++;
+            /* dead: freed before the flush, and not read after the group */
+            for (int j = i; j < end; j++) {
+                const vt_access *o = &recs[j].acc[0];
+                elide[j] = !vt_hbm_access_live(o) && find_use(lu, cap - 1, o)->at < end;
+            }
+            s = vt_fuse_enqueue(dev, &recs[i], end - i, &elide[i], &st);
+            if (s != VT_OK) poison_rest(dev, recs + i, n - i, s);
+            i = end;
+        }
+        atomic_fetch_add(&stats.flushes, 1);
+        atomic_fetch_add(&stats.nodes, (uint64_t)n);
+        atomic_fetch_add(&stats.groups, st.groups);
+        atomic_fetch_add(&stats.fused_nodes, st.fused_nodes);
+        atomic_fetch_add(&stats.bytes_written, st.bytes_written);
+        atomic_fetch_add(&stats.bytes_elided, st.bytes_elided);
+    }
+    free(lu);
+    free(elide);
+    /* Nodes not queued after a failure are dropped: the error says so. */
+    p->n = 0;
+    p->bytes = 0;
+    memset(p->run, 0, sizeof p->run);
+    atomic_store_explicit(&p->count, 0, memory_order_relaxed);
+    flushing = 0;
+    return s;
+}
+
+vt_status vt_defer_flush_before(int dev) {
+    if (flushing || vt_on_queue_worker()) return VT_OK;
+    pthread_once(&pend_once, pend_init);
+    pending *p = &pend[dev];
+    if (!atomic_load_explicit(&p->count, memory_order_relaxed)) return VT_OK;
+    pthread_mutex_lock(&p->mu);
+    vt_status s = flush_locked(dev, p);
+    pthread_mutex_unlock(&p->mu);
+    return s;
+}
+
+vt_status vt_flush(int dev) {
+    vt_status s = vt_check_device(dev);
+    return s == VT_OK ? vt_defer_flush_before(dev) : s;
+}
+
+void vt_get_fusion_stats(vt_fusion_stats *out) {
+    if (!out) return;
+    out->flushes = atomic_load(&stats.flushes);
+    out->nodes = atomic_load(&stats.nodes);
+    out->groups = atomic_load(&stats.groups);
+    out->fused_nodes = atomic_load(&stats.fused_nodes);
+    out->bytes_written = atomic_load(&stats.bytes_written);
+    out->bytes_elided = atomic_load(&stats.bytes_elided);
+    out->loop_flushes = atomic_load(&stats.loop_flushes);
+}
+
+void vt_reset_fusion_stats(void) {
+    atomic_store(&stats.flushes, 0);
+    atomic_store(&stats.nodes, 0);
+    atomic_store(&stats.groups, 0);
+    atomic_store(&stats.fused_nodes, 0);
+    atomic_store(&stats.bytes_written, 0);
+    atomic_store(&stats.bytes_elided, 0);
+    atomic_store(&stats.loop_flushes, 0);
+}

@@ -1,0 +1,39 @@
+/* defer.h — DeferAndFuse: the record of a device's pending nodes (defer.c)
+ * and the fusion groups a flush cuts it into (fuse.c). A recorded node was
+ * checked and its memory resolved when it was built, exactly as a queued
+ * one; it waits in the record until a flush hands it to the queue inside a
+ * group command. */
+#ifndef VTPU_GRAPH_DEFER_H
+#define VTPU_GRAPH_DEFER_H
+
+#include "graph/node.h"
+
+#define VT_REC_MAX_ACC (VT_NODE_MAX_OUT + VT_NODE_MAX_SRC)
+
+/* A recorded node: the node, and its resolved accesses in vt_node_uses
+ * order (out[0], then each tensor input). */
+typedef struct vt_rec {
+    vt_node n;
+    int nacc;
+    int8_t acc_of_src[VT_NODE_MAX_SRC]; /* access of src[k], -1 for a host scalar */
+    vt_access acc[VT_REC_MAX_ACC];
+} vt_rec;
+
+/* Whether n, submitted now on this thread, is recorded instead of queued. */
+int vt_defer_wants(const vt_node *n);
+/* Record a checked node with its uses (vt_node_uses of n). */
+vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
+
+/* ---- fuse.c */
+#define VT_FUSE_MAX_NODES 32
+/* Whether r can join the group g[0..count): the same output shape, and
+ * every pair of uses of one block, one of them a write, through the same
+ * view (element i of one is element i of the other), so running the group
+ * tile by tile computes what running its nodes one after another does. */
+int vt_fuse_fits(const vt_rec *g, int count, const vt_rec *r);
+/* Queue the group g[0..count) on dev as one command. elide[i]: g[i]'s
+ * output was freed before the flush and nothing after the group reads it,
+ * so it lives in L1 scratch only. Adds to *st what the group writes. */
+vt_status vt_fuse_enqueue(int dev, const vt_rec *g, int count, const unsigned char *elide, vt_fusion_stats *st);
+
+#endif

@@ -1,0 +1,213 @@
+/* fuse.c — fusion groups of DeferAndFuse. A group is a run of recorded
+ * elementwise nodes with one output shape; it is queued as one command that
+ * walks the output's elements in tiles small enough for L1/L2 and runs every
+ * node's plan (kernels/elementwise.c) on each tile before the next, so a
+ * value one node writes is still in cache when the next reads it. An output
+ * whose buffer is dead (freed before the flush, read by nothing after the
+ * group) goes to a scratch tile instead of memory: the group never writes
+ * it. Each node runs its own microkernels on the same elements in the same
+ * order as Strict does, so results are bit-identical. */
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "graph/defer.h"
+
+/* Elements per tile: a few scratch tiles and the nodes' operands stay in L2. */
+#define TILE 4096
+#define MAX_ES 16
+
+/* ------------------------------------------------------------ grouping */
+
+/* Element i of a is element i of b (strides of size-1 dims do not matter). */
+static int same_view(const vt_tensor *a, const vt_tensor *b) {
+    if (vt_base(a) != vt_base(b) || a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d] || (a->sizes[d] != 1 && a->strides[d] != b->strides[d])) return 0;
+    return 1;
+}
+
+/* The descriptor behind access k of r. */
+static const vt_tensor *view_of(const vt_rec *r, int k) {
+    if (k == 0) return &r->n.out[0];
+    for (int j = 0; j < r->n.nsrc; j++)
+        if (r->acc_of_src[j] == k) return &r->n.src[j];
+    return NULL;
+}
+
+int vt_fuse_fits(const vt_rec *g, int count, const vt_rec *r) {
+    const vt_tensor *o = &r->n.out[0], *go = &g[0].n.out[0];
+    if (o->ndim != go->ndim) return 0;
+    for (int d = 0; d < o->ndim; d++)
+        if (o->sizes[d] != go->sizes[d]) return 0;
+    for (int k = 0; k < r->nacc; k++) {
+        const vt_access *a = &r->acc[k];
+        for (int i = 0; i < count; i++)
+            for (int j = 0; j < g[i].nacc; j++) {
+                const vt_access *b = &g[i].acc[j];
+                if (a->block != b->block || !((a->flags | b->flags) & VT_USE_WRITE)) continue;
+                if (!same_view(view_of(r, k), view_of(&g[i], j))) return 0;
+            }
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ the group command */
+
+typedef struct member {
+    vt_node n; /* the node, its scratch operands rewritten to contiguous views */
+    vt_ew_plan plan;
+    int8_t slot[VT_ITER_MAX_OPS]; /* per plan operand (out, then src[k]): scratch slot, or -1 */
+} member;
+
+typedef struct group {
+    int count, nslots;
+    int64_t numel, tile;
+    atomic_int failed_at; /* the first node whose kernel failed (count: none) */
+    atomic_int no_memory;
+    member m[];
+} group;
+
+/* Run the group on output elements [b, e): per thread, its own copy of the
+ * plans (their scratch operands rebased on each tile) and scratch tiles. */
+static void group_range(void *ctx, int64_t b, int64_t e) {
+    group *g = ctx;
+    const size_t plans = sizeof(vt_ew_plan) * (size_t)g->count;
+    const size_t slot_bytes = (size_t)g->tile * MAX_ES;
+    unsigned char *mem = aligned_alloc(64, plans + slot_bytes * (size_t)g->nslots);
+    if (!mem) {
+        atomic_store(&g->no_memory, 1);
+        return;
+    }
+    vt_ew_plan *lp = (vt_ew_plan *)(void *)mem;
+    unsigned char *slots = mem + plans;
+    for (int i = 0; i < g->count; i++) lp[i] = g->m[i].plan;
+    for (int64_t t = b; t < e; t += g->tile) {
+        const int64_t te = e - t < g->tile ? e : t + g->tile;
+        for (int i = 0; i < g->count; i++) {
+            vt_ew_head *h = vt_ew_plan_head(&lp[i]);
+            for (int k = 0; k < h->it.nops; k++) {
+                const int s = g->m[i].slot[k];
+                /* element t of the contiguous scratch operand is the tile's first */
+                if (s >= 0)
+                    h->it.base[k] = (char *)(uintptr_t)((uintptr_t)(slots + slot_bytes * (size_t)s) -
+                                                        (uintptr_t)t * (uintptr_t)h->it.elsize[k]);
+            }
+            lp[i].range(lp[i].ctx, t, te);
+        }
+    }
+    for (int i = 0; i < g->count; i++) {
+        if (!atomic_load_explicit(&vt_ew_plan_head(&lp[i])->failed, memory_order_relaxed)) continue;
+        int cur = atomic_load(&g->failed_at);
+        while (i < cur && !atomic_compare_exchange_weak(&g->failed_at, &cur, i)) {}
+        break;
+    }
+    free(mem);
+}
+
+static vt_status group_kernel(void *args) {
+    group *g = *(group **)args;
+    if (g->numel > 0) vt_parallel_for(g->numel, VT_ELEMENTWISE_GRAIN, group_range, g);
+    if (atomic_load(&g->no_memory)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "out of host memory for fused tiles");
+    const int f = atomic_load(&g->failed_at);
+    if (f < g->count) {
+        vt_command_failed_op(g->m[f].n.name);
+        return vt_set_error(VT_ERR_KERNEL, "ZeroDivisionError");
+    }
+    return VT_OK;
+}
+
+/* A contiguous view of shape like, for a scratch operand (never read at
+ * this address: the kernel rebases it onto a tile). */
+static vt_tensor scratch_view(const vt_tensor *like) {
+    vt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = (void *)(uintptr_t)4096;
+    t.dtype = like->dtype;
+    t.ndim = like->ndim;
+    int64_t st = 1;
+    for (int d = like->ndim - 1; d >= 0; d--) {
+        t.sizes[d] = like->sizes[d];
+        t.strides[d] = st;
+        st *= like->sizes[d] > 1 ? like->sizes[d] : 1;
+    }
+    return t;
+}
+
+/* An output living in scratch: the allocation and the view it stands for. */
+typedef struct scratch_value {
+    const void *block;
+    uint64_t gen;
+    vt_tensor view;
+    int slot;
+} scratch_value;
+
+vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned char *elide, vt_fusion_stats *st) {
+    group *g = aligned_alloc(64, (sizeof(group) + sizeof(member) * (size_t)count + 63) & ~(size_t)63);
+    vt_prepared p;
+    memset(&p, 0, sizeof p);
+    p.acc = p.inline_acc;
+    p.scratch = p.inline_scratch;
+    int nacc = 0;
+    for (int i = 0; i < count; i++) nacc += r[i].nacc;
+    if (nacc > VT_ACCESS_INLINE) p.acc = malloc(sizeof(vt_access) * (size_t)nacc);
+    if (!g || !p.acc) {
+        free(g);
+        if (p.acc != p.inline_acc) free(p.acc);
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queuing recorded ops", r[0].n.name);
+    }
+    g->count = count;
+    g->nslots = 0;
+    g->numel = vt_tensor_numel(&r[0].n.out[0]);
+    /* one node alone has nothing to keep in cache: one tile per thread */
+    g->tile = count > 1 || elide[0] ? TILE : g->numel;
+    atomic_init(&g->failed_at, count);
+    atomic_init(&g->no_memory, 0);
+    scratch_value live[VT_FUSE_MAX_NODES];
+    int nlive = 0;
+    vt_status s = VT_OK;
+    for (int i = 0; i < count && s == VT_OK; i++) {
+        member *m = &g->m[i];
+        memcpy(&m->n, &r[i].n, vt_node_size(&r[i].n));
+        memset(m->slot, -1, sizeof m->slot);
+        /* inputs an earlier node of the group left in scratch */
+        for (int k = 0; k < m->n.nsrc; k++) {
+            const int a = r[i].acc_of_src[k];
+            if (a < 0) continue;
+            for (int v = nlive - 1; v >= 0; v--)
+                if (live[v].block == r[i].acc[a].block && live[v].gen == r[i].acc[a].gen &&
+                    same_view(&live[v].view, &m->n.src[k])) {
+                    m->slot[k + 1] = (int8_t)live[v].slot;
+                    m->n.src[k] = scratch_view(&m->n.src[k]);
+                    break;
+                }
+        }
+        const vt_access *o = &r[i].acc[0];
+        const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(m->n.out[0].dtype);
+        if (elide[i] && vt_dtype_size(m->n.out[0].dtype) <= MAX_ES) {
+            live[nlive++] = (scratch_value){o->block, o->gen, m->n.out[0], g->nslots};
+            m->slot[0] = (int8_t)g->nslots++;
+            m->n.out[0] = scratch_view(&m->n.out[0]);
+            st->bytes_elided += bytes;
+        } else {
+            p.acc[p.n++] = *o;
+            st->bytes_written += bytes;
+        }
+        for (int k = 1; k < r[i].nacc; k++) p.acc[p.n++] = r[i].acc[k];
+        /* host scalars live in this copy of the node */
+        for (int k = 0; k < m->n.nsrc; k++)
+            if (m->n.host >> k & 1) m->n.src[k].data = m->n.store[k];
+        s = vt_node_kinds[m->n.kind].plan(&m->n, &m->plan);
+        if (s != VT_OK) s = vt_error_prefix(s, m->n.name);
+    }
+    if (s != VT_OK) {
+        free(g);
+        if (p.acc != p.inline_acc) free(p.acc);
+        return s;
+    }
+    st->groups++;
+    if (count > 1) st->fused_nodes += (uint64_t)count;
+    p.payload = g;
+    return vt_enqueue_prepared(dev, r[0].n.name, group_kernel, &g, sizeof g, &p, VT_ENQ_ASYNC);
+}

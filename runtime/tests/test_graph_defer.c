@@ -1,0 +1,301 @@
+/* test_graph_defer.c — DeferAndFuse against Strict. The same node sequence
+ * is submitted in Strict mode and recorded in DeferAndFuse, with the same
+ * buffers freed before the synchronisation; the live results must agree
+ * bit for bit (each node runs its own microkernels on the same elements in
+ * both modes, on every ISA path), and the fusion counters must show what
+ * ran as one group and which dead outputs were never written. */
+#include "graph/defer.h"
+#include "test_kernels_util.h"
+
+#define MAXBUF 12
+#define MAXSTEP 48
+
+/* One step of a program: node kind and op, output buffer, inputs (buffer
+ * index, or -1 for the host scalar 1.5 / 2). */
+typedef struct step {
+    vt_node_kind kind;
+    int32_t op;
+    int out;
+    int src[3];
+    vt_dtype compute;
+} step;
+
+typedef struct prog {
+    int nbuf, nstep;
+    host_tensor buf[MAXBUF];       /* shapes and initial contents */
+    unsigned char dead[MAXBUF];    /* freed before the synchronisation */
+    int alias[MAXBUF];             /* 1 + the buffer whose block this view reads, or 0 */
+    step s[MAXSTEP];
+} prog;
+
+static int nsrc_of(vt_node_kind k) {
+    switch (k) {
+    case VT_NODE_UNARY: case VT_NODE_COPY: return 1;
+    case VT_NODE_BINARY: return 2;
+    case VT_NODE_TERNARY: case VT_NODE_WHERE: return 3;
+    default: return 0;
+    }
+}
+
+static void build_node(vt_node *n, const step *st, host_tensor *b) {
+    vt_node_init(n, st->kind, st->op, "aten::test_op");
+    n->compute = st->compute;
+    n->alpha = vt_dtype_is_float(st->compute) ? vt_scalar_from_double(st->kind == VT_NODE_FILL ? -2.5 : 0.75)
+                                              : vt_scalar_from_int(2);
+    const double params[VT_EW_MAX_PARAMS] = {1.0, 20.0, 1.0, 0.0};
+    memcpy(n->params, params, sizeof params);
+    vt_node_add_out(n, &b[st->out].t);
+    for (int k = 0; k < nsrc_of(st->kind); k++) {
+        vt_scalar v = vt_dtype_is_float(st->compute) ? vt_scalar_from_double(1.5) : vt_scalar_from_int(2);
+        CHECK_OK(vt_node_add_src(n, st->src[k] >= 0 ? &b[st->src[k]].t : NULL, st->src[k] >= 0 ? NULL : &v));
+    }
+}
+
+/* Run p in mode on device copies of its buffers; live results into res[]
+ * (host copies), the status of the synchronisation returned. */
+static vt_status run_prog(const prog *p, vt_eager_mode mode, host_tensor *res) {
+    host_tensor b[MAXBUF];
+    for (int i = 0; i < p->nbuf; i++) {
+        b[i] = p->buf[i];
+        if (p->alias[i]) continue;
+        b[i].block = malloc(p->buf[i].bytes);
+        memcpy(b[i].block, p->buf[i].block, p->buf[i].bytes);
+        b[i].t.data = b[i].block;
+        b[i].on_device = 0;
+        ht_device(&b[i]);
+    }
+    for (int i = 0; i < p->nbuf; i++)
+        if (p->alias[i]) b[i].t.data = b[p->alias[i] - 1].block;
+    vt_set_thread_eager_mode(mode);
+    vt_status s = VT_OK;
+    for (int i = 0; i < p->nstep && s == VT_OK; i++) {
+        vt_node n;
+        build_node(&n, &p->s[i], b);
+        s = vt_node_submit(0, &n);
+        CHECK_MSG(s == VT_OK, "step %d: %s", i, vt_last_error());
+    }
+    for (int i = 0; i < p->nbuf; i++)
+        if (p->dead[i]) ht_free(&b[i]);
+    vt_status w = vt_synchronize(0);
+    vt_set_thread_eager_mode(-1);
+    for (int i = 0; i < p->nbuf; i++) {
+        if (p->dead[i] || p->alias[i]) continue;
+        res[i] = p->buf[i];
+        res[i].block = malloc(p->buf[i].bytes);
+        res[i].t.data = res[i].block;
+        res[i].on_device = 0;
+        if (w == VT_OK) memcpy(res[i].block, b[i].block, b[i].bytes);
+        ht_free(&b[i]);
+    }
+    return w;
+}
+
+static void free_results(const prog *p, host_tensor *res) {
+    for (int i = 0; i < p->nbuf; i++)
+        if (!p->dead[i] && !p->alias[i]) free(res[i].block);
+}
+
+/* Strict and DeferAndFuse agree bit for bit; the stats of the DeferAndFuse run out. */
+static int agree(const char *what, const prog *p, vt_fusion_stats *st) {
+    host_tensor a[MAXBUF], b[MAXBUF];
+    vt_status sa = run_prog(p, VT_EAGER_STRICT, a);
+    vt_reset_fusion_stats();
+    vt_status sb = run_prog(p, VT_EAGER_DEFER_AND_FUSE, b);
+    vt_get_fusion_stats(st);
+    CHECK_MSG(sa == VT_OK && sb == VT_OK, "%s: %d %d %s", what, sa, sb, vt_last_error());
+    int bad = 0;
+    for (int i = 0; i < p->nbuf && sa == VT_OK && sb == VT_OK; i++)
+        if (!p->dead[i] && !p->alias[i]) bad |= ht_compare(what, &a[i].t, &b[i].t, -1) != 0;
+    free_results(p, a);
+    free_results(p, b);
+    CHECK_MSG(!bad, "%s: DeferAndFuse differs from Strict", what);
+    return !bad;
+}
+
+static void prog_free(prog *p) {
+    for (int i = 0; i < p->nbuf; i++) free(p->buf[i].block);
+}
+
+static int add_buf(prog *p, vt_dtype dt, int ndim, const int64_t *sizes, int dead) {
+    p->buf[p->nbuf] = ht_new(dt, ndim, sizes);
+    if (vt_tensor_numel(&p->buf[p->nbuf].t) > 0) ht_fill_random(&p->buf[p->nbuf], 0, 1);
+    p->dead[p->nbuf] = (unsigned char)dead;
+    return p->nbuf++;
+}
+
+static void add_step(prog *p, vt_node_kind kind, int32_t op, vt_dtype compute, int out, int s0, int s1, int s2) {
+    p->s[p->nstep++] = (step){kind, op, out, {s0, s1, s2}, compute};
+}
+
+/* The 8-op chain of bench/fuse.py, GELU-tanh written out plus scale and
+ * bias, over an awkward length: one group, and only the result is written. */
+TEST(defer_pointwise_chain_is_one_group_and_writes_live_outputs_only) {
+    CHECK_OK(vt_init());
+    const int64_t N = 100003, R = 7;
+    int64_t shape[2] = {R, N / R + 1}, row[2] = {1, N / R + 1};
+    prog p = {0};
+    const vt_dtype F = VT_F32;
+    int x = add_buf(&p, F, 2, shape, 0), bias = add_buf(&p, F, 2, row, 0);
+    int t[7];
+    for (int i = 0; i < 7; i++) t[i] = add_buf(&p, F, 2, shape, 1);
+    int y = add_buf(&p, F, 2, shape, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t[0], x, x, 0);           /* x^2 */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t[1], t[0], x, 0);        /* x^3 */
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, t[2], x, t[1], 0);        /* x + alpha x^3 */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t[3], t[2], -1, 0);       /* * c */
+    add_step(&p, VT_NODE_UNARY, VT_TANH, F, t[4], t[3], 0, 0);
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, t[5], t[4], -1, 0);       /* 1 + tanh */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t[6], t[5], x, 0);        /* x (1 + tanh) (* scale) */
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, y, t[6], bias, 0);        /* + bias */
+    vt_fusion_stats st;
+    agree("gelu chain", &p, &st);
+    CHECK_MSG(st.groups == 1 && st.fused_nodes == 8 && st.nodes == 8, "groups %llu fused %llu nodes %llu",
+              (unsigned long long)st.groups, (unsigned long long)st.fused_nodes, (unsigned long long)st.nodes);
+    const uint64_t bytes = (uint64_t)shape[0] * shape[1] * 4;
+    CHECK_MSG(st.bytes_written == bytes && st.bytes_elided == 7 * bytes, "written %llu elided %llu",
+              (unsigned long long)st.bytes_written, (unsigned long long)st.bytes_elided);
+
+    /* the same chain with every intermediate kept alive: all eight written */
+    memset(p.dead, 0, sizeof p.dead);
+    agree("gelu chain, live", &p, &st);
+    CHECK(st.groups == 1 && st.bytes_written == 8 * bytes && st.bytes_elided == 0);
+    prog_free(&p);
+}
+
+/* Every op of the catalogue inside a chain, reading an input from scratch
+ * and writing its result to scratch: t0 = a + b (dead), t1 = op(t0, b, c)
+ * (dead), out = copy(t1). Float and integer compute, broadcast inputs. */
+TEST(defer_catalogue_ops_run_from_and_into_scratch) {
+    CHECK_OK(vt_init());
+    static const vt_dtype computes[] = {VT_F32, VT_I64};
+    int ran = 0;
+    for (size_t d = 0; d < 2; d++)
+        for (int kind = VT_NODE_UNARY; kind <= VT_NODE_FILL; kind++) {
+            const int nops = kind == VT_NODE_UNARY    ? VT_UNARY_OP_COUNT
+                             : kind == VT_NODE_BINARY ? VT_BINARY_OP_COUNT
+                             : kind == VT_NODE_TERNARY ? VT_TERNARY_OP_COUNT
+                                                       : 1;
+            for (int op = 0; op < nops; op++) {
+                const vt_dtype C = computes[d];
+                /* skip what the kernel does not take in this dtype */
+                {
+                    vt_ew_plan pl;
+                    host_tensor o = ht_1d(C, 1), i0 = ht_1d(kind == VT_NODE_WHERE ? VT_BOOL : C, 1);
+                    vt_status s = VT_OK;
+                    if (kind == VT_NODE_UNARY) s = vt_unary_plan(&pl, op, &o.t, &i0.t, C, NULL);
+                    if (kind == VT_NODE_BINARY)
+                        s = vt_binary_plan(&pl, op, &o.t, &i0.t, &i0.t, C, vt_scalar_from_int(1), NULL);
+                    if (kind == VT_NODE_TERNARY) s = vt_ternary_plan(&pl, op, &o.t, &i0.t, &i0.t, &i0.t, C,
+                                                                     vt_scalar_from_int(1));
+                    ht_free(&o);
+                    ht_free(&i0);
+                    if (s != VT_OK) continue;
+                }
+                const int is_bool = (kind == VT_NODE_UNARY && vt_unary_op_is_bool(op)) ||
+                                    (kind == VT_NODE_BINARY && vt_binary_op_is_bool(op));
+                /* integer division by a computed zero is an error in both modes alike: keep divisors odd */
+                int64_t shape[2] = {9, 1031}, row[2] = {1, 1031};
+                prog p = {0};
+                int a = add_buf(&p, C, 2, shape, 0), b = add_buf(&p, C, 2, row, 0), c = add_buf(&p, C, 2, shape, 0);
+                int cond = add_buf(&p, VT_BOOL, 2, shape, 0);
+                int t0 = add_buf(&p, C, 2, shape, 1);
+                int t1 = add_buf(&p, is_bool ? VT_BOOL : C, 2, shape, 1);
+                int out = add_buf(&p, VT_F64, 2, shape, 0);
+                add_step(&p, VT_NODE_BINARY, VT_MUL, C, t0, a, -1, 0); /* t0 = a * 2 (scratch) */
+                if (kind == VT_NODE_WHERE) add_step(&p, VT_NODE_WHERE, 0, C, t1, cond, t0, b);
+                else if (kind == VT_NODE_FILL) add_step(&p, VT_NODE_FILL, 0, C, t1, 0, 0, 0);
+                else if (kind == VT_NODE_COPY) add_step(&p, VT_NODE_COPY, 0, C, t1, t0, 0, 0);
+                else add_step(&p, (vt_node_kind)kind, op, C, t1, t0, c, b);
+                add_step(&p, VT_NODE_COPY, 0, C, out, t1, 0, 0);
+                char what[96];
+                snprintf(what, sizeof what, "%s %d %s", vt_node_kinds[kind].name, op, vt_dtype_name(C));
+                vt_fusion_stats st;
+                ran += agree(what, &p, &st);
+                CHECK_MSG(st.groups == 1 && st.fused_nodes == 3 && st.bytes_written == 9 * 1031 * 8, "%s: groups %llu",
+                          what, (unsigned long long)st.groups);
+                prog_free(&p);
+            }
+        }
+    CHECK(ran > VT_UNARY_OP_COUNT + VT_BINARY_OP_COUNT);
+}
+
+/* Hazards cut groups: a node reading a buffer through another view than
+ * the one a node of the group writes it through (a transpose) cannot run
+ * tile by tile with it; in place ops through the same view can; another
+ * output shape starts a new group. Strict's result every time. */
+TEST(defer_hazards_and_shapes_cut_groups) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    int64_t sq[2] = {67, 67}, other[2] = {3, 11};
+    prog p = {0};
+    int a = add_buf(&p, F, 2, sq, 0), b = add_buf(&p, F, 2, sq, 0);
+    int at = add_buf(&p, F, 2, sq, 0); /* a transposed view of a's block */
+    p.alias[at] = a + 1;
+    p.buf[at].t.strides[0] = 1;
+    p.buf[at].t.strides[1] = 67;
+    int c = add_buf(&p, F, 2, sq, 0), s = add_buf(&p, F, 2, other, 0), s2 = add_buf(&p, F, 2, other, 0);
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, a, a, b, 0);  /* a += b, in place */
+    add_step(&p, VT_NODE_UNARY, VT_EXP, F, b, a, 0, 0);   /* b = exp(a): same group */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, c, at, -1, 0); /* c = a^T * 1.5: a new group */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, a, a, -1, 0); /* a *= 1.5 while c read a^T: a new group */
+    add_step(&p, VT_NODE_BINARY, VT_SUB, F, c, b, a, 0);
+    add_step(&p, VT_NODE_UNARY, VT_SIN, F, s2, s, 0, 0);  /* another shape: a new group */
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, c, c, b, 0);  /* and back: a new group */
+    vt_fusion_stats st;
+    agree("hazards", &p, &st);
+    CHECK_MSG(st.groups == 5 && st.nodes == 7, "groups %llu nodes %llu", (unsigned long long)st.groups,
+              (unsigned long long)st.nodes);
+    prog_free(&p);
+}
+
+/* A node that is not recorded (a reduction) runs after the recorded work
+ * before it, and a loop body repeated is flushed, not grown. */
+TEST(defer_loop_detection_flushes_a_repeating_record) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    int64_t sh[1] = {64};
+    prog p = {0};
+    int x = add_buf(&p, F, 1, sh, 0), y = add_buf(&p, F, 1, sh, 0);
+    static const int ops[12] = {VT_SIN, VT_COS, VT_NEG, VT_ABS, VT_EXP, VT_TANH,
+                                VT_SIGMOID, VT_SIN, VT_NEG, VT_COS, VT_ABS, VT_TANH};
+    for (int it = 0; it < 3; it++)
+        for (int k = 0; k < 12; k++) add_step(&p, VT_NODE_UNARY, ops[k], F, k % 2 ? x : y, k % 2 ? y : x, 0, 0);
+    vt_fusion_stats st;
+    agree("loop", &p, &st);
+    CHECK_MSG(st.loop_flushes >= 1 && st.flushes >= 2, "loop flushes %llu flushes %llu",
+              (unsigned long long)st.loop_flushes, (unsigned long long)st.flushes);
+    prog_free(&p);
+}
+
+/* Integer division by zero inside a group: the synchronisation raises it
+ * naming the node's op, as Strict does, and the process goes on. */
+TEST(defer_error_in_group_names_the_op) {
+    CHECK_OK(vt_init());
+    int64_t sh[1] = {100};
+    host_tensor a = ht_1d(VT_I64, 100), z = ht_1d(VT_I64, 100), t = ht_1d(VT_I64, 100), o = ht_1d(VT_I64, 100);
+    for (int i = 0; i < 100; i++) ((int64_t *)a.block)[i] = i + 1;
+    ht_device(&a), ht_device(&z), ht_device(&t), ht_device(&o);
+    (void)sh;
+    vt_set_thread_eager_mode(VT_EAGER_DEFER_AND_FUSE);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_BINARY, VT_ADD, "aten::add.Tensor");
+    n.compute = VT_I64;
+    n.alpha = vt_scalar_from_int(1);
+    vt_node_add_out(&n, &t.t);
+    CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
+    CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
+    CHECK_OK(vt_node_submit(0, &n));
+    vt_node_init(&n, VT_NODE_BINARY, VT_DIV_TRUNC, "aten::div.Tensor_mode");
+    n.compute = VT_I64;
+    vt_node_add_out(&n, &o.t);
+    CHECK_OK(vt_node_add_src(&n, &t.t, NULL));
+    CHECK_OK(vt_node_add_src(&n, &z.t, NULL));
+    CHECK_OK(vt_node_submit(0, &n));
+    vt_status s = vt_synchronize(0);
+    vt_set_thread_eager_mode(-1);
+    CHECK(s == VT_ERR_KERNEL);
+    CHECK_MSG(strstr(vt_last_error(), "aten::div.Tensor_mode") && strstr(vt_last_error(), "ZeroDivisionError"),
+              "%s", vt_last_error());
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&a), ht_free(&z), ht_free(&t), ht_free(&o);
+}
