@@ -36,8 +36,10 @@ demo: install
 test-c:
 	$(MAKE) -C runtime -j2 test
 
+# The Python suite runs twice: in Strict mode, then in DeferAndFuse.
 test-py: install
 	$(VPY) -m pytest -q tests
+	TPU_DEFER_AND_FUSE=1 $(VPY) -m pytest -q tests
 
 test: install test-c test-py
 

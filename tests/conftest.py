@@ -1,6 +1,7 @@
 """Shared fixtures: every test starts with the tpu device in its default
-state (the eager mode the environment asks for: Strict, or Debug under
-TPU_LAUNCH_BLOCKING=1; CPU fallback allowed; queue drained). The suite runs
+state (the eager mode the environment asks for: Strict, Debug under
+TPU_LAUNCH_BLOCKING=1, DeferAndFuse under TPU_DEFER_AND_FUSE=1; CPU
+fallback allowed; queue drained). The suite runs
 with two devices (VTPU_NUM_DEVICES, unless set), so cross-device work is
 tested everywhere; tensors default to tpu:0. Tests of asynchrony itself
 (a gate holding a queue) ask for Strict mode with the `strict` fixture."""
@@ -40,7 +41,14 @@ def make(shape, dtype, seed=0, low=-100, high=100):
 
 
 NUM_DEVICES = int(os.environ["VTPU_NUM_DEVICES"])
-DEFAULT_MODE = "debug" if os.environ.get("TPU_LAUNCH_BLOCKING", "0") not in ("", "0") else "strict"
+def _env_flag(name):
+    return os.environ.get(name, "0") not in ("", "0")
+
+
+# TorchTPU's precedence: TPU_LAUNCH_BLOCKING wins over TPU_DEFER_AND_FUSE.
+DEFAULT_MODE = (
+    "debug" if _env_flag("TPU_LAUNCH_BLOCKING") else "defer_and_fuse" if _env_flag("TPU_DEFER_AND_FUSE") else "strict"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -64,3 +72,15 @@ def mode(request):
     """Run the test in Strict and in Debug (TPU_LAUNCH_BLOCKING) eager mode."""
     with vtpu.eager_mode(request.param):
         yield request.param
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Under DeferAndFuse, say how much of the run was recorded and fused
+    (proof that the suite exercised the mode, not just ran beside it)."""
+    if DEFAULT_MODE == "defer_and_fuse":
+        s = vtpu.fusion_stats()
+        terminalreporter.write_line(
+            f"DeferAndFuse: {s['nodes']} recorded ops ran in {s['groups']} groups over {s['flushes']} flushes "
+            f"({s['fused_nodes']} fused, {s['bytes_elided']} dead bytes never written, "
+            f"{s['loop_flushes']} loop flushes)"
+        )

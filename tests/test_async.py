@@ -173,18 +173,3 @@ def test_streams_and_events_order_work():
     assert e.elapsed_time(e2) >= 0
     assert torch.equal(b.cpu(), torch.full((10,), 5.0))
     assert torch.tpu.current_stream().device.type == "tpu"
-
-
-def test_defer_and_fuse_request_warns_and_runs_strict():
-    import subprocess
-    import sys
-
-    code = "import torch\nprint((torch.ones(3, device='tpu') * 2).sum().item())\n"
-    env = dict(os.environ, TPU_DEFER_AND_FUSE="1")
-    env.pop("TPU_LAUNCH_BLOCKING", None)  # Debug would win over the request
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "6.0"
-    assert "DeferAndFuse" in out.stderr and "Strict" in out.stderr
-    with pytest.raises(NotImplementedError, match="DeferAndFuse"):
-        vtpu.set_eager_mode("defer_and_fuse")

@@ -51,7 +51,14 @@ except Exception as e:  # noqa: BLE001 - a broken extension must never break ``i
 if _load_error is None:
     from . import dynamo, numerics, precision  # noqa: F401
     from .fallback import cpu_fallback, fallback_report, reset_fallback_report, set_cpu_fallback  # noqa: F401
-    from .modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: F401
+    from .modes import (  # noqa: F401
+        EagerMode,
+        eager_mode,
+        fusion_stats,
+        get_eager_mode,
+        reset_fusion_stats,
+        set_eager_mode,
+    )
     from .tpu import info  # noqa: F401
 
     dynamo.register()
@@ -61,9 +68,11 @@ __all__ = [
     "cpu_fallback",
     "eager_mode",
     "fallback_report",
+    "fusion_stats",
     "get_eager_mode",
     "info",
     "reset_fallback_report",
+    "reset_fusion_stats",
     "set_cpu_fallback",
     "set_eager_mode",
 ]

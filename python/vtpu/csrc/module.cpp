@@ -81,6 +81,26 @@ int get_eager_mode() {
   return static_cast<int>(vt_get_eager_mode());
 }
 
+// DeferAndFuse: run every device's recorded ops now (a mode switch does).
+void flush() {
+  if (!vt_is_initialized()) return;
+  for (int d = 0; d < vt_device_count(); d++) check(vt_flush(d));
+}
+
+py::dict fusion_stats() {
+  vt_fusion_stats s{};
+  vt_get_fusion_stats(&s);
+  py::dict d;
+  d["flushes"] = s.flushes;
+  d["nodes"] = s.nodes;
+  d["groups"] = s.groups;
+  d["fused_nodes"] = s.fused_nodes;
+  d["bytes_written"] = s.bytes_written;
+  d["bytes_elided"] = s.bytes_elided;
+  d["loop_flushes"] = s.loop_flushes;
+  return d;
+}
+
 py::dict fallback_report() {
   py::dict d;
   for (const auto& [k, v] : fallback_counts()) d[py::str(k)] = v;
@@ -130,6 +150,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_eager_mode", torch::wrap_pybind_function(set_eager_mode));
   m.def("_get_eager_mode", torch::wrap_pybind_function(get_eager_mode));
   m.def("_fallback_report", torch::wrap_pybind_function(fallback_report));
+  m.def("_flush", torch::wrap_pybind_function(flush));
+  m.def("_fusion_stats", torch::wrap_pybind_function(fusion_stats));
+  m.def("_reset_fusion_stats", torch::wrap_pybind_function(vt_reset_fusion_stats));
   m.def("_fallback_reset", torch::wrap_pybind_function(reset_fallback_counts));
   m.def("_set_fallback", torch::wrap_pybind_function(set_fallback));
   m.def("_thread_fallback", torch::wrap_pybind_function(thread_fallback));

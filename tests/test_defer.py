@@ -1,0 +1,199 @@
+"""DeferAndFuse: recorded elementwise ops run as fused groups at a flush,
+bit-identical to Strict; dead intermediates are never written; flushes at
+host reads, other ops, synchronisation, mode switches and loops; RNG,
+in-place ops, views, aliasing, autograd and errors behave as in Strict."""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import vtpu
+
+
+def gelu_chain(x, bias):
+    """The 8-op chain of bench/fuse.py: GELU-tanh written out, scale, bias."""
+    inner = math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))
+    return (0.5 * x * (1 + torch.tanh(inner))) * 1.7 + bias
+
+
+def run(mode, fn, *args):
+    with vtpu.eager_mode(mode):
+        out = fn(*args)
+        return [o.cpu() for o in out] if isinstance(out, (tuple, list)) else out.cpu()
+
+
+@pytest.fixture
+def stats():
+    torch.tpu.synchronize()
+    vtpu.reset_fusion_stats()
+    return vtpu.fusion_stats
+
+
+def test_chain_is_one_group_bit_identical_and_writes_only_the_result(stats):
+    x = torch.randn(1000, 1003).to("tpu")
+    bias = torch.randn(1003).to("tpu")
+    ref = run("strict", gelu_chain, x, bias)
+    vtpu.reset_fusion_stats()
+    got = run("defer_and_fuse", gelu_chain, x, bias)
+    assert torch.equal(got, ref)  # same per-element operations, same bits
+    s = stats()
+    assert s["groups"] == 1 and s["fused_nodes"] == s["nodes"] >= 8
+    assert s["bytes_written"] == x.numel() * 4  # the result only
+    assert s["bytes_elided"] == (s["nodes"] - 1) * x.numel() * 4
+    cpu = gelu_chain(x.cpu(), bias.cpu())
+    torch.testing.assert_close(got, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_live_intermediates_are_written(stats):
+    x = torch.randn(4096).to("tpu")
+    with vtpu.eager_mode("defer_and_fuse"):
+        a = x * 2
+        b = a + 1
+        c = b.exp()
+        keep = (a.cpu(), b.cpu(), c.cpu())
+    assert stats()["bytes_written"] == 3 * x.numel() * 4
+    assert stats()["groups"] == 1
+    assert torch.equal(keep[2], (x * 2 + 1).exp().cpu())  # Strict, bit for bit
+
+
+def test_flushes_at_host_reads_other_ops_sync_and_mode_switch(stats):
+    x = torch.arange(6.0).to("tpu")
+    with vtpu.eager_mode("defer_and_fuse"):
+        y = x * 3
+        assert stats()["flushes"] == 0  # recorded, not run
+        assert y[2].item() == 6.0  # a host read flushes
+        z = y + 1
+        s = z.sum()  # a reduction is not recorded: it runs after z
+        assert s.item() == 51.0
+        w = z * 2
+        torch.tpu.synchronize()
+        n = stats()["flushes"]
+        assert n >= 2
+        w2 = w - 1
+    assert stats()["flushes"] == n + 1  # leaving the mode runs what it recorded
+    assert torch.equal(w2.cpu(), (x.cpu() * 3 + 1) * 2 - 1)
+    with vtpu.eager_mode("defer_and_fuse"):
+        v = x + 5
+        print_text = str(v)  # printing reads the host copy
+    assert "10." in print_text
+
+
+def test_rng_matches_strict_stream():
+    def f(x):
+        torch.manual_seed(7)
+        noise = torch.rand(x.shape, device="tpu")
+        d = torch.nn.functional.dropout(x * 2, p=0.3, training=True)
+        return noise * 2 + 1, d + 1, torch.randn(5, device="tpu")
+
+    x = torch.randn(300).to("tpu")
+    for a, b in zip(run("strict", f, x), run("defer_and_fuse", f, x)):
+        assert torch.equal(a, b)
+
+
+def test_in_place_views_and_aliasing_match_strict():
+    def f(x):
+        y = x * 2
+        v = y[1:]  # a view of a pending buffer
+        v.add_(1)
+        y.mul_(y)  # in place with itself
+        t = y.t()  # a transposed view read while y is pending
+        u = t + y
+        a = x.clone()
+        a.add_(a[:])  # b a view of all of a: elementwise in place
+        return y, u, a
+
+    x = torch.randn(17, 17).to("tpu")
+    for a, b in zip(run("strict", f, x), run("defer_and_fuse", f, x)):
+        assert torch.equal(a, b)
+
+
+def test_partial_overlap_raises_at_the_op_as_in_strict():
+    x = torch.arange(10.0).to("tpu")
+    with vtpu.eager_mode("defer_and_fuse"):
+        with pytest.raises(RuntimeError, match="unsupported operation"):
+            x[1:].add_(x[:-1])
+        y = x + 1  # still usable
+    assert torch.equal(y.cpu(), torch.arange(10.0) + 1)
+
+
+def test_bad_arguments_raise_at_the_op():
+    a = torch.randn(3, 4).to("tpu")
+    b = torch.randn(5).to("tpu")
+    with vtpu.eager_mode("defer_and_fuse"):
+        c = a * 2
+        with pytest.raises(RuntimeError, match="size of tensor a"):
+            a + b
+        assert torch.equal(c.cpu(), a.cpu() * 2)
+
+
+def test_autograd_through_deferred_ops_matches_strict():
+    def f(w):
+        w = w.detach().requires_grad_()
+        loss = (torch.nn.functional.gelu(w * 3 - 1, approximate="tanh") * w).sigmoid().sum()
+        loss.backward()
+        return loss, w.grad
+
+    w = torch.randn(64, 33).to("tpu")
+    for a, b in zip(run("strict", f, w), run("defer_and_fuse", f, w)):
+        assert torch.equal(a, b)
+
+
+def test_error_in_a_group_raises_at_the_flush_naming_the_op():
+    a = torch.tensor([4, 5, 6]).to("tpu")
+    z = torch.tensor([1, 0, 1]).to("tpu")
+    with vtpu.eager_mode("defer_and_fuse"):
+        t = a + 1
+        q = t // z  # integer division by zero, recorded
+        r = q * 2
+        with pytest.raises(RuntimeError, match=r"aten::div.*ZeroDivisionError"):
+            r.cpu()
+        torch.tpu.synchronize()  # reported once
+        assert torch.equal((a * 2).cpu(), torch.tensor([8, 10, 12]))
+
+
+def test_loop_flushes_once_per_repetition_instead_of_growing(stats):
+    x = torch.randn(256).to("tpu")
+    with vtpu.eager_mode("defer_and_fuse"):
+        for _ in range(6):  # a 12-op body, never read on the host
+            x = (x.sin() * 0.5 + 0.1).cos().abs().neg().exp().tanh().sigmoid().mul(2).sub(1).relu()
+        assert stats()["loop_flushes"] >= 1
+        out = x.cpu()
+    assert torch.isfinite(out).all()
+
+
+def test_threads_share_the_device_record():
+    import threading
+
+    x = torch.randn(1000).to("tpu")
+    results = {}
+    want = [((x + k) * 2).exp().cpu() for k in range(4)]  # Strict
+
+    def worker(k):
+        with vtpu.eager_mode("defer_and_fuse"):
+            results[k] = ((x + k) * 2).exp().cpu()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        assert torch.equal(results[k], want[k])
+
+
+def test_env_var_selects_defer_and_fuse():
+    code = (
+        "import torch, vtpu\n"
+        "x = torch.ones(3, device='tpu') * 2\n"
+        "print(int(vtpu.get_eager_mode()), x.sum().item(), vtpu.fusion_stats()['nodes'] > 0)\n"
+    )
+    env = dict(os.environ, TPU_DEFER_AND_FUSE="1")
+    env.pop("TPU_LAUNCH_BLOCKING", None)  # Debug would win over the request
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", "6.0", "True"]
+    assert out.stderr == ""
