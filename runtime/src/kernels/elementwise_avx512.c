@@ -78,9 +78,9 @@ static inline __m512 tanh512(__m512 x) {
     __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
     __m512 e = exp512(_mm512_add_ps(ax, ax));
     __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
-    big = _mm512_or_ps(big, _mm512_and_ps(x, _mm512_set1_ps(-0.0f))); /* sign of x */
     __mmask16 m = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
-    return _mm512_mask_blend_ps(m, big, small);
+    /* the sign of x, -0.0 included */
+    return _mm512_or_ps(_mm512_abs_ps(_mm512_mask_blend_ps(m, big, small)), _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
 }
 
 static inline __m512 erf512(__m512 x) {
@@ -184,12 +184,14 @@ static inline __m512 gelu_tanh_bw512(__m512 dy, __m512 x) {
 #define silu512_E1(m) silu512(LD(x, m))
 #define gelu512_E1(m) gelu512(LD(x, m))
 #define gelu_tanh512_E1(m) gelu_tanh512(LD(x, m))
+#define tanh512_E1(m) tanh512(LD(x, m))
 #define silu_bw512_E2(m) silu_bw512(LD(g, m), LD(x, m))
 #define gelu_bw512_E2(m) gelu_bw512(LD(g, m), LD(x, m))
 #define gelu_tanh_bw512_E2(m) gelu_tanh_bw512(LD(g, m), LD(x, m))
 ACT_UNARY(silu_avx512, silu512)
 ACT_UNARY(gelu_avx512, gelu512)
 ACT_UNARY(gelu_tanh_avx512, gelu_tanh512)
+ACT_UNARY(tanh_avx512, tanh512)
 ACT_BINARY(silu_bw_avx512, silu_bw512)
 ACT_BINARY(gelu_bw_avx512, gelu_bw512)
 ACT_BINARY(gelu_tanh_bw_avx512, gelu_tanh_bw512)
@@ -201,4 +203,4 @@ static void addcmul_avx512(int64_t n, float *out, const float *a, const float *b
 }
 
 const vt_f32_act_table vt_f32_act_avx512 = {silu_avx512,    gelu_avx512,         gelu_tanh_avx512, silu_bw_avx512,
-                                            gelu_bw_avx512, gelu_tanh_bw_avx512, addcmul_avx512};
+                                            gelu_bw_avx512, gelu_tanh_bw_avx512, addcmul_avx512,   tanh_avx512};
