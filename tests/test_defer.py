@@ -197,3 +197,30 @@ def test_env_var_selects_defer_and_fuse():
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "6.0", "True"]
     assert out.stderr == ""
+
+
+def test_trace_shows_fused_groups_and_strict_ops(tmp_path):
+    import json
+
+    x = torch.randn(100, 103).to("tpu")
+    bias = torch.randn(103).to("tpu")
+    path = tmp_path / "trace.json"
+    with vtpu.trace(str(path)) as t:
+        with vtpu.eager_mode("defer_and_fuse"):
+            y = gelu_chain(x, bias)
+        with vtpu.eager_mode("strict"):
+            z = (x * 2).exp()
+    groups = t.groups()
+    assert len(groups) == 1
+    g = groups[0]
+    assert g["nodes"] >= 8 and g["name"].startswith("fused: ") and "aten::tanh" in g["name"]
+    assert g["shape"] == "100x103" and g["bytes"] == x.numel() * 4
+    strict_ops = [e for e in t.events if e["nodes"] == 1]
+    assert [e["name"] for e in strict_ops] == ["aten::mul", "aten::exp"]
+    assert all(e["shape"] == "100x103" and e["bytes"] == x.numel() * 4 for e in strict_ops)
+    assert all(e["end_ns"] >= e["start_ns"] for e in t.events)
+    doc = json.loads(path.read_text())
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == len(t.events) and spans[0]["name"] == g["name"]
+    assert "fused" in t.summary()
+    del y, z

@@ -60,6 +60,7 @@ if _load_error is None:
         set_eager_mode,
     )
     from .tpu import info  # noqa: F401
+    from .tracing import Trace, trace  # noqa: F401
 
     dynamo.register()
 
@@ -75,4 +76,6 @@ __all__ = [
     "reset_fusion_stats",
     "set_cpu_fallback",
     "set_eager_mode",
+    "trace",
+    "Trace",
 ]

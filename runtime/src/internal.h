@@ -85,6 +85,14 @@ int vt_on_queue_worker(void);
 /* A kernel that runs several user ops (a fused group) names the one that
  * failed: the fault carries that name instead of the command's. */
 void vt_command_failed_op(const char *name);
+/* Tracing (trace.c): whether it is on, and what the running command is, for
+ * the trace (a kernel that knows more than its op name says it; copied). */
+int vt_tracing(void);
+void vt_command_describe(const char *name, const char *shape, int nodes, uint64_t bytes);
+int64_t vt_trace_begin(void); /* a command starts: its start time */
+void vt_trace_record(int dev, const char *op_name, int64_t start_ns);
+/* "2x3x4" into buf (len bytes). */
+void vt_shape_string(const vt_tensor *t, char *buf, size_t len);
 /* DeferAndFuse (graph/defer.c): flush dev's recorded nodes before other
  * work touches its queue. Does nothing on a worker, inside a flush, or when
  * nothing is pending. */

@@ -185,7 +185,9 @@ static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
     } else {
         vt_clear_error();
         failed_op = NULL;
+        const int64_t t0 = vt_tracing() ? vt_trace_begin() : 0;
         vt_status s = c->fn(c->args);
+        if (t0) vt_trace_record(q->dev, c->op_name, t0);
         if (s != VT_OK) {
             f = vt_fault_new(q->dev, ticket, s, failed_op ? failed_op : c->op_name, vt_last_error());
             vt_fault_poison(c->acc, c->nacc, f);

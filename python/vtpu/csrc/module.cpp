@@ -101,6 +101,29 @@ py::dict fusion_stats() {
   return d;
 }
 
+void trace_start() { vt_trace_start(); }
+
+// The events of the trace just stopped, as dicts (times in ns, CLOCK_MONOTONIC).
+py::list trace_stop() {
+  vt_trace_event* ev = nullptr;
+  const int64_t n = vt_trace_stop(&ev);
+  TORCH_CHECK(n >= 0, "vtpu.trace: out of host memory recording the trace");
+  py::list out;
+  for (int64_t i = 0; i < n; i++) {
+    py::dict d;
+    d["name"] = ev[i].name;
+    d["shape"] = ev[i].shape;
+    d["device"] = ev[i].dev;
+    d["nodes"] = ev[i].nodes;
+    d["bytes"] = ev[i].bytes;
+    d["start_ns"] = ev[i].start_ns;
+    d["end_ns"] = ev[i].end_ns;
+    out.append(d);
+  }
+  free(ev);
+  return out;
+}
+
 py::dict fallback_report() {
   py::dict d;
   for (const auto& [k, v] : fallback_counts()) d[py::str(k)] = v;
@@ -151,6 +174,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_eager_mode", torch::wrap_pybind_function(get_eager_mode));
   m.def("_fallback_report", torch::wrap_pybind_function(fallback_report));
   m.def("_flush", torch::wrap_pybind_function(flush));
+  m.def("_trace_start", torch::wrap_pybind_function(trace_start));
+  m.def("_trace_stop", torch::wrap_pybind_function(trace_stop));
   m.def("_fusion_stats", torch::wrap_pybind_function(fusion_stats));
   m.def("_reset_fusion_stats", torch::wrap_pybind_function(vt_reset_fusion_stats));
   m.def("_fallback_reset", torch::wrap_pybind_function(reset_fallback_counts));

@@ -264,6 +264,21 @@ typedef struct vt_fusion_stats {
 void vt_get_fusion_stats(vt_fusion_stats *out);
 void vt_reset_fusion_stats(void);
 
+/* Tracing. While on, every command the device queues run is recorded: the
+ * user's op (or, for a fused group, its ops), the output shape where the
+ * command is a node, bytes written, nodes run and start/end times
+ * (CLOCK_MONOTONIC). vt_trace_stop hands the events over (malloc'd, the
+ * caller frees them) and returns their count (-1: host memory ran out). */
+typedef struct vt_trace_event {
+    char name[160];
+    char shape[48];
+    int32_t dev, nodes;
+    int64_t start_ns, end_ns;
+    uint64_t bytes;
+} vt_trace_event;
+void vt_trace_start(void);
+int64_t vt_trace_stop(vt_trace_event **events);
+
 /* Parallel loop on the runtime's thread pool (sized to the cores, or
  * VTPU_NUM_THREADS). fn(ctx, begin, end) covers [0, n) in chunks of at least
  * grain. Runs inline when n <= grain or when called from a pool thread. */

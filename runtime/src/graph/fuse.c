@@ -10,6 +10,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "graph/defer.h"
@@ -64,6 +65,7 @@ typedef struct member {
 typedef struct group {
     int count, nslots;
     int64_t numel, tile;
+    uint64_t bytes; /* what the group writes to memory */
     atomic_int failed_at; /* the first node whose kernel failed (count: none) */
     atomic_int no_memory;
     member m[];
@@ -106,8 +108,19 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
     free(mem);
 }
 
+/* For a trace: "fused: aten::mul + aten::add + ...", the shape, the bytes. */
+static void describe(const group *g) {
+    char name[160], shape[48];
+    size_t at = (size_t)snprintf(name, sizeof name, "%s", g->count > 1 ? "fused: " : "");
+    for (int i = 0; i < g->count && at < sizeof name; i++)
+        at += (size_t)snprintf(name + at, sizeof name - at, i ? " + %s" : "%s", g->m[i].n.name);
+    vt_shape_string(&g->m[0].n.out[0], shape, sizeof shape);
+    vt_command_describe(name, shape, g->count, g->bytes);
+}
+
 static vt_status group_kernel(void *args) {
     group *g = *(group **)args;
+    if (vt_tracing()) describe(g);
     if (g->numel > 0) vt_parallel_for(g->numel, VT_ELEMENTWISE_GRAIN, group_range, g);
     if (atomic_load(&g->no_memory)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "out of host memory for fused tiles");
     const int f = atomic_load(&g->failed_at);
@@ -160,6 +173,7 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     g->count = count;
     g->nslots = 0;
     g->numel = vt_tensor_numel(&r[0].n.out[0]);
+    g->bytes = 0;
     /* one node alone has nothing to keep in cache: one tile per thread */
     g->tile = count > 1 || elide[0] ? TILE : g->numel;
     atomic_init(&g->failed_at, count);
@@ -193,6 +207,7 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
         } else {
             p.acc[p.n++] = *o;
             st->bytes_written += bytes;
+            g->bytes += bytes;
         }
         for (int k = 1; k < r[i].nacc; k++) p.acc[p.n++] = r[i].acc[k];
         /* host scalars live in this copy of the node */

@@ -289,7 +289,18 @@ vt_status vt_node_run_ref(vt_node *n) {
     return d->ref(n);
 }
 
-vt_status vt_node_kernel(void *payload) { return vt_node_run(payload); }
+vt_status vt_node_kernel(void *payload) {
+    vt_node *n = payload;
+    if (vt_tracing()) {
+        char shape[48] = "";
+        uint64_t bytes = 0;
+        for (int j = 0; j < n->nout; j++)
+            if (!(n->absent >> j & 1)) bytes += (uint64_t)vt_tensor_numel(&n->out[j]) * vt_dtype_size(n->out[j].dtype);
+        if (n->nout && !(n->absent & 1)) vt_shape_string(&n->out[0], shape, sizeof shape);
+        vt_command_describe(n->name, shape, 1, bytes);
+    }
+    return vt_node_run(n);
+}
 
 int vt_node_uses(vt_node *n, vt_use *u) {
     const vt_node_kind_def *d = &vt_node_kinds[n->kind];
