@@ -163,60 +163,82 @@ TEST(defer_pointwise_chain_is_one_group_and_writes_live_outputs_only) {
 }
 
 /* Every op of the catalogue inside a chain, reading an input from scratch
- * and writing its result to scratch: t0 = a + b (dead), t1 = op(t0, b, c)
- * (dead), out = copy(t1). Float and integer compute, broadcast inputs. */
-TEST(defer_catalogue_ops_run_from_and_into_scratch) {
+ * and writing its result to scratch: t0 = a * 2 (dead), t1 = op(t0, c, b)
+ * (dead), out = copy(t1) as float64. Float and integer compute, in each
+ * layout: contiguous with a broadcast row, a transposed input, 0-dim, in
+ * place (op writes t0 over itself) and empty (nothing recorded). */
+enum { L_CONTIG, L_TRANSPOSED, L_SCALAR, L_INPLACE, L_EMPTY, L_COUNT };
+static const char *const layout_names[L_COUNT] = {"contiguous", "transposed", "0-dim", "in place", "empty"};
+
+static int catalogue_case(vt_node_kind kind, int op, vt_dtype C, int layout) {
+    /* skip what the kernel does not take in this dtype */
+    {
+        vt_ew_plan pl;
+        host_tensor o = ht_1d(C, 1), i0 = ht_1d(C, 1);
+        vt_status s = VT_OK;
+        if (kind == VT_NODE_UNARY) s = vt_unary_plan(&pl, op, &o.t, &i0.t, C, NULL);
+        if (kind == VT_NODE_BINARY) s = vt_binary_plan(&pl, op, &o.t, &i0.t, &i0.t, C, vt_scalar_from_int(1), NULL);
+        if (kind == VT_NODE_TERNARY)
+            s = vt_ternary_plan(&pl, op, &o.t, &i0.t, &i0.t, &i0.t, C, vt_scalar_from_int(1));
+        ht_free(&o);
+        ht_free(&i0);
+        if (s != VT_OK) return 0;
+    }
+    const int is_bool = (kind == VT_NODE_UNARY && vt_unary_op_is_bool(op)) ||
+                        (kind == VT_NODE_BINARY && vt_binary_op_is_bool(op));
+    if (layout == L_INPLACE && (is_bool || kind == VT_NODE_FILL)) return 0; /* t1 is t0 */
+    const int64_t R = layout == L_EMPTY ? 0 : 9, Cn = 131;
+    const int nd = layout == L_SCALAR ? 0 : 2;
+    int64_t shape[2] = {R, Cn}, row[2] = {1, Cn}, tshape[2] = {Cn, R};
+    prog p = {0};
+    int a = add_buf(&p, C, nd, shape, 0);
+    if (layout == L_TRANSPOSED) { /* a: an [R, C] view of a [C, R] block */
+        int base = add_buf(&p, C, 2, tshape, 0);
+        p.alias[a] = base + 1;
+        p.buf[a].t.strides[0] = 1;
+        p.buf[a].t.strides[1] = R;
+    }
+    int b = add_buf(&p, C, nd, row, 0), c = add_buf(&p, C, nd, shape, 0);
+    int cond = add_buf(&p, VT_BOOL, nd, shape, 0);
+    int t0 = add_buf(&p, C, nd, shape, 1);
+    int t1 = layout == L_INPLACE ? t0 : add_buf(&p, is_bool ? VT_BOOL : C, nd, shape, 1);
+    int out = add_buf(&p, VT_F64, nd, shape, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, C, t0, a, -1, 0); /* t0 = a * 2 */
+    if (kind == VT_NODE_WHERE) add_step(&p, VT_NODE_WHERE, 0, C, t1, cond, t0, b);
+    else if (kind == VT_NODE_FILL) add_step(&p, VT_NODE_FILL, 0, C, t1, 0, 0, 0);
+    else if (kind == VT_NODE_COPY) add_step(&p, VT_NODE_COPY, 0, C, t1, t0, 0, 0);
+    else add_step(&p, kind, op, C, t1, t0, c, b);
+    add_step(&p, VT_NODE_COPY, 0, C, out, t1, 0, 0);
+    char what[128];
+    snprintf(what, sizeof what, "%s %d %s %s", vt_node_kinds[kind].name, op, vt_dtype_name(C), layout_names[layout]);
+    vt_fusion_stats st;
+    int ok = agree(what, &p, &st);
+    const uint64_t numel = (uint64_t)(nd ? R * Cn : 1);
+    if (layout == L_EMPTY) CHECK_MSG(st.nodes == 0, "%s: %llu nodes recorded", what, (unsigned long long)st.nodes);
+    else
+        CHECK_MSG(st.groups == 1 && st.fused_nodes == 3 && st.bytes_written == numel * 8 &&
+                      st.bytes_elided == numel * (vt_dtype_size(p.buf[t0].t.dtype) + vt_dtype_size(p.buf[t1].t.dtype)),
+                  "%s: groups %llu fused %llu written %llu elided %llu", what, (unsigned long long)st.groups,
+                  (unsigned long long)st.fused_nodes, (unsigned long long)st.bytes_written,
+                  (unsigned long long)st.bytes_elided);
+    prog_free(&p);
+    return ok;
+}
+
+TEST(defer_catalogue_ops_run_from_and_into_scratch_in_every_layout) {
     CHECK_OK(vt_init());
     static const vt_dtype computes[] = {VT_F32, VT_I64};
     int ran = 0;
     for (size_t d = 0; d < 2; d++)
         for (int kind = VT_NODE_UNARY; kind <= VT_NODE_FILL; kind++) {
-            const int nops = kind == VT_NODE_UNARY    ? VT_UNARY_OP_COUNT
-                             : kind == VT_NODE_BINARY ? VT_BINARY_OP_COUNT
+            const int nops = kind == VT_NODE_UNARY     ? VT_UNARY_OP_COUNT
+                             : kind == VT_NODE_BINARY  ? VT_BINARY_OP_COUNT
                              : kind == VT_NODE_TERNARY ? VT_TERNARY_OP_COUNT
                                                        : 1;
-            for (int op = 0; op < nops; op++) {
-                const vt_dtype C = computes[d];
-                /* skip what the kernel does not take in this dtype */
-                {
-                    vt_ew_plan pl;
-                    host_tensor o = ht_1d(C, 1), i0 = ht_1d(kind == VT_NODE_WHERE ? VT_BOOL : C, 1);
-                    vt_status s = VT_OK;
-                    if (kind == VT_NODE_UNARY) s = vt_unary_plan(&pl, op, &o.t, &i0.t, C, NULL);
-                    if (kind == VT_NODE_BINARY)
-                        s = vt_binary_plan(&pl, op, &o.t, &i0.t, &i0.t, C, vt_scalar_from_int(1), NULL);
-                    if (kind == VT_NODE_TERNARY) s = vt_ternary_plan(&pl, op, &o.t, &i0.t, &i0.t, &i0.t, C,
-                                                                     vt_scalar_from_int(1));
-                    ht_free(&o);
-                    ht_free(&i0);
-                    if (s != VT_OK) continue;
-                }
-                const int is_bool = (kind == VT_NODE_UNARY && vt_unary_op_is_bool(op)) ||
-                                    (kind == VT_NODE_BINARY && vt_binary_op_is_bool(op));
-                /* integer division by a computed zero is an error in both modes alike: keep divisors odd */
-                int64_t shape[2] = {9, 1031}, row[2] = {1, 1031};
-                prog p = {0};
-                int a = add_buf(&p, C, 2, shape, 0), b = add_buf(&p, C, 2, row, 0), c = add_buf(&p, C, 2, shape, 0);
-                int cond = add_buf(&p, VT_BOOL, 2, shape, 0);
-                int t0 = add_buf(&p, C, 2, shape, 1);
-                int t1 = add_buf(&p, is_bool ? VT_BOOL : C, 2, shape, 1);
-                int out = add_buf(&p, VT_F64, 2, shape, 0);
-                add_step(&p, VT_NODE_BINARY, VT_MUL, C, t0, a, -1, 0); /* t0 = a * 2 (scratch) */
-                if (kind == VT_NODE_WHERE) add_step(&p, VT_NODE_WHERE, 0, C, t1, cond, t0, b);
-                else if (kind == VT_NODE_FILL) add_step(&p, VT_NODE_FILL, 0, C, t1, 0, 0, 0);
-                else if (kind == VT_NODE_COPY) add_step(&p, VT_NODE_COPY, 0, C, t1, t0, 0, 0);
-                else add_step(&p, (vt_node_kind)kind, op, C, t1, t0, c, b);
-                add_step(&p, VT_NODE_COPY, 0, C, out, t1, 0, 0);
-                char what[96];
-                snprintf(what, sizeof what, "%s %d %s", vt_node_kinds[kind].name, op, vt_dtype_name(C));
-                vt_fusion_stats st;
-                ran += agree(what, &p, &st);
-                CHECK_MSG(st.groups == 1 && st.fused_nodes == 3 && st.bytes_written == 9 * 1031 * 8, "%s: groups %llu",
-                          what, (unsigned long long)st.groups);
-                prog_free(&p);
-            }
+            for (int op = 0; op < nops; op++)
+                for (int l = 0; l < L_COUNT; l++) ran += catalogue_case((vt_node_kind)kind, op, computes[d], l);
         }
-    CHECK(ran > VT_UNARY_OP_COUNT + VT_BINARY_OP_COUNT);
+    CHECK(ran > 4 * (VT_UNARY_OP_COUNT + VT_BINARY_OP_COUNT));
 }
 
 /* Hazards cut groups: a node reading a buffer through another view than
