@@ -151,37 +151,28 @@ vt_status vt_op_fill(int dev, const char *name, const vt_tensor *out, vt_scalar 
 
 /* ------------------------------------------------------------ rng */
 
-typedef struct rng_cmd {
-    vt_tensor out;
-    uint64_t seed, offset;
-    double p0, p1;
-    int normal;
-} rng_cmd;
-
-static vt_status rng_kernel(void *p) {
-    rng_cmd *c = p;
-    return c->normal ? vt_rng_normal(&c->out, c->seed, c->offset, c->p0, c->p1)
-                     : vt_rng_uniform(&c->out, c->seed, c->offset, c->p0, c->p1);
-}
-
-static vt_status op_rng(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset, double p0,
-                        double p1, int normal) {
-    vt_status s = vt_check_device(dev);
-    if (s == VT_OK) s = vt_check_operand(name, out, "out");
-    if (s != VT_OK) return s;
-    rng_cmd c = {*out, seed, offset, p0, p1, normal};
-    vt_use u[1] = {{&c.out, VT_USE_WRITE, 0}};
-    return vt_enqueue_uses(dev, name, rng_kernel, &c, sizeof c, u, 1);
+/* uniform and normal; the rest of the family is in ops_rng.c */
+static vt_status op_rng(int dev, const char *name, vt_rng_op op, const vt_tensor *out, uint64_t seed,
+                        uint64_t offset, double p0, double p1) {
+    vt_node n;
+    vt_node_init(&n, VT_NODE_RNG, op, name);
+    if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+    vt_node_add_out(&n, out);
+    n.iparams[0] = (int64_t)seed;
+    n.iparams[1] = (int64_t)offset;
+    n.params[0] = p0;
+    n.params[1] = p1;
+    return vt_node_submit(dev, &n);
 }
 
 vt_status vt_op_rng_uniform(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
                             double from, double to) {
-    return op_rng(dev, name ? name : "vt_op_rng_uniform", out, seed, offset, from, to, 0);
+    return op_rng(dev, name ? name : "vt_op_rng_uniform", VT_RNG_UNIFORM, out, seed, offset, from, to);
 }
 
 vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint64_t seed, uint64_t offset,
                            double mean, double std) {
-    return op_rng(dev, name ? name : "vt_op_rng_normal", out, seed, offset, mean, std, 1);
+    return op_rng(dev, name ? name : "vt_op_rng_normal", VT_RNG_NORMAL, out, seed, offset, mean, std);
 }
 
 /* ------------------------------------------------------------ matmul */

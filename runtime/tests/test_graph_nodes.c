@@ -449,3 +449,82 @@ TEST(graph_nodes_softmax_sync_queued_debug_and_reference_agree) {
     g_rtol = 1e-5;
     g_atol = 1e-8;
 }
+
+/* The random-number family as nodes: each op, run synchronously and queued
+ * in Strict and in Debug with the same (seed, offset), gives the same bits
+ * (the stream is a function of the counters, not of where it runs); a
+ * missing required input or a wrong output count fails at build. */
+TEST(graph_nodes_rng_sync_and_queued_agree) {
+    CHECK_OK(vt_init());
+    const int64_t n = 1000;
+    for (int op = 0; op < VT_RNG_OP_COUNT; op++) {
+        const int is_dropout = op == VT_RNG_DROPOUT, bwd = op == VT_RNG_DROPOUT_BACKWARD;
+        const vt_dtype odt = op == VT_RNG_RANDOM || op == VT_RNG_RANDPERM || op == VT_RNG_MULTINOMIAL ? VT_I64 : VT_F32;
+        int64_t osz[2] = {op == VT_RNG_MULTINOMIAL ? 4 : n, 3};
+        const int ond = op == VT_RNG_MULTINOMIAL ? 2 : 1;
+        host_tensor in0 = ht_1d(VT_F32, n), in1 = ht_1d(bwd ? VT_BOOL : VT_F32, n);
+        int64_t psz[2] = {4, 10};
+        if (op == VT_RNG_MULTINOMIAL) in0 = ht_new(VT_F32, 2, psz);
+        float *p0 = in0.block;
+        for (int64_t i = 0; i < vt_tensor_numel(&in0.t); i++) p0[i] = 0.05f + 0.9f * (float)(i % 17) / 17.0f;
+        if (bwd)
+            for (int64_t i = 0; i < n; i++) ((uint8_t *)in1.block)[i] = (uint8_t)(i % 3 != 0);
+        else
+            for (int64_t i = 0; i < n; i++) ((float *)in1.block)[i] = 0.5f + (float)(i % 5);
+        ht_device(&in0), ht_device(&in1);
+        host_tensor outs[3], masks[3];
+        for (int m = 0; m < 3; m++) {
+            outs[m] = ht_new(odt, ond, osz);
+            masks[m] = ht_1d(VT_BOOL, n);
+            ht_device(&outs[m]), ht_device(&masks[m]);
+            vt_node nd;
+            vt_node_init(&nd, VT_NODE_RNG, op, "aten::rng_test");
+            vt_node_add_out(&nd, &outs[m].t);
+            if (is_dropout) vt_node_add_out(&nd, &masks[m].t);
+            if (op == VT_RNG_BERNOULLI || is_dropout || op == VT_RNG_MULTINOMIAL || bwd) vt_node_add_optional(&nd, &in0.t);
+            if (bwd) vt_node_add_optional(&nd, &in1.t);
+            if (op == VT_RNG_NORMAL_TENSOR) vt_node_add_optional(&nd, NULL), vt_node_add_optional(&nd, &in1.t);
+            nd.iparams[0] = 1234;
+            nd.iparams[1] = 8;
+            nd.iparams[2] = op == VT_RNG_RANDOM ? -5 : 1; /* random's from; multinomial's replacement */
+            nd.iparams[3] = 11;
+            nd.params[0] = op == VT_RNG_EXPONENTIAL ? 2.0 : 0.25;
+            nd.params[1] = 3.0;
+            vt_status s;
+            if (m == 0) {
+                s = vt_node_check(&nd);
+                if (s == VT_OK) s = vt_node_run(&nd);
+            } else {
+                vt_set_thread_eager_mode(m == 1 ? VT_EAGER_STRICT : VT_EAGER_DEBUG);
+                s = vt_node_submit(0, &nd);
+                if (s == VT_OK) s = vt_synchronize(0);
+                vt_set_thread_eager_mode(-1);
+            }
+            CHECK_MSG(s == VT_OK, "%s mode %d: %s", vt_rng_op_name(op), m, vt_last_error());
+        }
+        for (int m = 1; m < 3; m++) {
+            CHECK_MSG(ht_compare(vt_rng_op_name(op), &outs[m].t, &outs[0].t, -1) == 0, "%s", vt_rng_op_name(op));
+            if (is_dropout) CHECK(ht_compare("dropout mask", &masks[m].t, &masks[0].t, -1) == 0);
+        }
+        for (int m = 0; m < 3; m++) ht_free(&outs[m]), ht_free(&masks[m]);
+        ht_free(&in0), ht_free(&in1);
+    }
+    /* bad nodes fail when built */
+    host_tensor o = ht_1d(VT_F32, 8);
+    ht_device(&o);
+    vt_node nd;
+    vt_node_init(&nd, VT_NODE_RNG, VT_RNG_DROPOUT_BACKWARD, "aten::native_dropout_backward");
+    vt_node_add_out(&nd, &o.t);
+    vt_node_add_optional(&nd, &o.t);
+    vt_node_add_optional(&nd, NULL);
+    CHECK(vt_node_submit(0, &nd) == VT_ERR_INVALID_ARGUMENT && strstr(vt_last_error(), "aten::native_dropout_backward"));
+    vt_node_init(&nd, VT_NODE_RNG, VT_RNG_UNIFORM, "aten::uniform_");
+    vt_node_add_out(&nd, &o.t);
+    vt_node_add_optional(&nd, &o.t); /* uniform takes no input */
+    CHECK(vt_node_submit(0, &nd) == VT_ERR_INVALID_ARGUMENT);
+    vt_node_init(&nd, VT_NODE_RNG, VT_RNG_OP_COUNT, "aten::uniform_");
+    vt_node_add_out(&nd, &o.t);
+    CHECK(vt_node_submit(0, &nd) == VT_ERR_INVALID_ARGUMENT && strstr(vt_last_error(), "invalid rng op"));
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&o);
+}

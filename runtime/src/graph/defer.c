@@ -107,7 +107,7 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
     r->nacc = pr.n;
     memcpy(r->acc, pr.acc, sizeof(vt_access) * (size_t)pr.n);
     int a = 1; /* acc[0] is the output: every use is non-empty here */
-    for (int k = 0; k < n->nsrc; k++) r->acc_of_src[k] = (int8_t)(n->host >> k & 1 ? -1 : a++);
+    for (int k = 0; k < n->nsrc; k++) r->acc_of_src[k] = (int8_t)(n->host >> k & 1 || !vt_node_has_src(n, k) ? -1 : a++);
     /* loop detection: extend each period's run of repeats */
     const int i = p->n;
     p->sig[i] = signature(n);

@@ -83,7 +83,6 @@ static vt_status fill_check(const vt_node *n) { return check_operands(n, 0, NULL
 static vt_status named(const vt_node *n, vt_status s) {
     return s == VT_OK || s == VT_ERR_INDEX ? s : vt_error_prefix(s, n->name);
 }
-static int has_out(const vt_node *n, int j) { return j < n->nout && !(n->absent >> j & 1); }
 
 static vt_status reduce_check(const vt_node *n) {
     vt_status s = check_counts(n, 1, 1);
@@ -94,10 +93,10 @@ static vt_status reduce_check(const vt_node *n) {
 }
 static vt_status reduce_arg_check(const vt_node *n) {
     vt_status s = check_counts(n, 2, 1);
-    if (s == VT_OK && !has_out(n, 0) && !has_out(n, 1))
+    if (s == VT_OK && !vt_node_has_out(n, 0) && !vt_node_has_out(n, 1))
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: neither values nor indices given", n->name);
     if (s != VT_OK) return s;
-    return named(n, vt_reduce_arg_check(n->op, has_out(n, 0) ? &n->out[0] : NULL, has_out(n, 1) ? &n->out[1] : NULL,
+    return named(n, vt_reduce_arg_check(n->op, vt_node_has_out(n, 0) ? &n->out[0] : NULL, vt_node_has_out(n, 1) ? &n->out[1] : NULL,
                                         &n->src[0], (int)n->iparams[0]));
 }
 static vt_status scan_check(const vt_node *n) {
@@ -163,11 +162,11 @@ static vt_status reduce_ref(const vt_node *n) {
                          n->params[0]);
 }
 static vt_status reduce_arg_run(const vt_node *n) {
-    return vt_reduce_arg(n->op, has_out(n, 0) ? &n->out[0] : NULL, has_out(n, 1) ? &n->out[1] : NULL, &n->src[0],
+    return vt_reduce_arg(n->op, vt_node_has_out(n, 0) ? &n->out[0] : NULL, vt_node_has_out(n, 1) ? &n->out[1] : NULL, &n->src[0],
                          (int)n->iparams[0]);
 }
 static vt_status reduce_arg_ref(const vt_node *n) {
-    return vt_ref_reduce_arg(n->op, has_out(n, 0) ? &n->out[0] : NULL, has_out(n, 1) ? &n->out[1] : NULL,
+    return vt_ref_reduce_arg(n->op, vt_node_has_out(n, 0) ? &n->out[0] : NULL, vt_node_has_out(n, 1) ? &n->out[1] : NULL,
                              &n->src[0], (int)n->iparams[0]);
 }
 static vt_status scan_run(const vt_node *n) {
@@ -203,6 +202,61 @@ static vt_status softmax_backward_ref(const vt_node *n) {
     return vt_ref_softmax_backward(&n->out[0], &n->src[0], &n->src[1], (int)n->iparams[0], n->op);
 }
 
+/* ------------------------------------------------------------ rng */
+
+static const char *const rng_names[VT_RNG_OP_COUNT] = {
+#define VT_RNG_OP(e, name) #name,
+#include "kernels/rng.def"
+#undef VT_RNG_OP
+};
+
+/* What each op takes: outputs (beyond out[0], optional), inputs (each
+ * required or optional). The kernels check shapes and values. */
+static vt_status rng_check(const vt_node *n) {
+    if (n->op < 0 || n->op >= VT_RNG_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid rng op %d", n->name, (int)n->op);
+    int nout = n->op == VT_RNG_DROPOUT ? 2 : 1, nsrc = 0;
+    unsigned required = 0; /* bit k: src[k] must be given */
+    switch ((vt_rng_op)n->op) {
+    case VT_RNG_BERNOULLI: nsrc = 1; break;
+    case VT_RNG_DROPOUT: case VT_RNG_MULTINOMIAL: nsrc = 1, required = 1; break;
+    case VT_RNG_DROPOUT_BACKWARD: nsrc = 2, required = 3; break;
+    case VT_RNG_NORMAL_TENSOR: nsrc = 2; break;
+    default: break;
+    }
+    vt_status s = check_counts(n, nout, nsrc);
+    if (s == VT_OK && !vt_node_has_out(n, 0)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
+    if (s == VT_OK) s = vt_check_operand(n->name, &n->out[0], "out");
+    if (s == VT_OK && vt_node_has_out(n, 1)) s = vt_check_operand(n->name, &n->out[1], "mask");
+    for (int k = 0; k < nsrc && s == VT_OK; k++) {
+        if (vt_node_has_src(n, k)) s = vt_check_operand(n->name, &n->src[k], k ? "second input" : "input");
+        else if (required >> k & 1) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", n->name, k);
+    }
+    return s;
+}
+
+static vt_status rng_run(const vt_node *n) {
+    const vt_tensor *a = vt_node_has_src(n, 0) ? &n->src[0] : NULL, *b = vt_node_has_src(n, 1) ? &n->src[1] : NULL;
+    const uint64_t seed = (uint64_t)n->iparams[0], off = (uint64_t)n->iparams[1];
+    const vt_tensor *out = &n->out[0];
+    switch ((vt_rng_op)n->op) {
+    case VT_RNG_UNIFORM: return vt_rng_uniform(out, seed, off, n->params[0], n->params[1]);
+    case VT_RNG_NORMAL: return vt_rng_normal(out, seed, off, n->params[0], n->params[1]);
+    case VT_RNG_EXPONENTIAL: return vt_rng_exponential(out, seed, off, n->params[0]);
+    case VT_RNG_RANDOM: return vt_rng_random(out, seed, off, n->iparams[2], (uint64_t)n->iparams[3]);
+    case VT_RNG_BERNOULLI: return vt_rng_bernoulli(out, a, n->params[0], seed, off);
+    case VT_RNG_DROPOUT: return vt_rng_dropout(out, vt_node_has_out(n, 1) ? &n->out[1] : NULL, a, n->params[0], seed, off);
+    case VT_RNG_DROPOUT_BACKWARD: return vt_dropout_backward(out, a, b, n->params[0]);
+    case VT_RNG_MULTINOMIAL: return vt_rng_multinomial(out, a, (int)n->iparams[2], seed, off);
+    case VT_RNG_RANDPERM: return vt_rng_randperm(out, seed, off);
+    case VT_RNG_NORMAL_TENSOR: return vt_rng_normal_tensor(out, a, n->params[0], b, n->params[1], seed, off);
+    case VT_RNG_OP_COUNT: break;
+    }
+    return vt_set_error(VT_ERR_INTERNAL, "%s: unknown rng op %d", n->name, (int)n->op);
+}
+
+const char *vt_rng_op_name(vt_rng_op op) { return (unsigned)op < VT_RNG_OP_COUNT ? rng_names[op] : "invalid"; }
+
 #define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
 
 const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
@@ -226,6 +280,9 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
                          VT_USE_WRITE},
     [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
                                   softmax_backward_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    /* elementwise inputs may be the output (in-place dropout); multinomial's
+     * probs are read whole for each sample (vt_node_uses stages them) */
+    [VT_NODE_RNG] = {"rng", rng_check, rng_run, NULL, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
 };
 
 /* ------------------------------------------------------------ building */
@@ -263,6 +320,18 @@ vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host)
     n->host |= 1u << k;
     s = vt_fill(d, *host);
     return s == VT_OK ? VT_OK : vt_error_prefix(s, n->name);
+}
+
+void vt_node_add_optional(vt_node *n, const vt_tensor *t) {
+    if (t) {
+        vt_node_add_src(n, t, NULL);
+        return;
+    }
+    const int k = n->nsrc++;
+    if (k < VT_NODE_MAX_SRC) {
+        memset(&n->src[k], 0, sizeof n->src[k]);
+        n->absent |= 1u << (VT_NODE_MAX_OUT + k);
+    }
 }
 
 vt_status vt_node_check(const vt_node *n) {
@@ -307,8 +376,10 @@ int vt_node_uses(vt_node *n, vt_use *u) {
     int m = 0;
     for (int j = 0; j < n->nout; j++)
         if (!(n->absent >> j & 1)) u[m++] = (vt_use){&n->out[j], d->write, 0};
+    unsigned read = d->read;
+    if (n->kind == VT_NODE_RNG && n->op == VT_RNG_MULTINOMIAL) read = VT_USE_READ | VT_USE_STAGE;
     for (int k = 0; k < n->nsrc; k++)
-        if (!(n->host >> k & 1)) u[m++] = (vt_use){&n->src[k], d->read, 0};
+        if (!(n->host >> k & 1) && vt_node_has_src(n, k)) u[m++] = (vt_use){&n->src[k], read, 0};
     return m;
 }
 

@@ -36,20 +36,30 @@ typedef enum vt_node_kind {
     VT_NODE_SCAN,      /* op: vt_scan_op; iparams[0]: dim */
     VT_NODE_SOFTMAX,   /* op: 1 log_softmax, 0 softmax; iparams[0]: dim */
     VT_NODE_SOFTMAX_BACKWARD, /* op as forward; out: grad_in; src: grad_out, y; iparams[0]: dim */
+    VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng.def); iparams[0..1]: seed, offset */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
+
+typedef enum vt_rng_op {
+#define VT_RNG_OP(e, name) VT_RNG_##e,
+#include "kernels/rng.def"
+#undef VT_RNG_OP
+    VT_RNG_OP_COUNT
+} vt_rng_op;
+const char *vt_rng_op_name(vt_rng_op op);
 
 typedef struct vt_node {
     vt_node_kind kind;
     int32_t op;       /* the family's op code */
     vt_dtype compute; /* PyTorch's common dtype, where the kind has one */
     int32_t nout, nsrc;
-    uint32_t absent;  /* bit j: out[j] is an optional output not asked for */
+    uint32_t absent;  /* bit j: out[j] is an optional output not asked for;
+                         bit VT_NODE_MAX_OUT + k: src[k] is an optional input not given */
     uint32_t host;    /* bit k: src[k] is a host scalar held in store[k] */
     const char *name; /* the user's op, "aten::add.Tensor" (a static string) */
     vt_scalar alpha;
     double params[VT_EW_MAX_PARAMS];
-    int64_t iparams[2];
+    int64_t iparams[4];
     alignas(16) unsigned char store[VT_NODE_MAX_SRC][16]; /* host scalars, in compute dtype */
     vt_tensor out[VT_NODE_MAX_OUT];
     vt_tensor src[VT_NODE_MAX_SRC]; /* last: a node is copied up to src[nsrc] */
@@ -85,6 +95,13 @@ void vt_node_add_out(vt_node *n, const vt_tensor *t);
 /* Input k of n: a tensor (checked against n->out[0] when n is checked), or a
  * host scalar (t NULL) stored in n in n->compute. Adds one input. */
 vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host);
+/* Input k of n, optional: t NULL adds an absent input. */
+void vt_node_add_optional(vt_node *n, const vt_tensor *t);
+/* Whether out[j] / src[k] is there. */
+static inline int vt_node_has_out(const vt_node *n, int j) { return j < n->nout && !(n->absent >> j & 1); }
+static inline int vt_node_has_src(const vt_node *n, int k) {
+    return k < n->nsrc && !(n->absent >> (VT_NODE_MAX_OUT + k) & 1);
+}
 /* n's check (errors are prefixed with n's name). */
 vt_status vt_node_check(const vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this
