@@ -47,6 +47,7 @@ bench: install
 	$(VPY) -m pip install --quiet matplotlib
 	$(VPY) bench/overhead.py
 	$(VPY) bench/elementwise.py
+	$(VPY) bench/fuse.py
 	$(VPY) bench/matmul.py
 	$(VPY) bench/ops.py
 	$(VPY) bench/attention.py
