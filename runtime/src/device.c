@@ -165,6 +165,7 @@ vt_status vt_init(void) {
     if (!atomic_load_explicit(&initialized, memory_order_acquire)) {
         vt_runtime_config cfg;
         s = vt_runtime_config_from_env(&cfg);
+        cfg.drain = vt_queue_drain;
         if (s == VT_OK) s = vt_hbm_init(&cfg);
         if (s == VT_OK) {
             pthread_once(&atfork_once, register_atfork);

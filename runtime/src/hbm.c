@@ -66,6 +66,7 @@ static int hbm_ndev;
 static atomic_uint_fast64_t next_gen = 1;
 static pthread_mutex_t poison_mu = PTHREAD_MUTEX_INITIALIZER;
 static const vt_chip_info *hbm_chip;
+static void (*drain)(int dev); /* the runtime's queue drain (drain_queue) */
 static atomic_int hbm_ready;
 
 /* ------------------------------------------------------------ capacity */
@@ -109,6 +110,7 @@ vt_status vt_hbm_init(const vt_runtime_config *cfg) {
     }
     hbm_chip = cfg->chip;
     hbm_ndev = cfg->num_devices;
+    drain = cfg->drain;
     atomic_store(&hbm_ready, 1);
     return VT_OK;
 }
@@ -289,11 +291,11 @@ static void check_redzones(const hbm_block *b, int dev) {
 }
 
 /* Cached blocks were freed stream-ordered: queued kernels may still read
- * them. Before handing them back to the host, let the device's queue reach
- * this point (an event wait leaves latched kernel errors for the next sync). */
+ * them. Before handing them back to the host, the device's queue must reach
+ * this point: the allocator knows nothing of queues, the runtime gives it
+ * the drain at start-up (vt_hbm_init's cfg). */
 static void drain_queue(int dev) {
-    uint64_t ticket = 0;
-    if (vt_event_record(dev, &ticket) == VT_OK) vt_event_wait(dev, ticket, -1);
+    if (drain) drain(dev);
 }
 
 /* Give a block's memory back to the host and forget it. Caller holds d->mu

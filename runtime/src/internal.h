@@ -61,7 +61,12 @@ typedef struct vt_runtime_config {
     uint64_t hbm_bytes;
     int eager_from_env;        /* TPU_LAUNCH_BLOCKING / TPU_DEFER_AND_FUSE given */
     vt_eager_mode eager_mode;
+    /* For the allocator: wait until dev's queue has run everything queued
+     * (and recorded) so far, leaving kernel errors for the next sync. */
+    void (*drain)(int dev);
 } vt_runtime_config;
+/* The queue's drain (queue.c), which vt_init hands the allocator. */
+void vt_queue_drain(int dev);
 vt_status vt_runtime_config_from_env(vt_runtime_config *cfg);
 /* "4096", "512M", "2G", "2GiB", "1.5GB" (K/M/G/T are binary multiples). */
 vt_status vt_parse_bytes(const char *s, uint64_t *out);

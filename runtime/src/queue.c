@@ -403,6 +403,11 @@ vt_status vt_wait(int dev, int64_t timeout_ms) {
     return VT_OK;
 }
 
+void vt_queue_drain(int dev) {
+    uint64_t ticket = 0;
+    if (vt_event_record(dev, &ticket) == VT_OK) vt_event_wait(dev, ticket, -1);
+}
+
 vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms) {
     vt_status s = vt_wait(dev, timeout_ms);
     return s != VT_OK ? s : vt_fault_take(dev, UINT64_MAX);
