@@ -462,9 +462,9 @@ TEST(graph_nodes_rng_sync_and_queued_agree) {
         const vt_dtype odt = op == VT_RNG_RANDOM || op == VT_RNG_RANDPERM || op == VT_RNG_MULTINOMIAL ? VT_I64 : VT_F32;
         int64_t osz[2] = {op == VT_RNG_MULTINOMIAL ? 4 : n, 3};
         const int ond = op == VT_RNG_MULTINOMIAL ? 2 : 1;
-        host_tensor in0 = ht_1d(VT_F32, n), in1 = ht_1d(bwd ? VT_BOOL : VT_F32, n);
         int64_t psz[2] = {4, 10};
-        if (op == VT_RNG_MULTINOMIAL) in0 = ht_new(VT_F32, 2, psz);
+        host_tensor in0 = op == VT_RNG_MULTINOMIAL ? ht_new(VT_F32, 2, psz) : ht_1d(VT_F32, n);
+        host_tensor in1 = ht_1d(bwd ? VT_BOOL : VT_F32, n);
         float *p0 = in0.block;
         for (int64_t i = 0; i < vt_tensor_numel(&in0.t); i++) p0[i] = 0.05f + 0.9f * (float)(i % 17) / 17.0f;
         if (bwd)
