@@ -65,6 +65,7 @@ typedef struct member {
 typedef struct group {
     int count, nslots;
     int64_t numel, tile;
+    size_t slot_es; /* largest element of a scratch output */
     uint64_t bytes; /* what the group writes to memory */
     atomic_int failed_at; /* the first node whose kernel failed (count: none) */
     atomic_int no_memory;
@@ -76,7 +77,9 @@ typedef struct group {
 static void group_range(void *ctx, int64_t b, int64_t e) {
     group *g = ctx;
     const size_t plans = sizeof(vt_ew_plan) * (size_t)g->count;
-    const size_t slot_bytes = (size_t)g->tile * MAX_ES;
+    /* a tile never spans more than this thread's range */
+    const int64_t tile = e - b < g->tile ? e - b : g->tile;
+    const size_t slot_bytes = ((size_t)tile * g->slot_es + 63) & ~(size_t)63;
     unsigned char *mem = aligned_alloc(64, plans + slot_bytes * (size_t)g->nslots);
     if (!mem) {
         atomic_store(&g->no_memory, 1);
@@ -85,8 +88,8 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
     vt_ew_plan *lp = (vt_ew_plan *)(void *)mem;
     unsigned char *slots = mem + plans;
     for (int i = 0; i < g->count; i++) lp[i] = g->m[i].plan;
-    for (int64_t t = b; t < e; t += g->tile) {
-        const int64_t te = e - t < g->tile ? e : t + g->tile;
+    for (int64_t t = b; t < e; t += tile) {
+        const int64_t te = e - t < tile ? e : t + tile;
         for (int i = 0; i < g->count; i++) {
             vt_ew_head *h = vt_ew_plan_head(&lp[i]);
             for (int k = 0; k < h->it.nops; k++) {
@@ -176,6 +179,7 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     g->bytes = 0;
     /* one node alone has nothing to keep in cache: one tile per thread */
     g->tile = count > 1 || elide[0] ? TILE : g->numel;
+    g->slot_es = 1;
     atomic_init(&g->failed_at, count);
     atomic_init(&g->no_memory, 0);
     scratch_value live[VT_FUSE_MAX_NODES];
@@ -200,6 +204,7 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
         const vt_access *o = &r[i].acc[0];
         const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(m->n.out[0].dtype);
         if (elide[i] && vt_dtype_size(m->n.out[0].dtype) <= MAX_ES) {
+            if (vt_dtype_size(m->n.out[0].dtype) > g->slot_es) g->slot_es = vt_dtype_size(m->n.out[0].dtype);
             live[nlive++] = (scratch_value){o->block, o->gen, m->n.out[0], g->nslots};
             m->slot[0] = (int8_t)g->nslots++;
             m->n.out[0] = scratch_view(&m->n.out[0]);
