@@ -157,17 +157,7 @@ static vt_status stage(int dev, const char *name, vt_tensor *t, vt_prepared *p) 
     vt_status s = vt_hbm_alloc(dev, (size_t)numel * es, &mem);
     if (s != VT_OK) return vt_error_prefix(s, name);
     p->scratch[p->nscratch++] = mem;
-    vt_tensor copy;
-    memset(&copy, 0, sizeof copy);
-    copy.data = mem;
-    copy.dtype = t->dtype;
-    copy.ndim = t->ndim;
-    int64_t stride = 1;
-    for (int32_t i = t->ndim - 1; i >= 0; i--) {
-        copy.sizes[i] = t->sizes[i];
-        copy.strides[i] = stride;
-        stride *= t->sizes[i];
-    }
+    vt_tensor copy = vt_contiguous_like(t, mem);
     s = vt_op_copy(dev, name, &copy, t);
     if (s == VT_OK) *t = copy;
     return s;

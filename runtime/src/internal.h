@@ -46,6 +46,8 @@ static inline char *vt_base(const vt_tensor *t) {
 /* Broadcast t's view to the shape (ndim, sizes) of an output: right-aligned,
  * size-1 dims get stride 0. VT_ERR_INVALID_ARGUMENT if not broadcastable. */
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out);
+/* A contiguous (row-major) view of like's shape and dtype over data. */
+vt_tensor vt_contiguous_like(const vt_tensor *like, void *data);
 /* Check a descriptor: dtype valid, 0 <= ndim <= VT_MAX_DIMS, sizes >= 0. */
 vt_status vt_tensor_validate(const vt_tensor *t, const char *what);
 

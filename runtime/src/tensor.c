@@ -137,6 +137,21 @@ vt_status vt_tensor_validate(const vt_tensor *t, const char *what) {
     return VT_OK;
 }
 
+vt_tensor vt_contiguous_like(const vt_tensor *like, void *data) {
+    vt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = like->dtype;
+    t.ndim = like->ndim;
+    int64_t stride = 1;
+    for (int32_t d = like->ndim - 1; d >= 0; d--) {
+        t.sizes[d] = like->sizes[d];
+        t.strides[d] = stride;
+        stride *= like->sizes[d] > 1 ? like->sizes[d] : 1;
+    }
+    return t;
+}
+
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out) {
     if (t->ndim > ndim)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "cannot broadcast a %d-dim tensor to %d dims", (int)t->ndim,

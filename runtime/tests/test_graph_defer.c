@@ -6,6 +6,7 @@
  * ran as one group and which dead outputs were never written. */
 #include "graph/defer.h"
 #include "test_kernels_util.h"
+#include "test_nodes_util.h"
 
 #define MAXBUF 12
 #define MAXSTEP 48
@@ -28,14 +29,6 @@ typedef struct prog {
     step s[MAXSTEP];
 } prog;
 
-static int nsrc_of(vt_node_kind k) {
-    switch (k) {
-    case VT_NODE_UNARY: case VT_NODE_COPY: return 1;
-    case VT_NODE_BINARY: return 2;
-    case VT_NODE_TERNARY: case VT_NODE_WHERE: return 3;
-    default: return 0;
-    }
-}
 
 static void build_node(vt_node *n, const step *st, host_tensor *b) {
     vt_node_init(n, st->kind, st->op, "aten::test_op");

@@ -10,6 +10,7 @@
  * sees them. */
 #include "graph/node.h"
 #include "test_kernels_util.h"
+#include "test_nodes_util.h"
 
 typedef struct cat_row {
     vt_node_kind kind;
@@ -37,14 +38,6 @@ enum { L_CONTIG, L_BROADCAST, L_TRANSPOSED, L_EMPTY, L_SCALAR, L_INPLACE, L_COUN
 static const char *const layout_names[L_COUNT] = {"contiguous", "broadcast", "transposed", "empty", "0-dim",
                                                   "in place"};
 
-static int nsrc_of(vt_node_kind k) {
-    switch (k) {
-    case VT_NODE_UNARY: case VT_NODE_COPY: return 1;
-    case VT_NODE_BINARY: return 2;
-    case VT_NODE_TERNARY: case VT_NODE_WHERE: return 3;
-    default: return 0;
-    }
-}
 
 static int bool_out(const cat_row *r) {
     return (r->kind == VT_NODE_UNARY && vt_unary_op_is_bool((vt_unary_op)r->op)) ||

@@ -136,20 +136,7 @@ static vt_status group_kernel(void *args) {
 
 /* A contiguous view of shape like, for a scratch operand (never read at
  * this address: the kernel rebases it onto a tile). */
-static vt_tensor scratch_view(const vt_tensor *like) {
-    vt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = (void *)(uintptr_t)4096;
-    t.dtype = like->dtype;
-    t.ndim = like->ndim;
-    int64_t st = 1;
-    for (int d = like->ndim - 1; d >= 0; d--) {
-        t.sizes[d] = like->sizes[d];
-        t.strides[d] = st;
-        st *= like->sizes[d] > 1 ? like->sizes[d] : 1;
-    }
-    return t;
-}
+static vt_tensor scratch_view(const vt_tensor *like) { return vt_contiguous_like(like, (void *)(uintptr_t)4096); }
 
 /* An output living in scratch: the allocation and the view it stands for. */
 typedef struct scratch_value {
