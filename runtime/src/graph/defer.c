@@ -56,8 +56,8 @@ static int fusable_kind(vt_node_kind k) {
     }
 }
 
-int vt_defer_wants(const vt_node *n) {
-    return fusable_kind(n->kind) && !vt_on_queue_worker() && vt_get_eager_mode() == VT_EAGER_DEFER_AND_FUSE;
+int vt_defer_wants(const vt_node *n, vt_eager_mode mode) {
+    return mode == VT_EAGER_DEFER_AND_FUSE && fusable_kind(n->kind) && !vt_on_queue_worker();
 }
 
 static uint64_t mix(uint64_t h, uint64_t v) {

@@ -389,6 +389,11 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     if (s != VT_OK) return s;
     vt_use u[VT_NODE_MAX_OUT + VT_NODE_MAX_SRC];
     const int m = vt_node_uses(n, u);
-    if (vt_defer_wants(n)) return vt_defer_record(dev, n, u, m);
-    return vt_enqueue_uses(dev, n->name, vt_node_kernel, n, vt_node_size(n), u, m);
+    /* the thread's mode, read once: record, or queue (Debug waits) */
+    const vt_eager_mode mode = vt_get_eager_mode();
+    if (vt_defer_wants(n, mode)) return vt_defer_record(dev, n, u, m);
+    vt_prepared p;
+    if ((s = vt_uses_prepare(dev, n->name, u, m, &p)) != VT_OK) return s;
+    return vt_enqueue_prepared(dev, n->name, vt_node_kernel, n, vt_node_size(n), &p,
+                               mode == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC);
 }
