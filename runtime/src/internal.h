@@ -48,6 +48,20 @@ static inline char *vt_base(const vt_tensor *t) {
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out);
 /* A contiguous (row-major) view of like's shape and dtype over data. */
 vt_tensor vt_contiguous_like(const vt_tensor *like, void *data);
+/* *d = *s for the dims s has (d's dims past s->ndim are left as they are):
+ * the hot paths copy a few dims, not the whole 16-dim descriptor. An ndim
+ * out of range is kept for the checks to refuse. */
+static inline void vt_tensor_copy(vt_tensor *d, const vt_tensor *s) {
+    d->data = s->data;
+    d->dtype = s->dtype;
+    d->ndim = s->ndim;
+    d->offset = s->offset;
+    const int32_t n = s->ndim < 0 ? 0 : s->ndim > VT_MAX_DIMS ? VT_MAX_DIMS : s->ndim;
+    for (int32_t i = 0; i < n; i++) {
+        d->sizes[i] = s->sizes[i];
+        d->strides[i] = s->strides[i];
+    }
+}
 /* Check a descriptor: dtype valid, 0 <= ndim <= VT_MAX_DIMS, sizes >= 0. */
 vt_status vt_tensor_validate(const vt_tensor *t, const char *what);
 
@@ -84,6 +98,10 @@ vt_status vt_hbm_set_capacity_for_test(int dev, uint64_t bytes);
  * command and returns its own error (not latched), whatever the eager mode;
  * *ticket_out (may be NULL) receives the command's ticket. */
 typedef enum vt_enqueue_policy { VT_ENQ_AUTO = 0, VT_ENQ_ASYNC, VT_ENQ_WAIT } vt_enqueue_policy;
+/* Or'ed into a policy: the command is small (a few microseconds at most), so
+ * when the queue is idle it may run on the calling thread, in its place in
+ * the stream, instead of being handed to the worker. */
+#define VT_ENQ_INLINE_OK 0x10
 vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
                         vt_enqueue_policy policy, uint64_t *ticket_out);
 /* Whether the calling thread is a queue worker (it runs commands, it never
@@ -172,6 +190,16 @@ vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_pre
  * then release p. */
 vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
                               vt_prepared *p, vt_enqueue_policy policy);
+/* A kernel with a compact queued form: pack writes args into a ring slot
+ * (at most VT_MAX_ARGS bytes) and run_packed reads them there; run reads
+ * args where the caller keeps them, for a command run on the caller's
+ * thread (VT_ENQ_INLINE_OK, or a wait from the queue's own worker). */
+typedef struct vt_packed_kernel {
+    vt_kernel_fn run, run_packed;
+    size_t (*pack)(const void *args, void *slot);
+} vt_packed_kernel;
+vt_status vt_enqueue_packed(int dev, const char *name, const vt_packed_kernel *pk, const void *args, vt_prepared *p,
+                            vt_enqueue_policy policy);
 /* Prepare then enqueue (the common case; policy VT_ENQ_AUTO). */
 vt_status vt_enqueue_uses(int dev, const char *name, vt_kernel_fn fn, void *args, size_t args_size, vt_use *uses,
                           int n);

@@ -135,7 +135,7 @@ vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_t
         vt_prepared_release(dev, &p);
         return s;
     }
-    s = vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_AUTO);
+    s = vt_node_enqueue(dev, &n, &p, VT_ENQ_AUTO);
     if (s == VT_OK && (s = vt_event_record(dev, &copied)) == VT_OK) s = vt_event_block(sdev, dev, copied);
     return s;
 }
@@ -246,7 +246,7 @@ vt_status vt_copy_to_device(int dev, const vt_tensor *dst_dev, const vt_tensor *
     vt_use u[1] = {{&n.out[0], VT_USE_WRITE, 0}};
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
-    return vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_WAIT);
+    return vt_node_enqueue(dev, &n, &p, VT_ENQ_WAIT);
 }
 
 vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host, uint64_t *ticket_out) {
@@ -260,7 +260,7 @@ vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_te
     vt_use u[1] = {{&n.out[0], VT_USE_WRITE, 0}};
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, name, u, 1, &p)) != VT_OK) return s;
-    if ((s = vt_enqueue_prepared(dev, name, vt_node_kernel, &n, vt_node_size(&n), &p, VT_ENQ_AUTO)) != VT_OK) return s;
+    if ((s = vt_node_enqueue(dev, &n, &p, VT_ENQ_AUTO)) != VT_OK) return s;
     return vt_event_record(dev, ticket_out);
 }
 

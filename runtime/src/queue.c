@@ -1,7 +1,9 @@
 /* queue.c — one in-order command queue per device, drained by its own worker
  * thread, plus events and the eager-mode switches. Enqueue is the hot path of
- * every eager op, so it copies into a preallocated ring slot and touches the
- * worker only when the worker is asleep. A command carries the memory it
+ * every eager op: a producer takes a ticket (one atomic add), copies the
+ * command into that ring slot and publishes the slot with a plain release
+ * store, so no fence waits for the slot's cache lines to reach memory; it
+ * touches the worker only when the worker is asleep. A command carries the memory it
  * reads and writes: a failing command becomes a fault (fault.c) that poisons
  * what it wrote, and a command whose inputs are poisoned passes the fault
  * on instead of computing from garbage. */
@@ -12,6 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#ifdef __linux__
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "internal.h"
 
@@ -35,25 +42,28 @@ typedef struct cmd_result {
 } cmd_result;
 
 typedef struct vt_command {
+    atomic_uint_fast64_t ready; /* ticket + 1 once the slot holds that ticket's command */
     vt_kernel_fn fn;
     const char *op_name;
     cmd_result *result; /* set: report to the waiting producer instead of latching */
     int nacc;
     vt_access *acc;     /* inline_acc, or a malloc'd list the worker frees */
     void *payload;      /* malloc'd block the args point into, freed after the command */
+    void *argp;         /* what fn gets: args, or the caller's block when run on its thread */
     vt_access inline_acc[VT_ACCESS_INLINE];
     alignas(64) unsigned char args[VT_MAX_ARGS];
 } vt_command;
 
 typedef struct vt_queue {
-    pthread_mutex_t prod_mu; /* serialises producers (and the lazy start) */
+    pthread_mutex_t prod_mu; /* guards the lazy start of the worker */
     pthread_mutex_t mu;      /* guards sleeping on the condvars */
     pthread_cond_t work_cv;  /* the idle worker sleeps here */
     pthread_cond_t done_cv;  /* waiters for completions (and for ring space) */
     vt_command *ring;
-    int started;
-    uint64_t done_seen;      /* producer's cached copy of done (under prod_mu) */
-    alignas(64) atomic_uint_fast64_t tail; /* commands published */
+    atomic_int started;
+    atomic_uint_fast64_t done_seen;        /* producers' cached copy of done (release/acquire: a slot
+                                              it shows free was left by the worker) */
+    alignas(64) atomic_uint_fast64_t tail; /* tickets handed out (commands queued or being copied in) */
     alignas(64) atomic_uint_fast64_t done; /* commands completed */
     atomic_uint_fast64_t wake_at;          /* smallest done count a sleeper waits for */
     alignas(64) atomic_int worker_sleeping;
@@ -67,6 +77,35 @@ static _Thread_local const char *failed_op; /* set by a kernel that runs several
 
 int vt_on_queue_worker(void) { return worker_of != NULL; }
 void vt_command_failed_op(const char *name) { failed_op = name; }
+
+/* The sleep handshake is a Dekker pair: a producer publishes a slot, then
+ * reads worker_sleeping; the worker sets worker_sleeping, then reads the
+ * slot. Each side needs a store-load barrier. The producer's side runs per
+ * op and its barrier would wait for the slot's lines, so where the kernel
+ * offers it the worker (which sleeps rarely) issues a process-wide barrier
+ * (membarrier) that stands for both, and the producer's is a compiler
+ * barrier. Elsewhere both sides use a full fence. */
+static int asym_barrier;
+
+static void membarrier_init(void) {
+#if defined(__linux__) && defined(__NR_membarrier)
+    asym_barrier = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+static inline void producer_barrier(void) {
+    if (asym_barrier) atomic_signal_fence(memory_order_seq_cst);
+    else atomic_thread_fence(memory_order_seq_cst);
+}
+
+static void worker_barrier(void) {
+#if defined(__linux__) && defined(__NR_membarrier)
+    if (asym_barrier && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+    /* Registered but refused: cannot happen on a kernel that accepted the
+     * registration; a lost wake-up would still end within SLICE_MS. */
+#endif
+    atomic_thread_fence(memory_order_seq_cst);
+}
 
 static atomic_int default_eager = VT_EAGER_STRICT;
 static _Thread_local int thread_eager = -1;
@@ -124,6 +163,7 @@ static void queues_init(void) {
         atomic_init(&q->wake_at, UINT64_MAX);
     }
     pthread_condattr_destroy(&ca);
+    membarrier_init();
 }
 
 static vt_queue *queue_of(int dev) {
@@ -186,7 +226,7 @@ static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
         vt_clear_error();
         failed_op = NULL;
         const int64_t t0 = vt_tracing() ? vt_trace_begin() : 0;
-        vt_status s = c->fn(c->args);
+        vt_status s = c->fn(c->argp);
         if (t0) vt_trace_record(q->dev, c->op_name, t0);
         if (s != VT_OK) {
             f = vt_fault_new(q->dev, ticket, s, failed_op ? failed_op : c->op_name, vt_last_error());
@@ -206,28 +246,44 @@ static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
     c->payload = NULL;
 }
 
+static inline int slot_ready(vt_queue *q, uint64_t ticket) {
+    return atomic_load_explicit(&q->ring[ticket & (RING_SLOTS - 1)].ready, memory_order_acquire) == ticket + 1;
+}
+
+/* The worker's next command: the one after the last completed. A producer
+ * that ran commands itself moved done on; those slots are never published. */
+static inline int has_work(vt_queue *q) { return slot_ready(q, atomic_load(&q->done)); }
+
+/* `next` commands have completed: publish it and wake waiters. */
+static void complete(vt_queue *q, uint64_t next) {
+    atomic_store(&q->done, next);
+    if (next >= atomic_load(&q->wake_at)) {
+        pthread_mutex_lock(&q->mu);
+        atomic_store(&q->wake_at, UINT64_MAX); /* sleepers still short re-register */
+        pthread_cond_broadcast(&q->done_cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
 static void *worker_main(void *arg) {
     vt_queue *q = arg;
     worker_of = q;
-    uint64_t next = atomic_load(&q->done), tail = next;
     for (;;) {
-        if (next == tail) {
-            tail = atomic_load_explicit(&q->tail, memory_order_acquire);
-            if (next == tail) {
-                int64_t start = now_ns();
-                for (int i = 1;; i++) {
-                    cpu_relax();
-                    tail = atomic_load_explicit(&q->tail, memory_order_acquire);
-                    if (tail != next) break;
-                    if ((i & 63) == 0 && now_ns() - start > WORKER_SPIN_NS) break;
-                }
+        if (!has_work(q)) {
+            int64_t start = now_ns();
+            int ready = 0;
+            for (int i = 1;; i++) {
+                cpu_relax();
+                if ((ready = has_work(q))) break;
+                if ((i & 63) == 0 && now_ns() - start > WORKER_SPIN_NS) break;
             }
-            if (next == tail) {
-                /* Sleep. Producers store tail, then read worker_sleeping; we
-                 * store worker_sleeping, then read tail (both seq_cst). */
+            if (!ready) {
+                /* Sleep: store worker_sleeping, barrier, re-read the slot
+                 * (the producers' half of the handshake is in enqueue_cmd). */
                 atomic_store(&q->worker_sleeping, 1);
+                worker_barrier();
                 pthread_mutex_lock(&q->mu);
-                while ((tail = atomic_load(&q->tail)) == next) {
+                while (!has_work(q)) {
                     struct timespec ts = abs_after_ns(now_ns() + (int64_t)SLICE_MS * 1000000);
                     pthread_cond_timedwait(&q->work_cv, &q->mu, &ts);
                 }
@@ -236,15 +292,9 @@ static void *worker_main(void *arg) {
             }
             continue;
         }
+        const uint64_t next = atomic_load(&q->done);
         run_command(q, &q->ring[next & (RING_SLOTS - 1)], next + 1);
-        next++;
-        atomic_store(&q->done, next);
-        if (next >= atomic_load(&q->wake_at)) {
-            pthread_mutex_lock(&q->mu);
-            atomic_store(&q->wake_at, UINT64_MAX); /* sleepers still short re-register */
-            pthread_cond_broadcast(&q->done_cv);
-            pthread_mutex_unlock(&q->mu);
-        }
+        complete(q, next + 1);
     }
     return NULL;
 }
@@ -253,6 +303,7 @@ static void *worker_main(void *arg) {
 static vt_status start_worker(vt_queue *q, int dev) {
     q->ring = aligned_alloc(alignof(vt_command), (size_t)RING_SLOTS * sizeof(vt_command));
     if (!q->ring) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "TPU %d: cannot allocate the command queue", dev);
+    for (unsigned i = 0; i < RING_SLOTS; i++) atomic_init(&q->ring[i].ready, 0);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -272,7 +323,7 @@ static vt_status start_worker(vt_queue *q, int dev) {
     char name[16];
     snprintf(name, sizeof name, "vtpu-queue-%d", dev);
     pthread_setname_np(th, name);
-    q->started = 1;
+    atomic_store_explicit(&q->started, 1, memory_order_release);
     return VT_OK;
 }
 
@@ -290,14 +341,33 @@ static void set_accesses(vt_command *c, vt_access *acc, int nacc, int heap) {
     }
 }
 
+/* Fill a command. In a ring slot (in_slot) the args are copied in (packed by
+ * pk->pack when given); a command run on this thread reads the caller's. */
+static void fill_command(vt_command *c, int in_slot, vt_kernel_fn fn, const vt_packed_kernel *pk, const char *op_name,
+                         cmd_result *result, void *payload, vt_access *acc, int nacc, int heap, const void *args,
+                         size_t args_size) {
+    c->fn = pk ? (in_slot ? pk->run_packed : pk->run) : fn;
+    c->op_name = op_name;
+    c->result = result;
+    c->payload = payload;
+    set_accesses(c, acc, nacc, heap);
+    if (!in_slot) {
+        c->argp = (void *)args;
+    } else {
+        c->argp = c->args;
+        if (pk) pk->pack(args, c->args);
+        else if (args_size) memcpy(c->args, args, args_size);
+    }
+}
+
 /* The core of every enqueue. acc (nacc entries; heap: malloc'd) is what the
  * command touches; the heap list and payload belong to the command from
  * here, and are freed on failure too. */
-static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
-                             vt_access *acc, int nacc, int heap, void *payload, vt_enqueue_policy policy,
-                             uint64_t *ticket_out) {
+static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, const vt_packed_kernel *pk,
+                             const void *args, size_t args_size, vt_access *acc, int nacc, int heap, void *payload,
+                             vt_enqueue_policy policy, uint64_t *ticket_out) {
     vt_status s = vt_check_device(dev);
-    if (s == VT_OK && !fn) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: kernel function is NULL", op_name);
+    if (s == VT_OK && !fn && !pk) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: kernel function is NULL", op_name);
     if (s == VT_OK && args_size > VT_MAX_ARGS)
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: argument block of %zu bytes exceeds VT_MAX_ARGS (%d)",
                          op_name, args_size, VT_MAX_ARGS);
@@ -308,56 +378,77 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         free(payload);
         return s;
     }
+    const int may_inline = policy & VT_ENQ_INLINE_OK;
+    policy &= ~VT_ENQ_INLINE_OK;
     if (policy == VT_ENQ_AUTO) policy = vt_get_eager_mode() == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC;
     vt_queue *q = queue_of(dev);
 
     cmd_result res;
+    vt_command local;
     if (policy == VT_ENQ_WAIT && worker_of == q) {
         /* A kernel waiting on its own queue would deadlock: run it here, which
          * is where it would run next anyway. */
         uint64_t at = atomic_load(&q->done);
         if (ticket_out) *ticket_out = at;
-        static _Thread_local vt_command local;
-        local.fn = fn;
-        local.op_name = op_name;
-        local.result = &res;
-        local.payload = payload;
-        set_accesses(&local, acc, nacc, heap);
-        if (args_size) memcpy(local.args, args, args_size);
+        fill_command(&local, 0, fn, pk, op_name, &res, payload, acc, nacc, heap, args, args_size);
         run_command(q, &local, at + 1);
         return res.status == VT_OK ? VT_OK : vt_set_error(res.status, "%s", res.msg);
     }
-
-    pthread_mutex_lock(&q->prod_mu);
-    if (!q->started && (s = start_worker(q, dev)) != VT_OK) {
-        pthread_mutex_unlock(&q->prod_mu);
-        if (heap) free(acc);
-        free(payload);
-        return s;
+    uint64_t seq = atomic_load(&q->tail);
+    if (may_inline && worker_of == NULL && atomic_load(&q->done) == seq &&
+        atomic_compare_exchange_strong(&q->tail, &seq, seq + 1)) {
+        /* The queue is idle and this ticket is ours: a small command runs on
+         * this thread, in its place in the stream, as the worker would run
+         * it (faults latch or report the same way). Handing it over would
+         * cost more than the command. */
+        fill_command(&local, 0, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
+                     args_size);
+        worker_of = q;
+        run_command(q, &local, seq + 1);
+        worker_of = NULL;
+        complete(q, seq + 1);
+        /* Commands queued behind this one wait for done: wake the worker. */
+        if (atomic_load(&q->tail) > seq + 1 && atomic_load(&q->worker_sleeping)) {
+            pthread_mutex_lock(&q->mu);
+            pthread_cond_signal(&q->work_cv);
+            pthread_mutex_unlock(&q->mu);
+        }
+        if (ticket_out) *ticket_out = seq + 1;
+        if (policy != VT_ENQ_WAIT || res.status == VT_OK) return VT_OK;
+        return vt_set_error(res.status, "%s", res.msg);
     }
-    uint64_t seq = atomic_load_explicit(&q->tail, memory_order_relaxed);
-    if (seq - q->done_seen >= RING_SLOTS) {
-        q->done_seen = atomic_load(&q->done);
-        /* Full: wait until half the ring is free, so we do not wake per slot. */
-        if (seq - q->done_seen >= RING_SLOTS) {
-            wait_done(q, seq - RING_SLOTS / 2 + 1, -1);
-            q->done_seen = atomic_load(&q->done);
+
+    if (!atomic_load_explicit(&q->started, memory_order_acquire)) {
+        pthread_mutex_lock(&q->prod_mu);
+        if (!atomic_load_explicit(&q->started, memory_order_relaxed)) s = start_worker(q, dev);
+        pthread_mutex_unlock(&q->prod_mu);
+        if (s != VT_OK) {
+            if (heap) free(acc);
+            free(payload);
+            return s;
         }
     }
+    /* Nothing below can fail: a ticket taken is a slot the worker waits for. */
+    seq = atomic_fetch_add(&q->tail, 1);
+    if (seq - atomic_load_explicit(&q->done_seen, memory_order_acquire) >= RING_SLOTS) {
+        uint64_t d = atomic_load(&q->done);
+        /* Full: wait until half the ring is free, so we do not wake per slot. */
+        if (seq - d >= RING_SLOTS) {
+            wait_done(q, seq - RING_SLOTS / 2 + 1, -1);
+            d = atomic_load(&q->done);
+        }
+        atomic_store_explicit(&q->done_seen, d, memory_order_release);
+    }
     vt_command *c = &q->ring[seq & (RING_SLOTS - 1)];
-    c->fn = fn;
-    c->op_name = op_name;
-    c->result = policy == VT_ENQ_WAIT ? &res : NULL;
-    c->payload = payload;
-    set_accesses(c, acc, nacc, heap);
-    if (args_size) memcpy(c->args, args, args_size);
-    atomic_store(&q->tail, seq + 1);
-    if (atomic_load(&q->worker_sleeping)) {
+    fill_command(c, 1, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
+                 args_size);
+    atomic_store_explicit(&c->ready, seq + 1, memory_order_release);
+    producer_barrier();
+    if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) {
         pthread_mutex_lock(&q->mu);
         pthread_cond_signal(&q->work_cv);
         pthread_mutex_unlock(&q->mu);
     }
-    pthread_mutex_unlock(&q->prod_mu);
     if (ticket_out) *ticket_out = seq + 1;
     if (policy != VT_ENQ_WAIT) return VT_OK;
     wait_done(q, seq + 1, -1);
@@ -367,7 +458,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
 
 vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
                         vt_enqueue_policy policy, uint64_t *ticket_out) {
-    return enqueue_cmd(dev, op_name ? op_name : "vt_enqueue", fn, args, args_size, NULL, 0, 0, NULL, policy,
+    return enqueue_cmd(dev, op_name ? op_name : "vt_enqueue", fn, NULL, args, args_size, NULL, 0, 0, NULL, policy,
                        ticket_out);
 }
 
@@ -375,11 +466,11 @@ vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *
     return vt_enqueue_ex(dev, op_name, fn, args, args_size, VT_ENQ_AUTO, NULL);
 }
 
-vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
-                              vt_prepared *p, vt_enqueue_policy policy) {
+static vt_status enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const vt_packed_kernel *pk,
+                                  const void *args, size_t args_size, vt_prepared *p, vt_enqueue_policy policy) {
     int heap = p->acc != p->inline_acc;
-    vt_status s =
-        enqueue_cmd(dev, name ? name : "vt_op", fn, args, args_size, p->acc, p->n, heap, p->payload, policy, NULL);
+    vt_status s = enqueue_cmd(dev, name ? name : "vt_op", fn, pk, args, args_size, p->acc, p->n, heap, p->payload,
+                              policy, NULL);
     p->acc = p->inline_acc; /* the command owns the malloc'd list and payload now */
     p->n = 0;
     p->payload = NULL;
@@ -387,6 +478,16 @@ vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const 
      * queued, and later writes to a reused block queue after it. */
     vt_prepared_release(dev, p);
     return s;
+}
+
+vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
+                              vt_prepared *p, vt_enqueue_policy policy) {
+    return enqueue_prepared(dev, name, fn, NULL, args, args_size, p, policy);
+}
+
+vt_status vt_enqueue_packed(int dev, const char *name, const vt_packed_kernel *pk, const void *args, vt_prepared *p,
+                            vt_enqueue_policy policy) {
+    return enqueue_prepared(dev, name, NULL, pk, args, 0, p, policy);
 }
 
 /* ------------------------------------------------------------ sync, events */

@@ -127,9 +127,8 @@ vt_status vt_tensor_validate(const vt_tensor *t, const char *what) {
         if (t->sizes[i] < 0)
             return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: negative size %lld at dim %d", what,
                                 (long long)t->sizes[i], (int)i);
-        if (t->sizes[i] && nonzero > INT64_MAX / t->sizes[i])
+        if (t->sizes[i] && __builtin_mul_overflow(nonzero, t->sizes[i], &nonzero))
             return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: number of elements overflows int64", what);
-        if (t->sizes[i]) nonzero *= t->sizes[i];
         numel *= t->sizes[i];
     }
     if (numel > 0 && !t->data)
@@ -156,33 +155,27 @@ vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes
     if (t->ndim > ndim)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "cannot broadcast a %d-dim tensor to %d dims", (int)t->ndim,
                             (int)ndim);
-    vt_tensor r = *t;
-    r.ndim = ndim;
-    int32_t lead = ndim - t->ndim;
-    for (int32_t i = 0; i < ndim; i++) {
-        if (i < lead) {
-            r.sizes[i] = sizes[i];
-            r.strides[i] = 0;
-            continue;
-        }
-        int64_t s = t->sizes[i - lead];
-        if (s == sizes[i]) {
-            r.sizes[i] = s;
-            r.strides[i] = t->strides[i - lead];
-        } else if (s == 1) {
-            r.sizes[i] = sizes[i];
-            r.strides[i] = 0;
-        } else {
+    /* Field by field: a struct copy of the 16-dim descriptor costs more
+     * than the few dims an op has (this runs several times per op). Checked
+     * first, then written from the last dim down, so out may be t itself. */
+    const int32_t lead = ndim - t->ndim;
+    for (int32_t i = lead; i < ndim; i++) {
+        const int64_t s = t->sizes[i - lead];
+        if (s != sizes[i] && s != 1)
             return vt_set_error(VT_ERR_INVALID_ARGUMENT,
                                 "The size of tensor a (%lld) must match the size of tensor b (%lld) at "
                                 "non-singleton dimension %d",
                                 (long long)s, (long long)sizes[i], (int)i);
-        }
     }
-    for (int32_t i = ndim; i < VT_MAX_DIMS; i++) {
-        r.sizes[i] = 0;
-        r.strides[i] = 0;
+    out->data = t->data;
+    out->dtype = t->dtype;
+    out->offset = t->offset;
+    for (int32_t i = ndim - 1; i >= 0; i--) {
+        const int keep = i >= lead && t->sizes[i - lead] == sizes[i];
+        out->strides[i] = keep ? t->strides[i - lead] : 0;
+        out->sizes[i] = sizes[i];
     }
-    *out = r;
+    out->ndim = ndim;
+    for (int32_t i = ndim; i < VT_MAX_DIMS; i++) out->sizes[i] = out->strides[i] = 0;
     return VT_OK;
 }

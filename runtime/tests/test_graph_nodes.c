@@ -142,12 +142,17 @@ static int run_one(const run_case *c) {
         }
     }
 
-    /* queued in Strict mode, then in Debug mode; each must match the synchronous run bit for bit */
+    /* queued in Strict mode (behind a closed gate: the ring's packed copy
+     * runs on the worker), then in Debug mode (an idle queue: a small node
+     * runs on this thread); each must match the synchronous run bit for bit */
     for (int m = 1; m < 3; m++) {
         vt_set_thread_eager_mode(m == 1 ? VT_EAGER_STRICT : VT_EAGER_DEBUG);
         vt_node q;
         build(&q, c, in_place ? &in[0].t : &outs[m].t, in);
+        if (m == 1) CHECK_OK(vt_debug_gate_enqueue(0, 30000));
         vt_status s = vt_node_submit(0, &q);
+        memset(&q, 0xAB, sizeof q); /* the queue keeps its own copy */
+        if (m == 1) vt_debug_gate_open();
         vt_status w = vt_synchronize(0);
         vt_set_thread_eager_mode(-1);
         if (sync_status != VT_OK) {
@@ -269,9 +274,20 @@ TEST(graph_nodes_host_scalars_travel_with_the_node) {
     CHECK_OK(vt_node_check(&n));
     vt_node copy;
     memcpy(&copy, &n, vt_node_size(&n));
+    /* and the queue's packed form, unpacked over garbage */
+    unsigned char packed[VT_NODE_PACKED_MAX];
+    const size_t size = vt_node_pack(&n, packed);
+    CHECK(size == offsetof(vt_node, out) + 3 * 24 + 2 * 2 * sizeof(int64_t)); /* out, a: 1 dim; the scalar: 0 */
+    vt_node unpacked;
+    memset(&unpacked, 0xCD, sizeof unpacked);
+    vt_node_unpack(packed, &unpacked);
     memset(&n, 0xAB, sizeof n); /* the original is gone */
     for (int rep = 0; rep < 2; rep++) {
+        memset(out.block, 0, out.bytes);
         CHECK_OK(vt_node_run(&copy));
+        for (int i = 0; i < 4; i++) CHECK(((float *)out.block)[i] == 3.0f * (float)i);
+        memset(out.block, 0, out.bytes);
+        CHECK_OK(vt_node_run(&unpacked));
         for (int i = 0; i < 4; i++) CHECK(((float *)out.block)[i] == 3.0f * (float)i);
     }
     ht_free(&out);

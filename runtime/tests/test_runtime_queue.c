@@ -307,3 +307,116 @@ TEST(runtime_queue_wait_from_own_worker) {
     CHECK(atomic_load(&flag) == 1);
     vt_set_thread_eager_mode(-1);
 }
+
+/* ------------------------------------------------------------ small ops on the caller's thread */
+
+static float *dev_f32(int64_t n, vt_tensor *t) {
+    void *p = NULL;
+    CHECK_OK(vt_hbm_alloc(0, (size_t)n * sizeof(float), &p));
+    memset(t, 0, sizeof *t);
+    t->data = p;
+    t->dtype = VT_F32;
+    t->ndim = 1;
+    t->sizes[0] = n;
+    t->strides[0] = 1;
+    return p;
+}
+
+/* x += 1 as the op the binding queues (aten::add.Tensor with a host 1). */
+static vt_status add_one(const vt_tensor *x) {
+    vt_scalar one = vt_scalar_from_int(1);
+    return vt_op_binary(0, "aten::add", VT_ADD, x, x, NULL, NULL, &one, VT_F32, vt_scalar_from_int(1));
+}
+
+/* A small elementwise op on an idle queue runs before its enqueue returns
+ * (on the caller's thread); behind queued work it waits its turn; its
+ * errors keep Strict's and Debug's rules either way. */
+TEST(runtime_queue_small_ops_keep_stream_order) {
+    strict_mode();
+    vt_tensor x;
+    float *xp = dev_f32(1000, &x);
+    CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_double(0.0)));
+    CHECK_OK(vt_synchronize(0));
+    CHECK_OK(add_one(&x));
+    CHECK(xp[0] == 1.0f && xp[999] == 1.0f); /* idle queue: already done */
+    CHECK(vt_queue_pending(0) == 0);
+
+    CHECK_OK(vt_debug_gate_enqueue(0, GATE_MS));
+    CHECK_OK(add_one(&x)); /* behind the gate: queued, not run */
+    CHECK(xp[0] == 1.0f);
+    CHECK(vt_queue_pending(0) == 2);
+    vt_debug_gate_open();
+    CHECK_OK(vt_synchronize(0));
+    CHECK(xp[0] == 2.0f && xp[999] == 2.0f);
+
+    /* Integer division by zero: latched in Strict, raised at the op in Debug. */
+    int64_t *ip = NULL;
+    CHECK_OK(vt_hbm_alloc(0, 16 * sizeof(int64_t), (void **)&ip));
+    vt_tensor it = {.data = ip, .dtype = VT_I64, .ndim = 1, .sizes = {16}, .strides = {1}};
+    CHECK_OK(vt_op_fill(0, "aten::zero_", &it, vt_scalar_from_int(0)));
+    CHECK_OK(vt_op_binary(0, "aten::div", VT_DIV_FLOOR, &it, &it, NULL, &it, NULL, VT_I64, vt_scalar_from_int(1)));
+    CHECK_STATUS(vt_synchronize(0), VT_ERR_KERNEL);
+    CHECK(strstr(vt_last_error(), "aten::div: ZeroDivisionError"));
+    vt_set_thread_eager_mode(VT_EAGER_DEBUG);
+    CHECK_STATUS(vt_op_binary(0, "aten::div", VT_DIV_FLOOR, &it, &it, NULL, &it, NULL, VT_I64, vt_scalar_from_int(1)),
+                 VT_ERR_KERNEL);
+    CHECK(strstr(vt_last_error(), "aten::div: ZeroDivisionError"));
+    CHECK_OK(vt_synchronize(0));
+    vt_set_thread_eager_mode(-1);
+    vt_hbm_free(0, ip);
+    vt_hbm_free(0, xp);
+}
+
+typedef struct expect_args {
+    const float *x;
+    float want;
+    atomic_int *violations;
+} expect_args;
+
+static vt_status expect_kernel(void *p) {
+    expect_args *a = p;
+    if (a->x[0] != a->want) atomic_fetch_add(a->violations, 1);
+    return VT_OK;
+}
+
+typedef struct mixed_producer {
+    vt_tensor x;
+    float *xp;
+    atomic_int violations;
+} mixed_producer;
+
+static void *mixed_main(void *arg) {
+    mixed_producer *p = arg;
+    vt_set_thread_eager_mode(VT_EAGER_STRICT);
+    for (int i = 0; i < 2000; i++) {
+        expect_args a = {p->xp, (float)(i + 1), &p->violations};
+        if (add_one(&p->x) != VT_OK || vt_enqueue(0, "expect", expect_kernel, &a, sizeof a) != VT_OK)
+            atomic_fetch_add(&p->violations, 1000);
+    }
+    return NULL;
+}
+
+/* Threads mixing small ops (run inline whenever they find the queue idle)
+ * with queued commands that read their results: every command sees every
+ * op before it in its thread's order, and none after. */
+TEST(runtime_queue_small_ops_with_concurrent_producers) {
+    strict_mode();
+    static mixed_producer ps[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        ps[i].xp = dev_f32(64, &ps[i].x);
+        CHECK_OK(vt_op_fill(0, "aten::zero_", &ps[i].x, vt_scalar_from_int(0)));
+        atomic_store(&ps[i].violations, 0);
+    }
+    CHECK_OK(vt_synchronize(0));
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, mixed_main, &ps[i]);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    CHECK_OK(vt_synchronize(0));
+    for (int i = 0; i < 4; i++) {
+        CHECK(atomic_load(&ps[i].violations) == 0);
+        CHECK(ps[i].xp[0] == 2000.0f && ps[i].xp[63] == 2000.0f);
+        vt_hbm_free(0, ps[i].xp);
+    }
+    CHECK(vt_queue_pending(0) == 0);
+    vt_set_thread_eager_mode(-1);
+}

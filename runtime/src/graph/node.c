@@ -288,7 +288,7 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
 /* ------------------------------------------------------------ building */
 
 void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name) {
-    memset(n, 0, offsetof(vt_node, src));
+    memset(n, 0, offsetof(vt_node, out)); /* the tensors are filled as they are added */
     n->kind = kind;
     n->op = op;
     n->name = name;
@@ -297,8 +297,12 @@ void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name) {
 void vt_node_add_out(vt_node *n, const vt_tensor *t) {
     const int j = n->nout++;
     if (j >= VT_NODE_MAX_OUT) return; /* counted but not kept: the kind's check refuses the count */
-    if (t) n->out[j] = *t;
-    else n->absent |= 1u << j;
+    if (t) {
+        vt_tensor_copy(&n->out[j], t);
+    } else {
+        n->absent |= 1u << j;
+        memset(&n->out[j], 0, offsetof(vt_tensor, sizes));
+    }
 }
 
 vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host) {
@@ -308,7 +312,7 @@ vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host)
     vt_tensor *d = &n->src[k];
     if (!host) {
         if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", n->name, k);
-        *d = *t;
+        vt_tensor_copy(d, t);
         return VT_OK;
     }
     /* A host scalar: a 0-dim tensor in the compute dtype, held in the node. */
@@ -358,7 +362,60 @@ vt_status vt_node_run_ref(vt_node *n) {
     return d->ref(n);
 }
 
-vt_status vt_node_kernel(void *payload) {
+/* ------------------------------------------------------------ packed form
+ * What the queue stores: the header, then each present tensor cut to its
+ * ndim sizes and strides. A node of small tensors packs into a few cache
+ * lines instead of the full record (2 KB), and the producer writes and the
+ * worker reads those lines once per op. */
+
+typedef struct packed_tensor {
+    void *data;
+    int64_t offset;
+    int32_t dtype, ndim;
+} packed_tensor;
+
+_Static_assert(sizeof(packed_tensor) == 24, "VT_NODE_PACKED_MAX counts 24 bytes per tensor header");
+_Static_assert(VT_NODE_PACKED_MAX <= VT_MAX_ARGS, "a packed node fits a queue slot");
+
+static unsigned char *pack_tensor(unsigned char *p, const vt_tensor *t) {
+    packed_tensor h = {t->data, t->offset, (int32_t)t->dtype, t->ndim};
+    const size_t dims = (size_t)t->ndim * sizeof(int64_t);
+    memcpy(p, &h, sizeof h);
+    memcpy(p + sizeof h, t->sizes, dims);
+    memcpy(p + sizeof h + dims, t->strides, dims);
+    return p + sizeof h + 2 * dims;
+}
+
+static const unsigned char *unpack_tensor(const unsigned char *p, vt_tensor *t) {
+    packed_tensor h;
+    memcpy(&h, p, sizeof h);
+    t->data = h.data;
+    t->offset = h.offset;
+    t->dtype = (vt_dtype)h.dtype;
+    t->ndim = h.ndim;
+    const size_t dims = (size_t)h.ndim * sizeof(int64_t);
+    memcpy(t->sizes, p + sizeof h, dims);
+    memcpy(t->strides, p + sizeof h + dims, dims);
+    return p + sizeof h + 2 * dims;
+}
+
+size_t vt_node_pack(const vt_node *n, unsigned char *buf) {
+    unsigned char *p = buf;
+    memcpy(p, n, offsetof(vt_node, out));
+    p += offsetof(vt_node, out);
+    for (int j = 0; j < n->nout; j++) p = pack_tensor(p, &n->out[j]);
+    for (int k = 0; k < n->nsrc; k++) p = pack_tensor(p, &n->src[k]);
+    return (size_t)(p - buf);
+}
+
+void vt_node_unpack(const unsigned char *buf, vt_node *n) {
+    memcpy(n, buf, offsetof(vt_node, out));
+    const unsigned char *p = buf + offsetof(vt_node, out);
+    for (int j = 0; j < n->nout; j++) p = unpack_tensor(p, &n->out[j]);
+    for (int k = 0; k < n->nsrc; k++) p = unpack_tensor(p, &n->src[k]);
+}
+
+static vt_status node_run_kernel(void *payload) {
     vt_node *n = payload;
     if (vt_tracing()) {
         char shape[48] = "";
@@ -369,6 +426,26 @@ vt_status vt_node_kernel(void *payload) {
         vt_command_describe(n->name, shape, 1, bytes);
     }
     return vt_node_run(n);
+}
+
+/* The queue's kernel for a packed node, unpacked into the worker's stack. */
+static vt_status node_packed_kernel(void *payload) {
+    vt_node n;
+    vt_node_unpack(payload, &n);
+    return node_run_kernel(&n);
+}
+
+static size_t node_pack(const void *n, void *slot) { return vt_node_pack(n, slot); }
+
+static const vt_packed_kernel node_kernel = {node_run_kernel, node_packed_kernel, node_pack};
+
+vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy) {
+    /* Elementwise work below the parallel grain is a few microseconds: it
+     * may run on the calling thread when the queue is idle. */
+    if (vt_node_kinds[n->kind].plan && n->nout && !(n->absent & 1) &&
+        vt_tensor_numel(&n->out[0]) <= VT_ELEMENTWISE_GRAIN)
+        policy |= VT_ENQ_INLINE_OK;
+    return vt_enqueue_packed(dev, n->name, &node_kernel, n, p, policy);
 }
 
 int vt_node_uses(vt_node *n, vt_use *u) {
@@ -394,6 +471,5 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     if (vt_defer_wants(n, mode)) return vt_defer_record(dev, n, u, m);
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, n->name, u, m, &p)) != VT_OK) return s;
-    return vt_enqueue_prepared(dev, n->name, vt_node_kernel, n, vt_node_size(n), &p,
-                               mode == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC);
+    return vt_node_enqueue(dev, n, &p, mode == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC);
 }

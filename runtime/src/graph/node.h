@@ -114,7 +114,13 @@ vt_status vt_node_run_ref(vt_node *n);
 /* The tensors n touches, for access.c (u has room for VT_NODE_MAX_OUT +
  * VT_NODE_MAX_SRC): outputs first, then each tensor input. Returns the count. */
 int vt_node_uses(vt_node *n, vt_use *u);
-/* The queue's kernel for a node payload. */
-vt_status vt_node_kernel(void *payload);
+/* The packed form the queue stores: the header and each tensor cut to its
+ * dims (at most VT_NODE_PACKED_MAX bytes). Returns the bytes written. */
+#define VT_NODE_PACKED_MAX (offsetof(vt_node, out) + (VT_NODE_MAX_OUT + VT_NODE_MAX_SRC) * (24 + 2 * 8 * VT_MAX_DIMS))
+size_t vt_node_pack(const vt_node *n, unsigned char *buf);
+void vt_node_unpack(const unsigned char *buf, vt_node *n);
+/* Queue n (checked; its uses prepared in p) on dev: packed into the ring
+ * slot, or (small elementwise work, idle queue) run on this thread. */
+vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy);
 
 #endif

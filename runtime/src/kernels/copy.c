@@ -194,7 +194,7 @@ void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to,
 
 void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops) {
     const vt_tensor *t0 = &ops[0];
-    memset(it, 0, sizeof *it);
+    /* Only dims [0, ndim) and operands [0, nops) are ever read. */
     it->nops = nops;
     it->numel = vt_tensor_numel(t0);
     for (int k = 0; k < nops; k++) {

@@ -175,7 +175,7 @@ static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int 
     if ((unsigned)compute >= VT_DTYPE_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
     vt_tensor ops[4];
-    ops[0] = *out;
+    vt_tensor_copy(&ops[0], out);
     for (int k = 0; k < nin; k++) {
         if ((s = vt_tensor_validate(in[k], what))) return s;
         if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
@@ -353,7 +353,7 @@ vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *co
     vt_status s = vt_tensor_validate(out, "where");
     if (s) return s;
     vt_tensor ops[4];
-    ops[0] = *out;
+    vt_tensor_copy(&ops[0], out);
     for (int k = 0; k < 3; k++) {
         if ((s = vt_tensor_validate(in[k], "where"))) return s;
         if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
