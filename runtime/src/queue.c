@@ -78,13 +78,16 @@ static _Thread_local const char *failed_op; /* set by a kernel that runs several
 int vt_on_queue_worker(void) { return worker_of != NULL; }
 void vt_command_failed_op(const char *name) { failed_op = name; }
 
-/* The sleep handshake is a Dekker pair: a producer publishes a slot, then
+/* Both sleep handshakes are Dekker pairs. A producer publishes a slot, then
  * reads worker_sleeping; the worker sets worker_sleeping, then reads the
- * slot. Each side needs a store-load barrier. The producer's side runs per
- * op and its barrier would wait for the slot's lines, so where the kernel
- * offers it the worker (which sleeps rarely) issues a process-wide barrier
- * (membarrier) that stands for both, and the producer's is a compiler
- * barrier. Elsewhere both sides use a full fence. */
+ * slot. Whoever completes a command stores done, then reads wake_at; a
+ * waiter lowers wake_at, then reads done. Each side needs a store-load
+ * barrier. The publishing and completing sides run per op, and their
+ * barrier would wait for every store before it (the slot's lines, the
+ * kernel's output), so where the kernel offers it the side that sleeps
+ * (rarely) issues a process-wide barrier (membarrier) that stands for both
+ * (sleeper_barrier), and the per-op side's is a compiler barrier
+ * (hot_barrier). Elsewhere both sides use a full fence. */
 static int asym_barrier;
 
 static void membarrier_init(void) {
@@ -93,12 +96,12 @@ static void membarrier_init(void) {
 #endif
 }
 
-static inline void producer_barrier(void) {
+static inline void hot_barrier(void) {
     if (asym_barrier) atomic_signal_fence(memory_order_seq_cst);
     else atomic_thread_fence(memory_order_seq_cst);
 }
 
-static void worker_barrier(void) {
+static void sleeper_barrier(void) {
 #if defined(__linux__) && defined(__NR_membarrier)
     if (asym_barrier && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
     /* Registered but refused: cannot happen on a kernel that accepted the
@@ -189,10 +192,11 @@ static int wait_done(vt_queue *q, uint64_t target, int64_t timeout_ms) {
     int ok = 1;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        /* Register before re-checking: the worker stores done, then reads
-         * wake_at; we store wake_at, then read done (both seq_cst). */
+        /* Register before re-checking: complete() stores done, then reads
+         * wake_at; we store wake_at, then read done (see hot_barrier). */
         uint64_t w = atomic_load(&q->wake_at);
         while (target < w && !atomic_compare_exchange_weak(&q->wake_at, &w, target)) {}
+        sleeper_barrier();
         if (atomic_load(&q->done) >= target) break;
         int64_t now = now_ns();
         if (now >= deadline) {
@@ -256,8 +260,9 @@ static inline int has_work(vt_queue *q) { return slot_ready(q, atomic_load(&q->d
 
 /* `next` commands have completed: publish it and wake waiters. */
 static void complete(vt_queue *q, uint64_t next) {
-    atomic_store(&q->done, next);
-    if (next >= atomic_load(&q->wake_at)) {
+    atomic_store_explicit(&q->done, next, memory_order_release);
+    hot_barrier();
+    if (next >= atomic_load_explicit(&q->wake_at, memory_order_relaxed)) {
         pthread_mutex_lock(&q->mu);
         atomic_store(&q->wake_at, UINT64_MAX); /* sleepers still short re-register */
         pthread_cond_broadcast(&q->done_cv);
@@ -281,7 +286,7 @@ static void *worker_main(void *arg) {
                 /* Sleep: store worker_sleeping, barrier, re-read the slot
                  * (the producers' half of the handshake is in enqueue_cmd). */
                 atomic_store(&q->worker_sleeping, 1);
-                worker_barrier();
+                sleeper_barrier();
                 pthread_mutex_lock(&q->mu);
                 while (!has_work(q)) {
                     struct timespec ts = abs_after_ns(now_ns() + (int64_t)SLICE_MS * 1000000);
@@ -443,7 +448,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
     fill_command(c, 1, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
                  args_size);
     atomic_store_explicit(&c->ready, seq + 1, memory_order_release);
-    producer_barrier();
+    hot_barrier();
     if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) {
         pthread_mutex_lock(&q->mu);
         pthread_cond_signal(&q->work_cv);

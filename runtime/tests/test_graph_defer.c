@@ -314,3 +314,66 @@ TEST(defer_error_in_group_names_the_op) {
     CHECK_OK(vt_synchronize(0));
     ht_free(&a), ht_free(&z), ht_free(&t), ht_free(&o);
 }
+
+/* o = (a + a) * a recorded; returns the status of recording it. */
+static vt_status record_chain(host_tensor *a, host_tensor *t, host_tensor *o) {
+    vt_node n;
+    vt_node_init(&n, VT_NODE_BINARY, VT_ADD, "aten::add.Tensor");
+    n.compute = VT_F32;
+    n.alpha = vt_scalar_from_int(1);
+    vt_node_add_out(&n, &t->t);
+    vt_status s = vt_node_add_src(&n, &a->t, NULL);
+    if (s == VT_OK) s = vt_node_add_src(&n, &a->t, NULL);
+    if (s == VT_OK) s = vt_node_submit(0, &n);
+    if (s != VT_OK) return s;
+    vt_node_init(&n, VT_NODE_BINARY, VT_MUL, "aten::mul.Tensor");
+    n.compute = VT_F32;
+    n.alpha = vt_scalar_from_int(1);
+    vt_node_add_out(&n, &o->t);
+    s = vt_node_add_src(&n, &t->t, NULL);
+    if (s == VT_OK) s = vt_node_add_src(&n, &a->t, NULL);
+    return s == VT_OK ? vt_node_submit(0, &n) : s;
+}
+
+/* Host memory running out at a flush (its tables, the group's command, or
+ * a thread's tiles on the worker): the caller of the flush, or the next
+ * synchronisation, gets VT_ERR_OUT_OF_MEMORY (torch.OutOfMemoryError);
+ * what the dropped nodes write raises on a read instead of returning stale
+ * memory; and the same ops recorded again run. */
+TEST(defer_out_of_memory_at_flush) {
+    CHECK_OK(vt_init());
+    const int64_t N = 100000; /* several tiles, on every thread */
+    for (int skip = 0; skip < 3; skip++) {
+        host_tensor a = ht_1d(VT_F32, N), t = ht_1d(VT_F32, N), o = ht_1d(VT_F32, N), h = ht_1d(VT_F32, N);
+        for (int64_t i = 0; i < N; i++) ((float *)a.block)[i] = (float)(i % 7);
+        ht_device(&a), ht_device(&t), ht_device(&o);
+        CHECK_OK(vt_synchronize(0));
+        vt_set_thread_eager_mode(VT_EAGER_DEFER_AND_FUSE);
+        CHECK_OK(record_chain(&a, &t, &o));
+        vt_defer_fail_alloc_for_test(skip);
+        vt_status f = vt_flush(0);
+        vt_status w = vt_synchronize(0);
+        vt_set_thread_eager_mode(-1);
+        vt_defer_fail_alloc_for_test(-1);
+        /* the tables or the command: at the flush; the tiles: at the synchronisation */
+        CHECK_MSG(skip < 2 ? f == VT_ERR_OUT_OF_MEMORY : f == VT_OK && w == VT_ERR_OUT_OF_MEMORY,
+                  "skip %d: flush %s, synchronize %s: %s", skip, vt_status_string(f), vt_status_string(w),
+                  vt_last_error());
+        CHECK_MSG(strstr(vt_last_error(), "out of host memory"), "%s", vt_last_error());
+        /* the output was never written: reading it raises, then clears */
+        CHECK_STATUS(vt_copy_to_host(0, &h.t, &o.t), VT_ERR_OUT_OF_MEMORY);
+        CHECK_OK(vt_synchronize(0));
+        /* recorded again, it runs */
+        vt_set_thread_eager_mode(VT_EAGER_DEFER_AND_FUSE);
+        CHECK_OK(record_chain(&a, &t, &o));
+        vt_set_thread_eager_mode(-1);
+        CHECK_OK(vt_copy_to_host(0, &h.t, &o.t));
+        int bad = 0;
+        for (int64_t i = 0; i < N; i++) {
+            const float x = (float)(i % 7);
+            bad += ((float *)h.block)[i] != (x + x) * x;
+        }
+        CHECK_MSG(bad == 0, "skip %d: %d wrong", skip, bad);
+        ht_free(&a), ht_free(&t), ht_free(&o), ht_free(&h);
+    }
+}

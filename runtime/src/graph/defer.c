@@ -31,6 +31,15 @@ typedef struct pending {
 } pending;
 
 static pending pend[VT_MAX_DEVICES];
+static atomic_int alloc_countdown; /* 0: off; 1: the next allocation fails */
+
+void vt_defer_fail_alloc_for_test(int skip) { atomic_store(&alloc_countdown, skip < 0 ? 0 : skip + 1); }
+
+int vt_defer_alloc_fails(void) {
+    int n = atomic_load_explicit(&alloc_countdown, memory_order_relaxed);
+    while (n > 0 && !atomic_compare_exchange_weak(&alloc_countdown, &n, n - 1)) {}
+    return n == 1;
+}
 static pthread_once_t pend_once = PTHREAD_ONCE_INIT;
 static _Thread_local int flushing; /* this thread is inside a flush */
 
@@ -171,11 +180,12 @@ static vt_status flush_locked(int dev, pending *p) {
     /* Last use of each allocation the record touches. */
     size_t cap = 64;
     while (cap < (size_t)n * VT_REC_MAX_ACC * 2) cap *= 2;
-    last_use *lu = calloc(cap, sizeof *lu);
+    last_use *lu = vt_defer_alloc_fails() ? NULL : calloc(cap, sizeof *lu);
     unsigned char *elide = malloc((size_t)n);
     vt_status s = VT_OK;
     if (!lu || !elide) {
         s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "TPU %d: out of host memory flushing %d recorded ops", dev, n);
+        poison_rest(dev, recs, n, s);
     } else {
         for (int i = 0; i < n; i++)
             for (int k = 0; k < recs[i].nacc; k++) {

@@ -31,6 +31,12 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
  * view (element i of one is element i of the other), so running the group
  * tile by tile computes what running its nodes one after another does. */
 int vt_fuse_fits(const vt_rec *g, int count, const vt_rec *r);
+/* Test hook: of the host allocations flushes make from now on (a flush's
+ * tables, then per group its command, then per thread its tiles), the one
+ * after `skip` others fails as if the host were out of memory (skip < 0:
+ * none). vt_defer_alloc_fails() is asked at each. */
+void vt_defer_fail_alloc_for_test(int skip);
+int vt_defer_alloc_fails(void);
 /* Queue the group g[0..count) on dev as one command. elide[i]: g[i]'s
  * output was freed before the flush and nothing after the group reads it,
  * so it lives in L1 scratch only. Adds to *st what the group writes. */

@@ -80,7 +80,7 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
     /* a tile never spans more than this thread's range */
     const int64_t tile = e - b < g->tile ? e - b : g->tile;
     const size_t slot_bytes = ((size_t)tile * g->slot_es + 63) & ~(size_t)63;
-    unsigned char *mem = aligned_alloc(64, plans + slot_bytes * (size_t)g->nslots);
+    unsigned char *mem = vt_defer_alloc_fails() ? NULL : aligned_alloc(64, plans + slot_bytes * (size_t)g->nslots);
     if (!mem) {
         atomic_store(&g->no_memory, 1);
         return;
@@ -147,7 +147,9 @@ typedef struct scratch_value {
 } scratch_value;
 
 vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned char *elide, vt_fusion_stats *st) {
-    group *g = aligned_alloc(64, (sizeof(group) + sizeof(member) * (size_t)count + 63) & ~(size_t)63);
+    group *g = vt_defer_alloc_fails()
+                   ? NULL
+                   : aligned_alloc(64, (sizeof(group) + sizeof(member) * (size_t)count + 63) & ~(size_t)63);
     vt_prepared p;
     memset(&p, 0, sizeof p);
     p.acc = p.inline_acc;
@@ -171,6 +173,7 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     atomic_init(&g->no_memory, 0);
     scratch_value live[VT_FUSE_MAX_NODES];
     int nlive = 0;
+    const vt_access *written[VT_FUSE_MAX_NODES]; /* outputs of the members so far */
     vt_status s = VT_OK;
     for (int i = 0; i < count && s == VT_OK; i++) {
         member *m = &g->m[i];
@@ -201,7 +204,17 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
             st->bytes_written += bytes;
             g->bytes += bytes;
         }
-        for (int k = 1; k < r[i].nacc; k++) p.acc[p.n++] = r[i].acc[k];
+        /* A read of what an earlier member wrote reads the group's own
+         * result, not the memory as it was before the group: it is not an
+         * input of the command (a fault left there by an earlier op must
+         * not stop the group that overwrites it, as it would not in Strict). */
+        for (int k = 1; k < r[i].nacc; k++) {
+            const vt_access *in = &r[i].acc[k];
+            int own = 0;
+            for (int j = 0; j < i && !own; j++) own = written[j]->block == in->block && written[j]->gen == in->gen;
+            if (!own) p.acc[p.n++] = *in;
+        }
+        written[i] = o;
         /* host scalars live in this copy of the node */
         for (int k = 0; k < m->n.nsrc; k++)
             if (m->n.host >> k & 1) m->n.src[k].data = m->n.store[k];
