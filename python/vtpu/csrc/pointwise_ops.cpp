@@ -3,6 +3,7 @@
 // output, describes the tensors and enqueues one C call. Complex add / sub /
 // mul are composed of real ops (complex_ops.cpp); other dtypes or ranks the
 // kernels do not take go to the CPU fallback.
+#include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
@@ -65,14 +66,18 @@ bool supported(c10::ScalarType st) {
 
 // Output laid out like the first operand of the output's shape, as
 // TensorIterator does for dense inputs; contiguous otherwise.
+// Allocated here, not through the dispatcher (as CPU kernels allocate
+// theirs): an output costs one allocator call, on dev.
 at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
                       std::initializer_list<const at::Tensor*> like) {
-  auto opts = at::TensorOptions().dtype(dtype).device(kTpu, static_cast<c10::DeviceIndex>(dev));
+  c10::OptionalDeviceGuard guard;
+  if (current_device() != dev) guard.reset_device(c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev)));
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
   for (const at::Tensor* t : like) {
     if (is_tpu(*t) && t->sizes() == shape && t->is_non_overlapping_and_dense())
-      return at::empty_strided(shape, t->strides(), opts);
+      return at::detail::empty_strided_generic(shape, t->strides(), device_allocator(), keys, dtype);
   }
-  return at::empty(shape, opts);
+  return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
 }
 
 void check_cast(c10::ScalarType result, const at::Tensor& out) {

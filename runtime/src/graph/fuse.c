@@ -80,11 +80,26 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
     /* a tile never spans more than this thread's range */
     const int64_t tile = e - b < g->tile ? e - b : g->tile;
     const size_t slot_bytes = ((size_t)tile * g->slot_es + 63) & ~(size_t)63;
-    unsigned char *mem = vt_defer_alloc_fails() ? NULL : aligned_alloc(64, plans + slot_bytes * (size_t)g->nslots);
-    if (!mem) {
+    /* Each thread keeps its tile memory from group to group: a fresh
+     * allocation of this size would be fresh pages, faulted in per run. */
+    static _Thread_local unsigned char *kept;
+    static _Thread_local size_t kept_bytes;
+    const size_t need = plans + slot_bytes * (size_t)g->nslots;
+    if (vt_defer_alloc_fails()) {
         atomic_store(&g->no_memory, 1);
         return;
     }
+    if (need > kept_bytes) {
+        unsigned char *grown = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        if (!grown) {
+            atomic_store(&g->no_memory, 1);
+            return;
+        }
+        free(kept);
+        kept = grown;
+        kept_bytes = need;
+    }
+    unsigned char *mem = kept;
     vt_ew_plan *lp = (vt_ew_plan *)(void *)mem;
     unsigned char *slots = mem + plans;
     for (int i = 0; i < g->count; i++) lp[i] = g->m[i].plan;
@@ -108,7 +123,6 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
         while (i < cur && !atomic_compare_exchange_weak(&g->failed_at, &cur, i)) {}
         break;
     }
-    free(mem);
 }
 
 /* For a trace: "fused: aten::mul + aten::add + ...", the shape, the bytes. */
@@ -173,6 +187,9 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     atomic_init(&g->no_memory, 0);
     scratch_value live[VT_FUSE_MAX_NODES];
     int nlive = 0;
+    /* Scratch slots are reused: a slot is free once the last member that
+     * reads its value has run (free_after[s] < i). */
+    int free_after[VT_FUSE_MAX_NODES];
     const vt_access *written[VT_FUSE_MAX_NODES]; /* outputs of the members so far */
     vt_status s = VT_OK;
     for (int i = 0; i < count && s == VT_OK; i++) {
@@ -195,8 +212,16 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
         const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(m->n.out[0].dtype);
         if (elide[i] && vt_dtype_size(m->n.out[0].dtype) <= MAX_ES) {
             if (vt_dtype_size(m->n.out[0].dtype) > g->slot_es) g->slot_es = vt_dtype_size(m->n.out[0].dtype);
-            live[nlive++] = (scratch_value){o->block, o->gen, m->n.out[0], g->nslots};
-            m->slot[0] = (int8_t)g->nslots++;
+            int last = i; /* the last member reading this value (a later value of the allocation counts too) */
+            for (int j = i + 1; j < count; j++)
+                for (int k = 1; k < r[j].nacc; k++)
+                    if (r[j].acc[k].block == o->block && r[j].acc[k].gen == o->gen) last = j;
+            int slot = 0;
+            while (slot < g->nslots && free_after[slot] >= i) slot++;
+            if (slot == g->nslots) g->nslots++;
+            free_after[slot] = last;
+            live[nlive++] = (scratch_value){o->block, o->gen, m->n.out[0], slot};
+            m->slot[0] = (int8_t)slot;
             m->n.out[0] = scratch_view(&m->n.out[0]);
             st->bytes_elided += bytes;
         } else {
