@@ -56,13 +56,18 @@ int vt_fuse_fits(const vt_rec *g, int count, const vt_rec *r) {
 
 /* ------------------------------------------------------------ the group command */
 
+/* What runs of a node: its plan (built from the node with its scratch
+ * operands rewritten to contiguous views), the host scalars the plan reads,
+ * and the user's op name. */
 typedef struct member {
-    vt_node n; /* the node, its scratch operands rewritten to contiguous views */
     vt_ew_plan plan;
+    const char *name;
+    alignas(16) unsigned char store[VT_NODE_MAX_SRC][16];
     int8_t slot[VT_ITER_MAX_OPS]; /* per plan operand (out, then src[k]): scratch slot, or -1 */
 } member;
 
 typedef struct group {
+    vt_tensor shape; /* the output shape, for a trace */
     int count, nslots;
     int64_t numel, tile;
     size_t slot_es; /* largest element of a scratch output */
@@ -130,8 +135,8 @@ static void describe(const group *g) {
     char name[160], shape[48];
     size_t at = (size_t)snprintf(name, sizeof name, "%s", g->count > 1 ? "fused: " : "");
     for (int i = 0; i < g->count && at < sizeof name; i++)
-        at += (size_t)snprintf(name + at, sizeof name - at, i ? " + %s" : "%s", g->m[i].n.name);
-    vt_shape_string(&g->m[0].n.out[0], shape, sizeof shape);
+        at += (size_t)snprintf(name + at, sizeof name - at, i ? " + %s" : "%s", g->m[i].name);
+    vt_shape_string(&g->shape, shape, sizeof shape);
     vt_command_describe(name, shape, g->count, g->bytes);
 }
 
@@ -142,7 +147,7 @@ static vt_status group_kernel(void *args) {
     if (atomic_load(&g->no_memory)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "out of host memory for fused tiles");
     const int f = atomic_load(&g->failed_at);
     if (f < g->count) {
-        vt_command_failed_op(g->m[f].n.name);
+        vt_command_failed_op(g->m[f].name);
         return vt_set_error(VT_ERR_KERNEL, "ZeroDivisionError");
     }
     return VT_OK;
@@ -177,6 +182,7 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
         return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queuing recorded ops", r[0].n.name);
     }
     g->count = count;
+    vt_tensor_copy(&g->shape, &r[0].n.out[0]);
     g->nslots = 0;
     g->numel = vt_tensor_numel(&r[0].n.out[0]);
     g->bytes = 0;
@@ -194,24 +200,26 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     vt_status s = VT_OK;
     for (int i = 0; i < count && s == VT_OK; i++) {
         member *m = &g->m[i];
-        memcpy(&m->n, &r[i].n, vt_node_size(&r[i].n));
+        vt_node n; /* this member's copy of the node, to plan from */
+        memcpy(&n, &r[i].n, vt_node_size(&r[i].n));
+        m->name = n.name;
         memset(m->slot, -1, sizeof m->slot);
         /* inputs an earlier node of the group left in scratch */
-        for (int k = 0; k < m->n.nsrc; k++) {
+        for (int k = 0; k < n.nsrc; k++) {
             const int a = r[i].acc_of_src[k];
             if (a < 0) continue;
             for (int v = nlive - 1; v >= 0; v--)
                 if (live[v].block == r[i].acc[a].block && live[v].gen == r[i].acc[a].gen &&
-                    same_view(&live[v].view, &m->n.src[k])) {
+                    same_view(&live[v].view, &n.src[k])) {
                     m->slot[k + 1] = (int8_t)live[v].slot;
-                    m->n.src[k] = scratch_view(&m->n.src[k]);
+                    n.src[k] = scratch_view(&n.src[k]);
                     break;
                 }
         }
         const vt_access *o = &r[i].acc[0];
-        const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(m->n.out[0].dtype);
-        if (elide[i] && vt_dtype_size(m->n.out[0].dtype) <= MAX_ES) {
-            if (vt_dtype_size(m->n.out[0].dtype) > g->slot_es) g->slot_es = vt_dtype_size(m->n.out[0].dtype);
+        const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(n.out[0].dtype);
+        if (elide[i] && vt_dtype_size(n.out[0].dtype) <= MAX_ES) {
+            if (vt_dtype_size(n.out[0].dtype) > g->slot_es) g->slot_es = vt_dtype_size(n.out[0].dtype);
             int last = i; /* the last member reading this value (a later value of the allocation counts too) */
             for (int j = i + 1; j < count; j++)
                 for (int k = 1; k < r[j].nacc; k++)
@@ -220,9 +228,9 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
             while (slot < g->nslots && free_after[slot] >= i) slot++;
             if (slot == g->nslots) g->nslots++;
             free_after[slot] = last;
-            live[nlive++] = (scratch_value){o->block, o->gen, m->n.out[0], slot};
+            live[nlive++] = (scratch_value){o->block, o->gen, n.out[0], slot};
             m->slot[0] = (int8_t)slot;
-            m->n.out[0] = scratch_view(&m->n.out[0]);
+            n.out[0] = scratch_view(&n.out[0]);
             st->bytes_elided += bytes;
         } else {
             p.acc[p.n++] = *o;
@@ -240,11 +248,12 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
             if (!own) p.acc[p.n++] = *in;
         }
         written[i] = o;
-        /* host scalars live in this copy of the node */
-        for (int k = 0; k < m->n.nsrc; k++)
-            if (m->n.host >> k & 1) m->n.src[k].data = m->n.store[k];
-        s = vt_node_kinds[m->n.kind].plan(&m->n, &m->plan);
-        if (s != VT_OK) s = vt_error_prefix(s, m->n.name);
+        /* host scalars live in the member: the plan reads them there */
+        memcpy(m->store, n.store, sizeof m->store);
+        for (int k = 0; k < n.nsrc; k++)
+            if (n.host >> k & 1) n.src[k].data = m->store[k];
+        s = vt_node_kinds[n.kind].plan(&n, &m->plan);
+        if (s != VT_OK) s = vt_error_prefix(s, n.name);
     }
     if (s != VT_OK) {
         free(g);
@@ -254,5 +263,8 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     st->groups++;
     if (count > 1) st->fused_nodes += (uint64_t)count;
     p.payload = g;
-    return vt_enqueue_prepared(dev, r[0].n.name, group_kernel, &g, sizeof g, &p, VT_ENQ_ASYNC);
+    /* a few microseconds of work may run on this thread when the queue is idle */
+    const int small = g->numel * count <= 4 * VT_ELEMENTWISE_GRAIN;
+    return vt_enqueue_prepared(dev, r[0].n.name, group_kernel, &g, sizeof g, &p,
+                               VT_ENQ_ASYNC | (small ? VT_ENQ_INLINE_OK : 0));
 }
