@@ -119,12 +119,15 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
     for (int k = 0; k < n->nsrc; k++) r->acc_of_src[k] = (int8_t)(n->host >> k & 1 || !vt_node_has_src(n, k) ? -1 : a++);
     /* loop detection: extend each period's run of repeats */
     const int i = p->n;
-    p->sig[i] = signature(n);
+    const uint64_t sg = p->sig[i] = signature(n);
     int loop = 0;
-    for (int per = LOOP_MIN; per <= LOOP_MAX; per++) {
-        p->run[per] = i >= per && p->sig[i - per] == p->sig[i] ? p->run[per] + 1 : 0;
-        loop |= p->run[per] >= per;
+    const int top = i < LOOP_MAX ? i : LOOP_MAX; /* periods longer than the record do not match */
+    for (int per = LOOP_MIN; per <= top; per++) { /* branch-free: this runs per recorded op */
+        const int r = (p->sig[i - per] == sg) * (p->run[per] + 1);
+        p->run[per] = r;
+        loop |= r >= per;
     }
+    for (int per = top + 1 > LOOP_MIN ? top + 1 : LOOP_MIN; per <= LOOP_MAX; per++) p->run[per] = 0;
     p->n++;
     p->bytes += (uint64_t)vt_tensor_numel(&n->out[0]) * vt_dtype_size(n->out[0].dtype);
     atomic_store_explicit(&p->count, p->n, memory_order_relaxed);
@@ -195,9 +198,12 @@ static vt_status flush_locked(int dev, pending *p) {
                 e->at = i;
             }
         vt_fusion_stats st = {0};
+        vt_fuse_uses uses;
         for (int i = 0; i < n && s == VT_OK;) {
             int end = i + 1;
-            while (end < n && end - i < VT_FUSE_MAX_NODES && vt_fuse_fits(&recs[i], end - i, &recs[end])) end++;
+            vt_fuse_begin(&uses, &recs[i]);
+            for (; end < n && end - i < VT_FUSE_MAX_NODES && vt_fuse_fits(&uses, &recs[i], &recs[end]); end++)
+                vt_fuse_add(&uses, &recs[end]);
             /* dead: freed before the flush, and not read after the group */
             for (int j = i; j < end; j++) {
                 const vt_access *o = &recs[j].acc[0];

@@ -26,11 +26,28 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
 
 /* ---- fuse.c */
 #define VT_FUSE_MAX_NODES 32
-/* Whether r can join the group g[0..count): the same output shape, and
- * every pair of uses of one block, one of them a write, through the same
- * view (element i of one is element i of the other), so running the group
- * tile by tile computes what running its nodes one after another does. */
-int vt_fuse_fits(const vt_rec *g, int count, const vt_rec *r);
+/* What a group being built does with each buffer (HBM block) it touches:
+ * one view it was used through, whether all its uses went through that
+ * view, and whether one of them writes. */
+typedef struct vt_fuse_use {
+    const void *block;
+    const vt_tensor *view;
+    int write, mixed;
+} vt_fuse_use;
+typedef struct vt_fuse_uses {
+    int n;
+    vt_fuse_use u[VT_FUSE_MAX_NODES * VT_REC_MAX_ACC];
+} vt_fuse_uses;
+/* Start a group with its first node g. */
+void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g);
+/* Whether r can join the group that starts with g and has the uses t: the
+ * same output shape, and every pair of uses of one block, one of them a
+ * write, through the same view (element i of one is element i of the
+ * other), so running the group tile by tile computes what running its
+ * nodes one after another does. */
+int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r);
+/* r joins the group. */
+void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r);
 /* Test hook: of the host allocations flushes make from now on (a flush's
  * tables, then per group its command, then per thread its tiles), the one
  * after `skip` others fails as if the host were out of memory (skip < 0:

@@ -37,20 +37,45 @@ static const vt_tensor *view_of(const vt_rec *r, int k) {
     return NULL;
 }
 
-int vt_fuse_fits(const vt_rec *g, int count, const vt_rec *r) {
-    const vt_tensor *o = &r->n.out[0], *go = &g[0].n.out[0];
+static int use_of(const vt_fuse_uses *t, const void *block) {
+    for (int i = t->n - 1; i >= 0; i--) /* newest first: a chain reads what it just wrote */
+        if (t->u[i].block == block) return i;
+    return -1;
+}
+
+void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r) {
+    for (int k = 0; k < r->nacc; k++) {
+        const vt_access *a = &r->acc[k];
+        const vt_tensor *v = view_of(r, k);
+        const int i = use_of(t, a->block);
+        if (i < 0) {
+            t->u[t->n++] = (vt_fuse_use){a->block, v, (a->flags & VT_USE_WRITE) != 0, 0};
+            continue;
+        }
+        if (!same_view(t->u[i].view, v)) t->u[i].mixed = 1;
+        if (a->flags & VT_USE_WRITE) t->u[i].write = 1;
+    }
+}
+
+void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g) {
+    t->n = 0;
+    vt_fuse_add(t, g);
+}
+
+int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
+    const vt_tensor *o = &r->n.out[0], *go = &g->n.out[0];
     if (o->ndim != go->ndim) return 0;
     for (int d = 0; d < o->ndim; d++)
         if (o->sizes[d] != go->sizes[d]) return 0;
     for (int k = 0; k < r->nacc; k++) {
         const vt_access *a = &r->acc[k];
-        for (int i = 0; i < count; i++)
-            for (int j = 0; j < g[i].nacc; j++) {
-                const vt_access *b = &g[i].acc[j];
-                if (a->block != b->block || !((a->flags | b->flags) & VT_USE_WRITE)) continue;
-                if (!same_view(view_of(r, k), view_of(&g[i], j))) return 0;
-            }
+        const int i = use_of(t, a->block);
+        if (i < 0 || !(t->u[i].write || (a->flags & VT_USE_WRITE))) continue;
+        /* a write meets another use: every use of the block through one view */
+        if (t->u[i].mixed || !same_view(t->u[i].view, view_of(r, k))) return 0;
     }
+    /* r's own uses of one block, one of them a write (an in-place op), are
+     * the kernels' business, as in Strict */
     return 1;
 }
 
