@@ -264,7 +264,7 @@ void vt_hbm_unpoison(const vt_access *a);
  * blocks go back to the host only after the queue drained. */
 int vt_hbm_access_live(const vt_access *a);
 
-/* ---- kernels: dtype conversion and strided iteration (kernels/copy.c) */
+/* ---- dtype conversion (kernels/copy.c) and strided iteration (core/iter.c) */
 /* Convert n elements between any two dtypes with vt_copy's rules; strides
  * count elements. Same-dtype conversion copies the bits unchanged. */
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,

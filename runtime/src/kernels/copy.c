@@ -1,6 +1,5 @@
-/* copy.c — dtype conversion with PyTorch's casting rules, the strided
- * iterator every elementwise driver walks, and the copy / fill kernels built
- * on them. */
+/* copy.c — dtype conversion with PyTorch's casting rules, and the copy /
+ * fill kernels built on it and the strided iterator (core/iter.c). */
 #include <stdatomic.h>
 
 #include "internal.h"
@@ -188,81 +187,6 @@ void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to,
         copy_same(vt_dtype_size(from), src, src_stride, dst, dst_stride, n);
     else
         cvt_table[from][to](src, src_stride, dst, dst_stride, n);
-}
-
-/* ------------------------------------------------------------ iteration */
-
-void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops) {
-    const vt_tensor *t0 = &ops[0];
-    /* Only dims [0, ndim) and operands [0, nops) are ever read. */
-    it->nops = nops;
-    it->numel = vt_tensor_numel(t0);
-    for (int k = 0; k < nops; k++) {
-        it->elsize[k] = vt_dtype_size(ops[k].dtype);
-        it->base[k] = vt_base(&ops[k]);
-    }
-    /* Keep the non-trivial dims, outermost first, merging a dim into the
-     * one inside it when every operand steps through both as one. */
-    int32_t nd = 0;
-    for (int32_t d = 0; d < t0->ndim; d++) {
-        if (t0->sizes[d] == 1) continue;
-        it->sizes[nd] = t0->sizes[d];
-        for (int k = 0; k < nops; k++) it->strides[k][nd] = ops[k].strides[d];
-        nd++;
-    }
-    int32_t out = 0;
-    for (int32_t d = 0; d < nd; d++) {
-        if (out > 0) {
-            int merge = 1;
-            for (int k = 0; k < nops && merge; k++)
-                merge = it->strides[k][out - 1] == it->strides[k][d] * it->sizes[d];
-            if (merge) {
-                it->sizes[out - 1] *= it->sizes[d];
-                for (int k = 0; k < nops; k++) it->strides[k][out - 1] = it->strides[k][d];
-                continue;
-            }
-        }
-        it->sizes[out] = it->sizes[d];
-        for (int k = 0; k < nops; k++) it->strides[k][out] = it->strides[k][d];
-        out++;
-    }
-    if (out == 0) { /* a single element */
-        it->sizes[0] = 1;
-        for (int k = 0; k < nops; k++) it->strides[k][0] = 1;
-        out = 1;
-    }
-    it->ndim = out;
-}
-
-void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn fn, void *ctx) {
-    int32_t nd = it->ndim, inner = nd - 1;
-    int nops = it->nops;
-    int64_t idx[VT_MAX_DIMS];
-    int64_t off[VT_ITER_MAX_OPS] = {0};
-    int64_t rem = begin;
-    for (int32_t d = inner; d >= 0; d--) {
-        idx[d] = rem % it->sizes[d];
-        rem /= it->sizes[d];
-        for (int k = 0; k < nops; k++) off[k] += idx[d] * it->strides[k][d];
-    }
-    int64_t istr[VT_ITER_MAX_OPS];
-    for (int k = 0; k < nops; k++) istr[k] = it->strides[k][inner];
-    char *ptrs[VT_ITER_MAX_OPS];
-    int64_t pos = begin;
-    while (pos < end) {
-        int64_t run = it->sizes[inner] - idx[inner];
-        if (run > end - pos) run = end - pos;
-        for (int k = 0; k < nops; k++) ptrs[k] = it->base[k] + off[k] * (int64_t)it->elsize[k];
-        fn(ctx, ptrs, istr, run);
-        pos += run;
-        idx[inner] += run;
-        for (int k = 0; k < nops; k++) off[k] += run * istr[k];
-        for (int32_t d = inner; d > 0 && idx[d] == it->sizes[d]; d--) {
-            for (int k = 0; k < nops; k++) off[k] += it->strides[k][d - 1] - it->sizes[d] * it->strides[k][d];
-            idx[d] = 0;
-            idx[d - 1]++;
-        }
-    }
 }
 
 /* ------------------------------------------------------------ copy / fill */
