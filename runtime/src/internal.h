@@ -264,7 +264,7 @@ void vt_hbm_unpoison(const vt_access *a);
  * blocks go back to the host only after the queue drained. */
 int vt_hbm_access_live(const vt_access *a);
 
-/* ---- dtype conversion (kernels/copy.c) and strided iteration (core/iter.c) */
+/* ---- dtype conversion (kernels/copy/copy.c) and strided iteration (core/iter.c) */
 /* Convert n elements between any two dtypes with vt_copy's rules; strides
  * count elements. Same-dtype conversion copies the bits unchanged. */
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,
@@ -292,7 +292,7 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
  * the pool costs more than it gains. */
 #define VT_ELEMENTWISE_GRAIN 32768
 
-/* ---- kernels: elementwise plans (kernels/elementwise.c, kernels/copy.c)
+/* ---- kernels: elementwise plans (kernels/elementwise/elementwise.c, kernels/copy/copy.c)
  * Every elementwise kernel (unary, binary, ternary, where, copy, fill) is
  * built as a plan: the iterator over its operands (out first, then the
  * inputs broadcast to out's shape) and a function that computes logical
@@ -323,7 +323,7 @@ vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value);
  * integer division by zero. */
 vt_status vt_ew_plan_run(vt_ew_plan *p);
 
-/* ---- kernels: elementwise microkernels (kernels/elementwise_ops.c)
+/* ---- kernels: elementwise microkernels (kernels/elementwise/elementwise_ops.c)
  * Operate on the compute class of a dtype: float (F32, BF16, F16), double
  * (F64) or int64 (every integer dtype and bool). Inputs and a non-bool
  * output are of the class type; bool-valued ops write uint8 0/1. An input
@@ -338,7 +338,7 @@ typedef int (*vt_binary_ukernel)(int64_t n, void *out, const void *a, int64_t as
 typedef int (*vt_unary_ukernel)(int64_t n, void *out, const void *a, const void *prm);
 typedef int (*vt_ternary_ukernel)(int64_t n, void *out, const void *a, int64_t as, const void *b, int64_t bs,
                                   const void *c, int64_t cs, const void *prm);
-/* Activations and further math (kernels/elementwise_math.c); NULL where an
+/* Activations and further math (kernels/elementwise/elementwise_math.c); NULL where an
  * op has no kernel in a class or lives in the tables above. */
 extern const vt_unary_ukernel vt_math_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT];
 extern const vt_binary_ukernel vt_math_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
@@ -393,14 +393,14 @@ unsigned vt_convert_force_isa(unsigned mask);
  * the path chosen. vt_elementwise_force_isa(vt_isa_active()) restores. */
 unsigned vt_elementwise_force_isa(unsigned mask);
 
-/* ---- kernels: scalar references (kernels/elementwise_ref.c)
+/* ---- kernels: scalar references (kernels/elementwise/elementwise_ref.c)
  * Half-precision rounding written from the definition (scale, round to
  * nearest even, re-encode), independent of the bit tricks in tensor.c. */
 uint16_t vt_ref_f32_to_f16(float f);
 uint16_t vt_ref_f32_to_bf16(float f);
 float vt_ref_f16_to_f32(uint16_t h);
 
-/* ---- kernels: random numbers (kernels/rng.c) */
+/* ---- kernels: random numbers (kernels/rng/rng.c) */
 /* Philox counter values one vt_rng_uniform / vt_rng_normal call on n
  * elements of dtype consumes; the generator offset advances by this. */
 /* One Philox4x32-10 block: the four words for (counter, key). */
@@ -581,7 +581,7 @@ vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_ten
 void vt_mxu_gemm_f64(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
                      double beta);
 
-/* ---- kernels: reductions and scans (kernels/reduce*.c, kernels/scan.c) */
+/* ---- kernels: reductions and scans (kernels/reduce*.c, kernels/reduce/scan.c) */
 /* Wrap a possibly negative dim into [0, ndim) as PyTorch does (a 0-dim
  * tensor accepts 0 and -1); VT_ERR_INDEX "Dimension out of range ..." else. */
 vt_status vt_wrap_dim(int64_t dim, int32_t ndim, int *out);
@@ -606,7 +606,7 @@ void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
 unsigned vt_reduce_force_isa(unsigned mask);
 const char *vt_scan_op_name(vt_scan_op op);
 /* Scalar references: plain fp64 / int64 loops in logical order, one output
- * at a time (kernels/reduce_ref.c). Same contracts as the kernels. */
+ * at a time (kernels/reduce/reduce_ref.c). Same contracts as the kernels. */
 vt_status vt_ref_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
                         vt_dtype compute, double param);
 vt_status vt_ref_reduce_arg(int is_max, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,

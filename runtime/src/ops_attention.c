@@ -3,7 +3,7 @@
  * copied into a command (compact: every operand has at most 4 dims, and
  * the backward's eleven full descriptors would not fit VT_MAX_ARGS). */
 #include "internal.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 typedef struct attn_desc {
     void *data;

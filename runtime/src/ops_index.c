@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 
 static vt_status pre(int dev, const char *name) {
     (void)name;

@@ -4,7 +4,7 @@
  * tensors, more than VT_MAX_ARGS holds as full descriptors) into one
  * command whose trampoline unpacks them and runs the synchronous kernel. */
 #include "internal.h"
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 enum { K_LN, K_LN_BWD, K_RMS, K_RMS_BWD, K_GN, K_GN_BWD, K_BN, K_BN_BWD };
 #define MAX_T 10

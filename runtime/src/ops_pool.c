@@ -1,7 +1,7 @@
 /* ops_pool.c — queued pooling and upsampling: the kernels' argument checks
  * run on the calling thread (a bad shape fails at the op), then the
  * descriptors are copied into a command run on the device queue. */
-#include "kernels/pool.h"
+#include "kernels/pool/pool.h"
 
 typedef enum pool_op {
     OP_MAX = 0, OP_MAX_BWD, OP_AVG, OP_AVG_BWD, OP_AAVG, OP_AAVG_BWD, OP_AMAX, OP_UP, OP_UP_BWD

@@ -1,5 +1,5 @@
-/* ops_rng.c — queued forms of the distribution kernels in kernels/rng_dist.c
- * and exponential, as VT_NODE_RNG nodes (kernels/rng.def): descriptors
+/* ops_rng.c — queued forms of the distribution kernels in kernels/rng/rng_dist.c
+ * and exponential, as VT_NODE_RNG nodes (kernels/rng/rng.def): descriptors
  * checked when the node is built, the kernel run on the device queue with
  * the (seed, offset) the caller's generator reserved. */
 #include "graph/node.h"

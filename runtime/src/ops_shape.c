@@ -4,7 +4,7 @@
  * one command holds is split: each command writes its own slice of out. */
 #include <stdlib.h>
 
-#include "kernels/shape.h"
+#include "kernels/shape/shape.h"
 
 static vt_status prefixed(vt_status s, const char *name) { return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name); }
 

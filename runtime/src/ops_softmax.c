@@ -6,7 +6,7 @@
  * the next synchronisation. */
 #include "graph/node.h"
 #include "internal.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 
 static vt_status fail(vt_status s, const char *name) {

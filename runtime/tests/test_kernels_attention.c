@@ -3,7 +3,7 @@
  * head dims (block remainders), Dv != D, grouped-query heads, causal, bool
  * and float masks (broadcast), fully masked rows, transposed layouts, empty
  * extents, both row-kernel paths, thread-count independence and errors. */
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "test_kernels_util.h"
 
 typedef struct sdpa_case {

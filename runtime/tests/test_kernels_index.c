@@ -2,7 +2,7 @@
  * references: every dtype, awkward sizes, transposed and strided views,
  * int32 and int64 indices, duplicates, empty tensors, out-of-range errors
  * (and that nothing outside the destination changed), and the queued ops. */
-#include "kernels/index.h"
+#include "kernels/index/index.h"
 #include "test_kernels_util.h"
 
 static const vt_dtype all_dtypes[] = {VT_F32, VT_BF16, VT_F16, VT_F64, VT_I8, VT_U8, VT_I16, VT_I32, VT_I64, VT_BOOL};

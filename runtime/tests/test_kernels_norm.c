@@ -5,7 +5,7 @@
  * updates, the queued ops and their errors. */
 #include "test_kernels_util.h"
 
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 static const vt_dtype fdt[] = {VT_F32, VT_BF16, VT_F16, VT_F64};
 

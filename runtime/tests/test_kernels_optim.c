@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 #include "test.h"
 #include "test_kernels_util.h"
 

@@ -3,7 +3,7 @@
  * awkward sizes, every float dtype, half_to_float, in place, specials,
  * empty extents, both ISA paths; nll with weights, ignore_index, spatial
  * dims and bad targets; the pointwise losses; the queued ops' errors. */
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 #include "test_kernels_util.h"
 
 static double tol_of(vt_dtype dt) {

@@ -1,7 +1,7 @@
 /* fuse.c — fusion groups of DeferAndFuse. A group is a run of recorded
  * elementwise nodes with one output shape; it is queued as one command that
  * walks the output's elements in tiles small enough for L1/L2 and runs every
- * node's plan (kernels/elementwise.c) on each tile before the next, so a
+ * node's plan (kernels/elementwise/elementwise.c) on each tile before the next, so a
  * value one node writes is still in cache when the next reads it. An output
  * whose buffer is dead (freed before the flush, read by nothing after the
  * group) goes to a scratch tile instead of memory: the group never writes

@@ -4,7 +4,7 @@
  * output, a valid op and compute dtype. */
 #include "graph/defer.h"
 #include "graph/node.h"
-#include "kernels/softmax.h"
+#include "kernels/softmax/softmax.h"
 
 /* ------------------------------------------------------------ checks */
 
@@ -108,7 +108,7 @@ static vt_status scan_check(const vt_node *n) {
 
 /* ------------------------------------------------------------ kernels */
 
-/* The elementwise kinds are plans (kernels/elementwise.c): run builds the
+/* The elementwise kinds are plans (kernels/elementwise/elementwise.c): run builds the
  * plan and runs it whole. */
 static vt_status unary_plan(const vt_node *n, vt_ew_plan *p) {
     return vt_unary_plan(p, (vt_unary_op)n->op, &n->out[0], &n->src[0], n->compute, n->params);
@@ -206,7 +206,7 @@ static vt_status softmax_backward_ref(const vt_node *n) {
 
 static const char *const rng_names[VT_RNG_OP_COUNT] = {
 #define VT_RNG_OP(e, name) #name,
-#include "kernels/rng.def"
+#include "kernels/rng/rng.def"
 #undef VT_RNG_OP
 };
 

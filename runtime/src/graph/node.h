@@ -36,13 +36,13 @@ typedef enum vt_node_kind {
     VT_NODE_SCAN,      /* op: vt_scan_op; iparams[0]: dim */
     VT_NODE_SOFTMAX,   /* op: 1 log_softmax, 0 softmax; iparams[0]: dim */
     VT_NODE_SOFTMAX_BACKWARD, /* op as forward; out: grad_in; src: grad_out, y; iparams[0]: dim */
-    VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng.def); iparams[0..1]: seed, offset */
+    VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng/rng.def); iparams[0..1]: seed, offset */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
 typedef enum vt_rng_op {
 #define VT_RNG_OP(e, name) VT_RNG_##e,
-#include "kernels/rng.def"
+#include "kernels/rng/rng.def"
 #undef VT_RNG_OP
     VT_RNG_OP_COUNT
 } vt_rng_op;

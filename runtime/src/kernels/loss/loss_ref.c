@@ -2,7 +2,7 @@
  * logical order, math and sums in double, each result rounded once. */
 #include <stdlib.h>
 
-#include "softmax.h"
+#include "kernels/softmax/softmax.h"
 
 /* ------------------------------------------------------------ nll */
 

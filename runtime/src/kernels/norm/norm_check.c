@@ -2,7 +2,7 @@
  * the kernels, the references and the queued ops (so a bad shape fails at
  * the op). The binding raises PyTorch's own messages before these run;
  * these guard the C API. */
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 static int same_shape(const vt_tensor *a, const vt_tensor *b) {
     if (a->ndim != b->ndim) return 0;

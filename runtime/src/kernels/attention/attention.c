@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "attention.h"
-#include "mxu/mxu_local.h"
+#include "kernels/mxu/mxu_local.h"
 
 #define BQ VT_ATTN_BQ
 #define BK VT_ATTN_BK

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "softmax.h"
+#include "kernels/softmax/softmax.h"
 
 #define NLL_BLOCK 4096 /* samples per partial sum */
 

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 #define NORM_CH 1024 /* elements per chunk: one partial sum, one staging buffer */
 #define NORM_GRAIN 32768
@@ -50,7 +50,7 @@ static const vt_norm_f32_kernels *f32_kernels(void) {
 #define SFX f32
 #define TDT VT_F32
 #define KT vt_norm_f32_kernels
-#include "kernels/norm_driver.h"
+#include "kernels/norm/norm_driver.h"
 #undef T
 #undef SFX
 #undef TDT
@@ -59,7 +59,7 @@ static const vt_norm_f32_kernels *f32_kernels(void) {
 #define SFX f64
 #define TDT VT_F64
 #define KT vt_norm_f64_kernels
-#include "kernels/norm_driver.h"
+#include "kernels/norm/norm_driver.h"
 #undef T
 #undef SFX
 #undef TDT

@@ -7,7 +7,7 @@
  * they keep their exact bits. Lines run in parallel. */
 #include <stdlib.h>
 
-#include "shape.h"
+#include "kernels/shape/shape.h"
 
 /* ------------------------------------------------------------ keys */
 

@@ -1,4 +1,4 @@
-/* kernels/index.h — private to the indexing kernels: the first-bad-index
+/* kernels/index/index.h — private to the indexing kernels: the first-bad-index
  * record shared by parallel workers, the argument checks the queued ops
  * reuse, and the "dim walk" engine every gather/scatter-like op runs on. */
 #ifndef VTPU_KERNELS_INDEX_H

@@ -1,4 +1,4 @@
-/* kernels/norm.h — private to the normalisation family: the contiguous
+/* kernels/norm/norm.h — private to the normalisation family: the contiguous
  * microkernels every layer is built from (per ISA for f32, portable for
  * f64), the argument checks shared by kernels, references and queued ops,
  * and the ISA test aid. */

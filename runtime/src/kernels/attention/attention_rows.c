@@ -3,7 +3,7 @@
  * packers that write f32 tiles into the MXU engine's bf16 layout (one K
  * segment per bf16 part of the precision, as kernels/mxu/ packs them). */
 #include "attention.h"
-#include "mxu/mxu_local.h"
+#include "kernels/mxu/mxu_local.h"
 
 static float scores_portable(float *s, int64_t n, int64_t nvalid, float scale, const float *bias) {
     float m = -INFINITY;

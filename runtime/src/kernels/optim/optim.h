@@ -1,4 +1,4 @@
-/* kernels/optim.h — private to the multi-tensor (_foreach_*) and fused
+/* kernels/optim/optim.h — private to the multi-tensor (_foreach_*) and fused
  * optimizer kernels: the element formulas (written once, instantiated by the
  * portable file and by the AVX-512 file, so every path rounds alike) and the
  * per-ISA table of contiguous block kernels. */

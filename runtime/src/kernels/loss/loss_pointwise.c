@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "softmax.h"
+#include "kernels/softmax/softmax.h"
 
 #define PW_BLOCK 16384 /* elements per partial sum */
 #define PW_RUN 512     /* elements staged at a time */

@@ -3,7 +3,7 @@
  * multiply-adds, so they give the portable kernels' results bit for bit. */
 #include <immintrin.h>
 
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 

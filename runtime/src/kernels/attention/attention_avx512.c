@@ -4,7 +4,7 @@
  * split with the bit operations of kernels/mxu/, lane for lane the same
  * values as vt_mxu_split). */
 #include "attention.h"
-#include "mxu/mxu_local.h"
+#include "kernels/mxu/mxu_local.h"
 
 static inline __m512 exp16(__m512 x) {
     __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(89.0f));

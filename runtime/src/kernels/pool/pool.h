@@ -1,4 +1,4 @@
-/* kernels/pool.h — private to the pooling / upsampling family: the argument
+/* kernels/pool/pool.h — private to the pooling / upsampling family: the argument
  * checks the queued ops run at the call, and the geometry the kernels and the
  * scalar reference share (window bounds, PyTorch's source-index formulas). */
 #ifndef VTPU_KERNELS_POOL_H

@@ -4,7 +4,7 @@
  * (computed in double, rounded to the op-math type). */
 #include <stdlib.h>
 
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 
 #define STAGE 512
 #define FUSED_GRAIN 16384

@@ -3,7 +3,7 @@
  * per-ISA table. */
 #include <stdatomic.h>
 
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 
 static void fe_f32(const optim_fe_f32 *p, int64_t n, float *out, const float *a, const float *b, const float *c) {
     OPTIM_FE_BODY(float, fmaf, sqrtf, expf, powf)

@@ -1,7 +1,7 @@
 /* norm_ukernels.c — portable microkernels of the normalisation family, for
  * float and double: 16 lanes for every sum (folded pairwise, as the AVX-512
  * versions do), plain loops for the elementwise passes. */
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 #define LANES 16
 

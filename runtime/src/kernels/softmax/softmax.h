@@ -1,4 +1,4 @@
-/* kernels/softmax.h — private to the softmax and loss kernels: the f32 line
+/* kernels/softmax/softmax.h — private to the softmax and loss kernels: the f32 line
  * microkernels that have per-ISA versions, their dispatch table, and the
  * argument checks the queued ops share with the kernels. */
 #ifndef VTPU_KERNELS_SOFTMAX_H

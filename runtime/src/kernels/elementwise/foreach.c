@@ -5,7 +5,7 @@
  * strides are staged through small float/double buffers. */
 #include <stdlib.h>
 
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 
 #define STAGE 512                /* elements staged per block: L1-sized buffers */
 #define FE_GRAIN 32768           /* elements per parallel task */

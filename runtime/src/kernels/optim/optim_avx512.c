@@ -1,12 +1,12 @@
 /* optim_avx512.c — the foreach and fused optimizer block kernels built for
- * AVX-512. The same element formulas as the portable file (kernels/optim.h):
+ * AVX-512. The same element formulas as the portable file (kernels/optim/optim.h):
  * IEEE add/mul/div/sqrt and explicit fma per lane, no contraction, so every
  * path gives the same bits; only the loops are vectorised (O3 here, and
  * intrinsics for the common Adam loop). */
 #pragma GCC optimize("O3", "no-math-errno", "no-trapping-math")
 #include <immintrin.h>
 
-#include "kernels/optim.h"
+#include "kernels/optim/optim.h"
 
 static void fe_f32(const optim_fe_f32 *p, int64_t n, float *out, const float *a, const float *b,
                    const float *c) {

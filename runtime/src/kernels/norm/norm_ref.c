@@ -3,7 +3,7 @@
  * SIMD, no threads, no shared code with the kernels beyond the checks. */
 #include <stdlib.h>
 
-#include "kernels/norm.h"
+#include "kernels/norm/norm.h"
 
 /* Element i (row-major logical order) of t, as double. */
 static double get(const vt_tensor *t, int64_t i) {
