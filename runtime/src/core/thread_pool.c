@@ -1,4 +1,4 @@
-/* pool.c — the persistent CPU thread pool behind vt_parallel_for. Workers
+/* thread_pool.c — the persistent CPU thread pool behind vt_parallel_for. Workers
  * spin briefly and then sleep, so back-to-back kernels from a device queue
  * dispatch in well under a microsecond while an idle runtime costs no CPU. */
 #include <errno.h>
