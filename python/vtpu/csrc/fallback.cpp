@@ -44,7 +44,6 @@ struct Alias {
 };
 
 bool is_sparse_layout(const at::Tensor& t) { return t.defined() && t.layout() != c10::kStrided; }
-bool is_compressed(const at::Tensor& t) { return t.layout() != c10::kStrided && t.layout() != c10::kSparse; }
 
 // The dense tensors a sparse tensor is made of: COO (indices, values),
 // compressed layouts (compressed indices, plain indices, values).
