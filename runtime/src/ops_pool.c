@@ -1,141 +1,103 @@
-/* ops_pool.c — queued pooling and upsampling: the kernels' argument checks
- * run on the calling thread (a bad shape fails at the op), then the
- * descriptors are copied into a command run on the device queue. */
-#include "kernels/pool/pool.h"
+/* ops_pool.c — queued pooling and upsampling as nodes (graph/node.h, the
+ * kind's row checks them at the op: a bad shape fails there). */
+#include "graph/node.h"
 
-typedef enum pool_op {
-    OP_MAX = 0, OP_MAX_BWD, OP_AVG, OP_AVG_BWD, OP_AAVG, OP_AAVG_BWD, OP_AMAX, OP_UP, OP_UP_BWD
-} pool_op;
-
-typedef struct pool_cmd {
-    pool_op op;
-    vt_tensor a, b, idx; /* a: output (grad_in for backward); b: input (grad_out) */
-    int has_idx;
-    vt_pool2d_params p;
-    vt_upsample_mode mode;
-    int align_corners;
-    double sh, sw;
-} pool_cmd;
-
-static vt_status pool_kernel(void *v) {
-    const pool_cmd *c = v;
-    const vt_tensor *idx = c->has_idx ? &c->idx : NULL;
-    switch (c->op) {
-    case OP_MAX: return vt_max_pool2d(&c->a, idx, &c->b, &c->p);
-    case OP_MAX_BWD: return vt_max_pool2d_backward(&c->a, &c->b, idx);
-    case OP_AVG: return vt_avg_pool2d(&c->a, &c->b, &c->p);
-    case OP_AVG_BWD: return vt_avg_pool2d_backward(&c->a, &c->b, &c->p);
-    case OP_AAVG: return vt_adaptive_avg_pool2d(&c->a, &c->b);
-    case OP_AAVG_BWD: return vt_adaptive_avg_pool2d_backward(&c->a, &c->b);
-    case OP_AMAX: return vt_adaptive_max_pool2d(&c->a, idx, &c->b);
-    case OP_UP: return vt_upsample2d(c->mode, &c->a, &c->b, c->align_corners, c->sh, c->sw);
-    case OP_UP_BWD: return vt_upsample2d_backward(c->mode, &c->a, &c->b, c->align_corners, c->sh, c->sw);
-    }
-    return vt_set_error(VT_ERR_INTERNAL, "pool: unknown op %d", (int)c->op);
+/* A pooling node: a (the output, or grad_input), b (the input, or
+ * grad_output), idx (the argmax indices: written by a forward max op, read
+ * by its backward; may be NULL), the window p (may be NULL). */
+static vt_status submit(int dev, const char *name, vt_pool_op op, const vt_tensor *a, const vt_tensor *b,
+                        const vt_tensor *idx, const vt_pool2d_params *p, vt_node *n) {
+    vt_node_init(n, VT_NODE_POOL, op, name);
+    vt_node_add_out(n, a);
+    if (op == VT_POOL_OP_MAX || op == VT_POOL_OP_ADAPTIVE_MAX) vt_node_add_out(n, idx);
+    vt_status s = vt_node_add_src(n, b, NULL);
+    if (s == VT_OK && op == VT_POOL_OP_MAX_BACKWARD) s = vt_node_add_src(n, idx, NULL);
+    if (s != VT_OK) return s;
+    if (op != VT_POOL_OP_UPSAMPLE && op != VT_POOL_OP_UPSAMPLE_BACKWARD) vt_node_set_pool_params(n, p);
+    return vt_node_submit(dev, n);
 }
 
-/* fout / fin: the forward op's output and input, as vt_pool_check takes them. */
-static vt_status submit(int dev, const char *name, pool_op op, vt_pool_kind kind, const vt_tensor *a,
-                        const vt_tensor *b, const vt_tensor *idx, const vt_tensor *fout, const vt_tensor *fin,
-                        const vt_pool2d_params *p, pool_cmd *c) {
-    vt_status s = vt_check_device(dev);
-    if (s) return s;
-    if (!a || !b) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    if ((s = vt_pool_check(kind, fout, idx, fin, p, name))) return s;
-    c->op = op;
-    c->a = *a;
-    c->b = *b;
-    if (idx) {
-        c->idx = *idx;
-        c->has_idx = 1;
-    }
-    if (p) c->p = *p;
-    /* a is written (with the argmax indices of a forward max pool); the
-     * inputs are read while a is written, so overlaps are copied */
-    int idx_out = op == OP_MAX || op == OP_AMAX;
-    vt_use u[3] = {{&c->a, VT_USE_WRITE, 0}, {&c->b, VT_USE_READ | VT_USE_STAGE, 0}};
-    int n = 2;
-    if (idx) u[n++] = (vt_use){&c->idx, idx_out ? VT_USE_WRITE : VT_USE_READ | VT_USE_STAGE, 0};
-    return vt_enqueue_uses(dev, name, pool_kernel, c, sizeof *c, u, n);
+static vt_status submit_upsample(int dev, const char *name, vt_pool_op op, vt_upsample_mode mode, const vt_tensor *a,
+                                 const vt_tensor *b, int align_corners, double scale_h, double scale_w) {
+    vt_node n;
+    vt_node_init(&n, VT_NODE_POOL, op, name);
+    n.iparams[0] = mode;
+    n.iparams[1] = align_corners;
+    n.params[0] = scale_h;
+    n.params[1] = scale_w;
+    vt_node_add_out(&n, a);
+    vt_status s = vt_node_add_src(&n, b, NULL);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 #define NAME(n, d) ((n) ? (n) : (d))
 
 vt_status vt_op_max_pool2d(int dev, const char *name, const vt_tensor *out, const vt_tensor *indices,
                            const vt_tensor *in, const vt_pool2d_params *p) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_max_pool2d");
     if (!out || !in) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_MAX, VT_POOL_MAX, out, in, indices, out, in, p, &c);
+    return submit(dev, name, VT_POOL_OP_MAX, out, in, indices, p, &n);
 }
 
 vt_status vt_op_max_pool2d_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad_out,
                                     const vt_tensor *indices) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_max_pool2d_backward");
     if (!grad_in || !grad_out || !indices) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_MAX_BWD, VT_POOL_ADAPTIVE_MAX, grad_in, grad_out, indices, grad_out, grad_in, NULL, &c);
+    return submit(dev, name, VT_POOL_OP_MAX_BACKWARD, grad_in, grad_out, indices, NULL, &n);
 }
 
 vt_status vt_op_avg_pool2d(int dev, const char *name, const vt_tensor *out, const vt_tensor *in,
                            const vt_pool2d_params *p) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_avg_pool2d");
     if (!out || !in) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_AVG, VT_POOL_AVG, out, in, NULL, out, in, p, &c);
+    return submit(dev, name, VT_POOL_OP_AVG, out, in, NULL, p, &n);
 }
 
 vt_status vt_op_avg_pool2d_backward(int dev, const char *name, const vt_tensor *grad_in, const vt_tensor *grad_out,
                                     const vt_pool2d_params *p) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_avg_pool2d_backward");
     if (!grad_in || !grad_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_AVG_BWD, VT_POOL_AVG, grad_in, grad_out, NULL, grad_out, grad_in, p, &c);
+    return submit(dev, name, VT_POOL_OP_AVG_BACKWARD, grad_in, grad_out, NULL, p, &n);
 }
 
 vt_status vt_op_adaptive_avg_pool2d(int dev, const char *name, const vt_tensor *out, const vt_tensor *in) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_adaptive_avg_pool2d");
     if (!out || !in) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_AAVG, VT_POOL_ADAPTIVE_AVG, out, in, NULL, out, in, NULL, &c);
+    return submit(dev, name, VT_POOL_OP_ADAPTIVE_AVG, out, in, NULL, NULL, &n);
 }
 
 vt_status vt_op_adaptive_avg_pool2d_backward(int dev, const char *name, const vt_tensor *grad_in,
                                              const vt_tensor *grad_out) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_adaptive_avg_pool2d_backward");
     if (!grad_in || !grad_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_AAVG_BWD, VT_POOL_ADAPTIVE_AVG, grad_in, grad_out, NULL, grad_out, grad_in, NULL, &c);
+    return submit(dev, name, VT_POOL_OP_ADAPTIVE_AVG_BACKWARD, grad_in, grad_out, NULL, NULL, &n);
 }
 
 vt_status vt_op_adaptive_max_pool2d(int dev, const char *name, const vt_tensor *out, const vt_tensor *indices,
                                     const vt_tensor *in) {
-    pool_cmd c = {0};
+    vt_node n;
     name = NAME(name, "vt_op_adaptive_max_pool2d");
     if (!out || !in) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    return submit(dev, name, OP_AMAX, VT_POOL_ADAPTIVE_MAX, out, in, indices, out, in, NULL, &c);
+    return submit(dev, name, VT_POOL_OP_ADAPTIVE_MAX, out, in, indices, NULL, &n);
 }
 
 vt_status vt_op_upsample2d(int dev, const char *name, vt_upsample_mode mode, const vt_tensor *out,
                            const vt_tensor *in, int align_corners, double scale_h, double scale_w) {
-    pool_cmd c = {0};
     name = NAME(name, "vt_op_upsample2d");
     if (!out || !in) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    c.mode = mode;
-    c.align_corners = align_corners;
-    c.sh = scale_h;
-    c.sw = scale_w;
-    return submit(dev, name, OP_UP, VT_POOL_UPSAMPLE, out, in, NULL, out, in, NULL, &c);
+    return submit_upsample(dev, name, VT_POOL_OP_UPSAMPLE, mode, out, in, align_corners, scale_h, scale_w);
 }
 
 vt_status vt_op_upsample2d_backward(int dev, const char *name, vt_upsample_mode mode, const vt_tensor *grad_in,
                                     const vt_tensor *grad_out, int align_corners, double scale_h, double scale_w) {
-    pool_cmd c = {0};
     name = NAME(name, "vt_op_upsample2d_backward");
     if (!grad_in || !grad_out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", name);
-    c.mode = mode;
-    c.align_corners = align_corners;
-    c.sh = scale_h;
-    c.sw = scale_w;
-    return submit(dev, name, OP_UP_BWD, VT_POOL_UPSAMPLE, grad_in, grad_out, NULL, grad_out, grad_in, NULL, &c);
+    return submit_upsample(dev, name, VT_POOL_OP_UPSAMPLE_BACKWARD, mode, grad_in, grad_out, align_corners, scale_h,
+                           scale_w);
 }

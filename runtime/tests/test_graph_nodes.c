@@ -537,3 +537,102 @@ TEST(graph_nodes_rng_sync_and_queued_agree) {
     CHECK_OK(vt_synchronize(0));
     ht_free(&o);
 }
+
+/* ------------------------------------------------------------ pooling */
+
+/* One pooling node on (a, b, idx): a written (with idx for a forward max
+ * op), b and a backward max op's idx read. */
+static void pool_node(vt_node *n, vt_pool_op op, const vt_tensor *a, const vt_tensor *b, const vt_tensor *idx,
+                      const vt_pool2d_params *p) {
+    vt_node_init(n, VT_NODE_POOL, op, vt_pool_op_name(op));
+    vt_node_add_out(n, a);
+    if (op == VT_POOL_OP_MAX || op == VT_POOL_OP_ADAPTIVE_MAX) vt_node_add_out(n, idx);
+    CHECK_OK(vt_node_add_src(n, b, NULL));
+    if (op == VT_POOL_OP_MAX_BACKWARD) CHECK_OK(vt_node_add_src(n, idx, NULL));
+    if (op == VT_POOL_OP_UPSAMPLE || op == VT_POOL_OP_UPSAMPLE_BACKWARD) {
+        n->iparams[0] = VT_UPSAMPLE_BILINEAR;
+        n->params[0] = n->params[1] = -1.0; /* the sizes' ratio */
+    } else {
+        vt_node_set_pool_params(n, p);
+    }
+}
+
+/* Every pooling op as a node: run synchronously, queued in Strict (behind
+ * a closed gate: the ring's packed copy) and in Debug, bit for bit alike;
+ * the forward ops also against their scalar reference (1e-5 relative:
+ * averages and interpolation sum in another order; max ops exactly). */
+TEST(graph_nodes_pooling_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    const vt_pool2d_params p = {{3, 2}, {2, 2}, {1, 1}, {1, 1}, 1, 0, 0};
+    int64_t is[4] = {2, 3, 7, 6};
+    int64_t ps[4] = {2, 3, vt_pool_output_size(7, 3, 1, 2, 1, 1), vt_pool_output_size(6, 2, 1, 2, 1, 1)};
+    int64_t as[4] = {2, 3, 3, 4}, us[4] = {2, 3, 11, 9};
+    host_tensor in = ht_new(VT_F32, 4, is);
+    ht_fill_random(&in, 0, 1);
+    ht_device(&in);
+    /* valid argmax indices for the backward of max pooling */
+    host_tensor fidx = ht_new(VT_I64, 4, ps), fout = ht_new(VT_F32, 4, ps);
+    ht_device(&fidx), ht_device(&fout);
+    CHECK_OK(vt_max_pool2d(&fout.t, &fidx.t, &in.t, &p));
+    int ops_run = 0;
+    for (int op = 0; op < VT_POOL_OP_COUNT; op++) {
+        const int bwd = op == VT_POOL_OP_MAX_BACKWARD || op == VT_POOL_OP_AVG_BACKWARD ||
+                        op == VT_POOL_OP_ADAPTIVE_AVG_BACKWARD || op == VT_POOL_OP_UPSAMPLE_BACKWARD;
+        const int adaptive = op == VT_POOL_OP_ADAPTIVE_AVG || op == VT_POOL_OP_ADAPTIVE_AVG_BACKWARD ||
+                             op == VT_POOL_OP_ADAPTIVE_MAX;
+        const int up = op == VT_POOL_OP_UPSAMPLE || op == VT_POOL_OP_UPSAMPLE_BACKWARD;
+        const int64_t *small = adaptive ? as : up ? us : ps; /* the forward op's output */
+        const int with_idx = op == VT_POOL_OP_MAX || op == VT_POOL_OP_ADAPTIVE_MAX;
+        /* a: what the node writes; b: what it reads (a backward op reads the forward output's gradient) */
+        host_tensor b = bwd ? ht_new(VT_F32, 4, small) : in;
+        if (bwd) ht_fill_random(&b, 1, 1), ht_device(&b);
+        host_tensor a[4], idx[4];
+        for (int r = 0; r < 4; r++) {
+            a[r] = ht_new(VT_F32, 4, bwd ? is : small);
+            idx[r] = ht_new(VT_I64, 4, small);
+            if (r < 3) ht_device(&a[r]), ht_device(&idx[r]);
+        }
+        const host_tensor *ix = op == VT_POOL_OP_MAX_BACKWARD ? &fidx : NULL;
+        const char *what = vt_pool_op_name(op);
+        for (int r = 0; r < 3; r++) {
+            vt_node n;
+            pool_node(&n, op, &a[r].t, &b.t, ix ? &ix->t : with_idx ? &idx[r].t : NULL, &p);
+            if (r == 0) {
+                CHECK_MSG(vt_node_check(&n) == VT_OK && vt_node_run(&n) == VT_OK, "%s: %s", what, vt_last_error());
+                continue;
+            }
+            vt_set_thread_eager_mode(r == 1 ? VT_EAGER_STRICT : VT_EAGER_DEBUG);
+            if (r == 1) CHECK_OK(vt_debug_gate_enqueue(0, 30000));
+            vt_status s = vt_node_submit(0, &n);
+            memset(&n, 0xAB, sizeof n); /* the queue keeps its own copy */
+            if (r == 1) vt_debug_gate_open();
+            vt_set_thread_eager_mode(-1);
+            CHECK_MSG(s == VT_OK && vt_synchronize(0) == VT_OK, "%s: mode %d: %s", what, r, vt_last_error());
+            CHECK(ht_compare(what, &a[r].t, &a[0].t, -1) == 0);
+            if (with_idx) CHECK(ht_compare(what, &idx[r].t, &idx[0].t, -1) == 0);
+        }
+        if (!bwd) {
+            vt_node n;
+            pool_node(&n, op, &a[3].t, &b.t, with_idx ? &idx[3].t : NULL, &p);
+            CHECK_MSG(vt_node_run_ref(&n) == VT_OK, "%s: reference: %s", what, vt_last_error());
+            CHECK(ht_near(what, &a[0].t, &a[3].t, 1e-5, 1e-7) == 0);
+            if (with_idx) CHECK(ht_compare(what, &idx[0].t, &idx[3].t, -1) == 0);
+        }
+        for (int r = 0; r < 4; r++) ht_free(&a[r]), ht_free(&idx[r]);
+        if (bwd) ht_free(&b);
+        ops_run++;
+    }
+    CHECK(ops_run == VT_POOL_OP_COUNT);
+    /* bad arguments fail at the op, named */
+    vt_node n;
+    host_tensor wrong = ht_new(VT_F32, 4, as);
+    ht_device(&wrong);
+    pool_node(&n, VT_POOL_OP_MAX, &wrong.t, &in.t, NULL, &p);
+    CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vt_last_error(), "max_pool2d"), "%s", vt_last_error());
+    pool_node(&n, VT_POOL_OP_AVG, &fout.t, &in.t, NULL, NULL);
+    CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vt_last_error(), "parameters are NULL"), "%s", vt_last_error());
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&wrong), ht_free(&in), ht_free(&fidx), ht_free(&fout);
+}

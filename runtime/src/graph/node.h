@@ -23,6 +23,7 @@
 
 #define VT_NODE_MAX_SRC 4
 #define VT_NODE_MAX_OUT 2
+#define VT_NODE_MAX_IPARAMS 12 /* a pooling window's parameters take 12 */
 
 typedef enum vt_node_kind {
     VT_NODE_UNARY = 0, /* op: vt_unary_op; params */
@@ -37,6 +38,7 @@ typedef enum vt_node_kind {
     VT_NODE_SOFTMAX,   /* op: 1 log_softmax, 0 softmax; iparams[0]: dim */
     VT_NODE_SOFTMAX_BACKWARD, /* op as forward; out: grad_in; src: grad_out, y; iparams[0]: dim */
     VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng/rng.def); iparams[0..1]: seed, offset */
+    VT_NODE_POOL,      /* op: vt_pool_op (kernels/pool/pool.def) */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
@@ -47,6 +49,14 @@ typedef enum vt_rng_op {
     VT_RNG_OP_COUNT
 } vt_rng_op;
 const char *vt_rng_op_name(vt_rng_op op);
+
+typedef enum vt_pool_op {
+#define VT_POOL_OP(e, name) VT_POOL_OP_##e,
+#include "kernels/pool/pool.def"
+#undef VT_POOL_OP
+    VT_POOL_OP_COUNT
+} vt_pool_op;
+const char *vt_pool_op_name(vt_pool_op op);
 
 typedef struct vt_node {
     vt_node_kind kind;
@@ -59,7 +69,7 @@ typedef struct vt_node {
     const char *name; /* the user's op, "aten::add.Tensor" (a static string) */
     vt_scalar alpha;
     double params[VT_EW_MAX_PARAMS];
-    int64_t iparams[4];
+    int64_t iparams[VT_NODE_MAX_IPARAMS];
     alignas(16) unsigned char store[VT_NODE_MAX_SRC][16]; /* host scalars, in compute dtype */
     vt_tensor out[VT_NODE_MAX_OUT];
     vt_tensor src[VT_NODE_MAX_SRC]; /* last: a node is copied up to src[nsrc] */
@@ -97,6 +107,9 @@ void vt_node_add_out(vt_node *n, const vt_tensor *t);
 vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host);
 /* Input k of n, optional: t NULL adds an absent input. */
 void vt_node_add_optional(vt_node *n, const vt_tensor *t);
+/* Pooling parameters into iparams (p NULL: none given, which the check
+ * refuses where the op needs them). */
+void vt_node_set_pool_params(vt_node *n, const vt_pool2d_params *p);
 /* Whether out[j] / src[k] is there. */
 static inline int vt_node_has_out(const vt_node *n, int j) { return j < n->nout && !(n->absent >> j & 1); }
 static inline int vt_node_has_src(const vt_node *n, int k) {
