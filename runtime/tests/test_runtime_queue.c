@@ -7,6 +7,7 @@
 
 #include "internal.h"
 #include "test.h"
+#include "test_kernels_util.h"
 
 #define GATE_MS 30000 /* gates are always opened by the test; this only bounds a broken run */
 
@@ -310,18 +311,6 @@ TEST(runtime_queue_wait_from_own_worker) {
 
 /* ------------------------------------------------------------ small ops on the caller's thread */
 
-static float *dev_f32(int64_t n, vt_tensor *t) {
-    void *p = NULL;
-    CHECK_OK(vt_hbm_alloc(0, (size_t)n * sizeof(float), &p));
-    memset(t, 0, sizeof *t);
-    t->data = p;
-    t->dtype = VT_F32;
-    t->ndim = 1;
-    t->sizes[0] = n;
-    t->strides[0] = 1;
-    return p;
-}
-
 /* x += 1 as the op the binding queues (aten::add.Tensor with a host 1). */
 static vt_status add_one(const vt_tensor *x) {
     vt_scalar one = vt_scalar_from_int(1);
@@ -333,8 +322,10 @@ static vt_status add_one(const vt_tensor *x) {
  * errors keep Strict's and Debug's rules either way. */
 TEST(runtime_queue_small_ops_keep_stream_order) {
     strict_mode();
-    vt_tensor x;
-    float *xp = dev_f32(1000, &x);
+    host_tensor xh = ht_1d(VT_F32, 1000);
+    ht_device(&xh);
+    const vt_tensor x = xh.t;
+    const float *xp = xh.block;
     CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_double(0.0)));
     CHECK_OK(vt_synchronize(0));
     CHECK_OK(add_one(&x));
@@ -350,9 +341,9 @@ TEST(runtime_queue_small_ops_keep_stream_order) {
     CHECK(xp[0] == 2.0f && xp[999] == 2.0f);
 
     /* Integer division by zero: latched in Strict, raised at the op in Debug. */
-    int64_t *ip = NULL;
-    CHECK_OK(vt_hbm_alloc(0, 16 * sizeof(int64_t), (void **)&ip));
-    vt_tensor it = {.data = ip, .dtype = VT_I64, .ndim = 1, .sizes = {16}, .strides = {1}};
+    host_tensor ih = ht_1d(VT_I64, 16);
+    ht_device(&ih);
+    const vt_tensor it = ih.t;
     CHECK_OK(vt_op_fill(0, "aten::zero_", &it, vt_scalar_from_int(0)));
     CHECK_OK(vt_op_binary(0, "aten::div", VT_DIV_FLOOR, &it, &it, NULL, &it, NULL, VT_I64, vt_scalar_from_int(1)));
     CHECK_STATUS(vt_synchronize(0), VT_ERR_KERNEL);
@@ -363,8 +354,8 @@ TEST(runtime_queue_small_ops_keep_stream_order) {
     CHECK(strstr(vt_last_error(), "aten::div: ZeroDivisionError"));
     CHECK_OK(vt_synchronize(0));
     vt_set_thread_eager_mode(-1);
-    vt_hbm_free(0, ip);
-    vt_hbm_free(0, xp);
+    ht_free(&ih);
+    ht_free(&xh);
 }
 
 typedef struct expect_args {
@@ -380,8 +371,7 @@ static vt_status expect_kernel(void *p) {
 }
 
 typedef struct mixed_producer {
-    vt_tensor x;
-    float *xp;
+    host_tensor x; /* on the device */
     atomic_int violations;
 } mixed_producer;
 
@@ -389,8 +379,8 @@ static void *mixed_main(void *arg) {
     mixed_producer *p = arg;
     vt_set_thread_eager_mode(VT_EAGER_STRICT);
     for (int i = 0; i < 2000; i++) {
-        expect_args a = {p->xp, (float)(i + 1), &p->violations};
-        if (add_one(&p->x) != VT_OK || vt_enqueue(0, "expect", expect_kernel, &a, sizeof a) != VT_OK)
+        expect_args a = {p->x.block, (float)(i + 1), &p->violations};
+        if (add_one(&p->x.t) != VT_OK || vt_enqueue(0, "expect", expect_kernel, &a, sizeof a) != VT_OK)
             atomic_fetch_add(&p->violations, 1000);
     }
     return NULL;
@@ -404,8 +394,9 @@ TEST(runtime_queue_small_ops_with_concurrent_producers) {
     static mixed_producer ps[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        ps[i].xp = dev_f32(64, &ps[i].x);
-        CHECK_OK(vt_op_fill(0, "aten::zero_", &ps[i].x, vt_scalar_from_int(0)));
+        ps[i].x = ht_1d(VT_F32, 64);
+        ht_device(&ps[i].x);
+        CHECK_OK(vt_op_fill(0, "aten::zero_", &ps[i].x.t, vt_scalar_from_int(0)));
         atomic_store(&ps[i].violations, 0);
     }
     CHECK_OK(vt_synchronize(0));
@@ -414,8 +405,9 @@ TEST(runtime_queue_small_ops_with_concurrent_producers) {
     CHECK_OK(vt_synchronize(0));
     for (int i = 0; i < 4; i++) {
         CHECK(atomic_load(&ps[i].violations) == 0);
-        CHECK(ps[i].xp[0] == 2000.0f && ps[i].xp[63] == 2000.0f);
-        vt_hbm_free(0, ps[i].xp);
+        const float *xp = ps[i].x.block;
+        CHECK(xp[0] == 2000.0f && xp[63] == 2000.0f);
+        ht_free(&ps[i].x);
     }
     CHECK(vt_queue_pending(0) == 0);
     vt_set_thread_eager_mode(-1);

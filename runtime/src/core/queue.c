@@ -334,6 +334,13 @@ static vt_status start_worker(vt_queue *q, int dev) {
 
 /* ------------------------------------------------------------ enqueue */
 
+/* Wake the worker from its sleep on work_cv. */
+static void wake_worker(vt_queue *q) {
+    pthread_mutex_lock(&q->mu);
+    pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
 /* Fill a command's accesses: the list is copied into the slot when it is
  * short, else the command takes the malloc'd list over. */
 static void set_accesses(vt_command *c, vt_access *acc, int nacc, int heap) {
@@ -413,11 +420,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         worker_of = NULL;
         complete(q, seq + 1);
         /* Commands queued behind this one wait for done: wake the worker. */
-        if (atomic_load(&q->tail) > seq + 1 && atomic_load(&q->worker_sleeping)) {
-            pthread_mutex_lock(&q->mu);
-            pthread_cond_signal(&q->work_cv);
-            pthread_mutex_unlock(&q->mu);
-        }
+        if (atomic_load(&q->tail) > seq + 1 && atomic_load(&q->worker_sleeping)) wake_worker(q);
         if (ticket_out) *ticket_out = seq + 1;
         if (policy != VT_ENQ_WAIT || res.status == VT_OK) return VT_OK;
         return vt_set_error(res.status, "%s", res.msg);
@@ -449,11 +452,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
                  args_size);
     atomic_store_explicit(&c->ready, seq + 1, memory_order_release);
     hot_barrier();
-    if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) {
-        pthread_mutex_lock(&q->mu);
-        pthread_cond_signal(&q->work_cv);
-        pthread_mutex_unlock(&q->mu);
-    }
+    if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) wake_worker(q);
     if (ticket_out) *ticket_out = seq + 1;
     if (policy != VT_ENQ_WAIT) return VT_OK;
     wait_done(q, seq + 1, -1);
