@@ -566,7 +566,8 @@ typedef struct vt_mxu_packed {
 void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_precision prec, int64_t *a_elems,
                       int64_t *b_elems);
 /* Number of independent packing tasks (A panels + B units) and running one. */
-int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_tensor *a, const vt_tensor *b, int64_t *na);
+int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_mxu_engine *e, const vt_tensor *a, const vt_tensor *b,
+                          int64_t *na);
 /* mem: vt_mxu_pack_scratch_bytes(p) bytes of scratch, 4-byte aligned. */
 size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p);
 void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,

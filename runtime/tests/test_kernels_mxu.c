@@ -236,6 +236,39 @@ TEST(kernels_mxu_layouts_batch_bias) {
     restore_engine();
 }
 
+/* A whose columns are contiguous (a weight gradient's X^T) has its own
+ * packer: it must pack the same bits as the row-major A of equal values, on
+ * every engine, dtype and precision, with specials, ragged M (not a multiple
+ * of 16 or 32) and ragged K (not a multiple of 32), and stay within the
+ * accumulation bound of the reference. */
+TEST(kernels_mxu_transposed_a_same_bits_as_rows) {
+    static const int64_t shapes[][3] = {{17, 33, 15}, {48, 70, 40}, {5, 1, 3}, {33, 100, 64}, {64, 64, 32}};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t d = 0; d < 2; d++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int p = 0; p < 3; p++) {
+                    int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+                    host_tensor a = mat(dts[d], M, K), at = ht_transposed(dts[d], M, K), b = mat(dts[d], K, N);
+                    ht_fill_random(&a, p == 1, 0);
+                    ht_fill_random(&b, 0, 0);
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t k = 0; k < K; k++) set_f(&at, i + k * M, get_at(&a.t, i, k));
+                    host_tensor o1 = mat(dts[d], M, N), o2 = mat(dts[d], M, N);
+                    CHECK_OK(vt_matmul(&o1.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+                    CHECK_OK(vt_matmul(&o2.t, &at.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+                    char what[160];
+                    snprintf(what, sizeof what, "A^T vs A %s %s prec=%d %lldx%lldx%lld", vt_mxu_path(),
+                             vt_dtype_name(dts[d]), p, (long long)M, (long long)K, (long long)N);
+                    CHECK(ht_compare(what, &o2.t, &o1.t, -1) == 0);
+                    if (p != 1) run_case("A^T random", &at, &b, (vt_precision)p, 0);
+                    ht_free(&a), ht_free(&at), ht_free(&b), ht_free(&o1), ht_free(&o2);
+                }
+    }
+    restore_engine();
+}
+
 TEST(kernels_mxu_large_parallel) {
     /* Big enough to use both cores, several tiles and K blocks. */
     host_tensor a = mat(VT_F32, 257, 600), b = mat(VT_F32, 600, 300);

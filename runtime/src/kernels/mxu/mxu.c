@@ -291,7 +291,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
                                 (long long)((a_elems + b_elems) * 2));
         j.p.a = ws;
         j.p.b = ws + a_elems;
-        int64_t ntasks = vt_mxu_pack_tasks(&j.p, a, b, &j.na);
+        int64_t ntasks = vt_mxu_pack_tasks(&j.p, e, a, b, &j.na);
         /* A panels and B tasks differ in cost: two loops keep both halves even. */
         j.first = 0;
         vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);

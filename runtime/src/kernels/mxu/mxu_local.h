@@ -62,6 +62,11 @@ void vt_mxu_pack_b_rows_avx512(vt_mxu_line even, vt_mxu_line odd, vt_precision p
  * column q (n = 0 for columns past N). */
 void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nseg,
                                const int *seg, uint16_t *dst);
+/* Chunk c (32 K) of a 16-row panel of A whose columns are contiguous: x.p
+ * is the panel's first row at k = 0, x.n its valid rows, k_stride the
+ * elements from one k to the next (k >= K reads as +0). */
+void vt_mxu_pack_a_cols_avx512(vt_mxu_line x, int64_t k_stride, int64_t K, vt_precision prec, int64_t kt, int nseg,
+                               const int *seg, uint16_t *dst, int64_t c);
 /* c[i] = +0 where c[i] is inf or NaN (the low-pass guard of mxu.c). */
 void vt_mxu_guard_avx512(float *c, int64_t n);
 /* dst[i] = bf16 of src[i] as vt_f32_to_bf16 rounds it (RNE, NaN -> 0x7fc0). */

@@ -47,9 +47,28 @@ void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_prec
  * direction is), by columns when its columns are. */
 static int b_by_columns(const vt_tensor *b) { return b->strides[1] != 1 && b->strides[0] == 1; }
 
-int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_tensor *a, const vt_tensor *b, int64_t *na) {
-    (void)a;
-    *na = p->Mp / 16;
+/* Whether line `index` of t (elements elem_stride apart) can go through the
+ * engine's direct packers: AVX-512 engines, f32 or bf16 at unit stride.
+ * Other lines are converted to f32 and split through scratch. */
+static int direct_line(const vt_mxu_engine *e, const vt_tensor *t, int64_t elem_stride) {
+#if defined(__x86_64__)
+    return e->split == vt_mxu_split_avx512 && elem_stride == 1 && (t->dtype == VT_F32 || t->dtype == VT_BF16);
+#else
+    (void)e, (void)t, (void)elem_stride;
+    return 0;
+#endif
+}
+
+/* A is packed chunk by chunk across all its panels when its columns are
+ * contiguous and the engine has the transposing packer; else panel by
+ * panel, row by row. */
+static int a_by_columns(const vt_mxu_engine *e, const vt_tensor *a) {
+    return a->strides[1] != 1 && a->strides[0] == 1 && direct_line(e, a, 1);
+}
+
+int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_mxu_engine *e, const vt_tensor *a, const vt_tensor *b,
+                          int64_t *na) {
+    *na = a_by_columns(e, a) ? p->kt : p->Mp / 16;
     return *na + (b_by_columns(b) ? p->Np / 16 : p->kt);
 }
 
@@ -100,17 +119,6 @@ static void split_line(const vt_mxu_engine *e, vt_precision prec, const vt_tenso
              prec == VT_PRECISION_DEFAULT ? NULL : s->part[2]);
 }
 
-/* Whether line `index` of t (elements elem_stride apart) can go through the
- * engine's direct packers: AVX-512 engines, f32 or bf16 at unit stride.
- * Other lines are converted to f32 and split through scratch. */
-static int direct_line(const vt_mxu_engine *e, const vt_tensor *t, int64_t elem_stride) {
-#if defined(__x86_64__)
-    return e->split == vt_mxu_split_avx512 && elem_stride == 1 && (t->dtype == VT_F32 || t->dtype == VT_BF16);
-#else
-    (void)e, (void)t, (void)elem_stride;
-    return 0;
-#endif
-}
 
 /* Line `index` of t for the direct packers; past `count` it is all +0. */
 static vt_mxu_line line_at(const vt_tensor *t, int64_t index, int64_t count, int64_t line_stride, int64_t n) {
@@ -143,6 +151,29 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
                 memcpy(dst + (g * p->kt + c) * VT_MXU_CHUNK + r * 32, src + c * 32, 64);
         }
     }
+}
+
+/* One 32-K chunk of every A panel, for an A whose columns are contiguous
+ * (a_by_columns). Chunk by chunk, the 32 storage rows it reads are read
+ * end to end; panel by panel, every panel touched all K rows, a page apart
+ * each, and the TLB misses cost more than the packing. */
+static void pack_a_chunk(const vt_mxu_packed *p, vt_precision prec, const vt_tensor *a, int64_t c) {
+#if defined(__x86_64__)
+    const int *seg = slot_parts(p->nlow);
+    int nseg = vt_mxu_nslots(p->nlow);
+    size_t es = vt_dtype_size(a->dtype);
+    for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
+        /* 32 interleaved streams, a page apart: the hardware prefetchers do
+         * not follow them all, so ask for the lines 8 panels ahead. */
+        if (m0 + 128 < p->M)
+            for (int64_t k = c * 32; k < c * 32 + 32 && k < p->K; k++)
+                __builtin_prefetch((const char *)a->data + (a->offset + m0 + 128 + k * a->strides[1]) * (int64_t)es);
+        vt_mxu_line x = line_at(a, m0, p->M, 1, p->M - m0 < 16 ? p->M - m0 : 16);
+        vt_mxu_pack_a_cols_avx512(x, a->strides[1], p->K, prec, p->kt, nseg, seg, p->a + (m0 / 16) * p->a_panel, c);
+    }
+#else
+    (void)p, (void)prec, (void)a, (void)c;
+#endif
 }
 
 /* One 32-row chunk of B over all columns, by pairs of rows: the engine's zip
@@ -209,7 +240,8 @@ void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precisi
     scratch s0, s1;
     scratch_at(&s0, mem, n);
     scratch_at(&s1, (char *)mem + n * 10, n);
-    if (task < na) pack_a_panel(p, e, prec, a, task, &s0);
+    if (task < na && a_by_columns(e, a)) pack_a_chunk(p, prec, a, task);
+    else if (task < na) pack_a_panel(p, e, prec, a, task, &s0);
     else if (b_by_columns(b)) pack_b_panel(p, e, prec, b, task - na, &s0);
     else pack_b_chunk(p, e, prec, b, task - na, &s0, &s1);
 }

@@ -121,6 +121,35 @@ void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, in
     }
 }
 
+/* Chunk c of a 16-row A panel whose columns are contiguous (a transposed A,
+ * as in a weight gradient X^T dY): x.p is row m0's element at k = 0, x.n the
+ * valid rows (<= 16) and k_stride the elements between consecutive k. Storage
+ * rows k and k+1 give the 16 rows' VNNI words of pair (k%32)/2 in one OR, and
+ * transpose16 turns the chunk's 16 pair vectors into its 16 tile rows. */
+void vt_mxu_pack_a_cols_avx512(vt_mxu_line x, int64_t k_stride, int64_t K, vt_precision prec, int64_t kt, int nseg,
+                               const int *seg, uint16_t *dst, int64_t c) {
+    size_t es = x.is_bf16 ? 2 : 4;
+    __m512i w[3][16];
+    for (int j = 0; j < 16; j++) {
+        int64_t k = c * 32 + 2 * j;
+        vt_mxu_line e = x, o = x;
+        e.n = k < K ? x.n : 0, o.n = k + 1 < K ? x.n : 0;
+        if (e.n) e.p = (const char *)x.p + (size_t)(k * k_stride) * es;
+        if (o.n) o.p = (const char *)x.p + (size_t)((k + 1) * k_stride) * es;
+        __m512i pe[3], po[3];
+        parts16(load16(e, 0), prec, pe);
+        parts16(load16(o, 0), prec, po);
+        for (int i = 0; i < 3; i++)
+            if (part_used(i, prec)) w[i][j] = _mm512_or_si512(_mm512_srli_epi32(pe[i], 16), po[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        if (part_used(i, prec)) transpose16(w[i]);
+    for (int g = 0; g < nseg; g++) {
+        uint16_t *d = dst + (g * kt + c) * VT_MXU_CHUNK;
+        for (int r = 0; r < 16; r++) _mm512_storeu_si512(d + r * 32, w[seg[g]][r]);
+    }
+}
+
 void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         int64_t left = n - i;
