@@ -323,3 +323,72 @@ def test_complex_arithmetic_extremal_values_as_cpu():
         assert torch.equal(got.isnan(), want.isnan())
         fin = ~want.isnan()
         assert torch.equal(got[fin], want[fin]) and torch.equal(got[fin].signbit(), want[fin].signbit())
+
+
+def _layouts():
+    """name -> a function of a generator making one CPU operand of shape (4, 5, 6)
+    (or broadcastable to it) in a given layout."""
+    def base(g, *s):
+        return torch.randn(*s, generator=g)
+    return {
+        "contiguous": lambda g: base(g, 4, 5, 6),
+        "permuted": lambda g: base(g, 5, 6, 4).permute(2, 0, 1),
+        "transposed": lambda g: base(g, 4, 6, 5).transpose(1, 2),
+        "half of last dim": lambda g: base(g, 4, 5, 12)[..., :6],
+        "heads view": lambda g: base(g, 5, 4, 12).transpose(0, 1)[..., 6:],
+        "broadcast row": lambda g: base(g, 6),
+        "broadcast middle": lambda g: base(g, 4, 1, 6),
+        "expanded": lambda g: base(g, 4, 1, 1).expand(4, 5, 6),
+        "0-dim": lambda g: base(g, 1).reshape(()),
+    }
+
+
+_LAYOUTS = _layouts()
+_PAIRS = [(a, b) for a in _LAYOUTS for b in _LAYOUTS if a != "0-dim" or b != "0-dim"]
+
+
+@pytest.mark.parametrize("la,lb", _PAIRS)
+def test_result_strides_match_cpu(la, lb):
+    """A new elementwise result has the strides CPU PyTorch gives it
+    (TensorIterator's layout rules), and the values; the kernels walk it in
+    that memory order."""
+    g = torch.Generator().manual_seed(7)
+    a, b = _LAYOUTS[la](g), _LAYOUTS[lb](g)
+    c = _LAYOUTS["transposed"](g)
+    dc = c.to("tpu")
+    cases = [
+        ("add", lambda x, y, z: x + y),
+        ("neg", lambda x, y, z: -x),
+        ("mul scalar", lambda x, y, z: x * 2.5),
+        ("addcmul", lambda x, y, z: torch.addcmul(x, y, z, value=0.5)),
+        ("where", lambda x, y, z: torch.where(y > 0, x, z)),
+    ]
+    def same_view(x):  # .to() would compact a view: rebuild it over the base's copy
+        base = x._base if x._base is not None else x
+        return base.to("tpu").as_strided(x.size(), x.stride(), x.storage_offset())
+    da, db = same_view(a), same_view(b)
+    for name, f in cases:
+        want = f(a, b, c)
+        got = f(da, db, dc)
+        assert got.stride() == want.stride(), f"{name}: strides {got.stride()} vs CPU {want.stride()}"
+        # CPU's vectorised addcmul fuses its multiply-add: a rounding apart
+        tol = 2e-7 if name == "addcmul" else 0
+        torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+    # a resized out= takes the same layout
+    want = torch.add(a, b, out=torch.empty(0))
+    got = torch.add(da, db, out=torch.empty(0, device="tpu"))
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 1, 4, 5), (2, 3, 1, 1), (1, 3, 4, 1)])
+def test_result_strides_channels_last_as_cpu(shape):
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(*shape, generator=g).contiguous(memory_format=torch.channels_last)
+    b = torch.randn(*shape, generator=g).contiguous(memory_format=torch.channels_last)
+    da, db = a.to("tpu"), b.to("tpu")
+    assert da.stride() == a.stride()
+    for f in (lambda x, y: x + y, lambda x, y: torch.relu(x), lambda x, y: x * y + 1):
+        want, got = f(a, b), f(da, db)
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)

@@ -287,6 +287,14 @@ typedef void (*vt_iter_run_fn)(void *ctx, char *const *ptrs, const int64_t *stri
 void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops);
 /* Visit logical (row-major) elements [begin, end) run by run. */
 void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn fn, void *ctx);
+/* The same visit, a block of runs per call: `rows` runs of n elements, the
+ * first at ptrs, each rstrides[k] bytes after the one before (operand k).
+ * Whole inner rows come several per call; a range's partial first or last
+ * row comes alone (rows == 1). Drivers whose per-run work has a fixed cost
+ * (checks, staging set-up) pay it once per block. */
+typedef void (*vt_iter_block_fn)(void *ctx, char *const *ptrs, const int64_t *strides, int64_t n, int64_t rows,
+                                 const int64_t *rstrides);
+void vt_iter_blocks(const vt_iter *it, int64_t begin, int64_t end, vt_iter_block_fn fn, void *ctx);
 
 /* Elements per parallel chunk for memory-bound elementwise work: below it
  * the pool costs more than it gains. */
@@ -319,6 +327,12 @@ vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *co
                         const vt_tensor *b);
 vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src);
 vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value);
+/* Tensor i of foreach op x as a plan (kernels/elementwise/foreach.c): the
+ * multi-tensor kernel's per-element code on that one tensor. Only for ops
+ * vt_foreach_fusable accepts (not the reductions, no scalar tensor). */
+struct vt_foreach_args;
+int vt_foreach_fusable(const struct vt_foreach_args *x);
+vt_status vt_foreach_item_plan(vt_ew_plan *p, const struct vt_foreach_args *x, int64_t i);
 /* Run p over all its elements; VT_ERR_KERNEL "ZeroDivisionError" after an
  * integer division by zero. */
 vt_status vt_ew_plan_run(vt_ew_plan *p);

@@ -6,6 +6,7 @@
  * others: an update in place (out[i] == a[i]) is elementwise. */
 #include <stdlib.h>
 
+#include "graph/node.h"
 #include "internal.h"
 
 /* Copies n descriptors (NULL list: nothing) into the block at *cur. */
@@ -77,6 +78,16 @@ vt_status vt_op_foreach(int dev, const char *name, const vt_foreach_args *x) {
     if (s != VT_OK) return s;
     if ((s = vt_foreach_check(x)) != VT_OK) return vt_error_prefix(s, name);
     if (x->n == 0) return VT_OK;
+    /* DeferAndFuse records an elementwise foreach op tensor by tensor, so an
+     * optimizer step's chain of foreach ops fuses per parameter. */
+    if (vt_get_eager_mode() == VT_EAGER_DEFER_AND_FUSE && vt_foreach_fusable(x) && !vt_on_queue_worker()) {
+        for (int64_t i = 0; i < x->n && s == VT_OK; i++) {
+            vt_node nd;
+            vt_foreach_item_node(&nd, name, x, i);
+            s = vt_node_submit(dev, &nd);
+        }
+        return s;
+    }
     int64_t n = x->n;
     int lists = !!x->out + !!x->a + !!x->b + !!x->c + !!x->scalar_tensor;
     size_t bytes = (size_t)n * lists * sizeof(vt_tensor) + (x->scalars ? (size_t)n * sizeof(double) : 0);

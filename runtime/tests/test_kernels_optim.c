@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "graph/node.h"
 #include "internal.h"
 #include "kernels/optim/optim.h"
 #include "test.h"
@@ -72,6 +73,16 @@ static void run_case(vt_foreach_op op, vt_dtype dt, int64_t base, int strided, i
     for (int i = 0; i < NT; i++)
         CHECK_MSG(ht_compare(vt_foreach_op_name(op), &L.to[i], &L.tr[i], -1) == 0, "%s dtype %s base %lld",
                   vt_foreach_op_name(op), vt_dtype_name(dt), (long long)base);
+    /* each tensor as a node (what DeferAndFuse records): the same bits */
+    for (int i = 0; i < NT; i++) {
+        memset(L.ro[i].block, 0xA5, L.ro[i].bytes);
+        vt_node n;
+        vt_foreach_item_node(&n, "aten::_foreach_test", &x, i);
+        CHECK_OK(vt_node_check(&n));
+        CHECK_OK(vt_node_run(&n));
+        CHECK_MSG(ht_compare(vt_foreach_op_name(op), &L.to[i], &L.tr[i], -1) == 0, "%s node dtype %s base %lld",
+                  vt_foreach_op_name(op), vt_dtype_name(dt), (long long)base);
+    }
     free_lists(&L);
 }
 

@@ -64,20 +64,35 @@ bool supported(c10::ScalarType st) {
   return to_vt_dtype(st, &d);
 }
 
-// Output laid out like the first operand of the output's shape, as
-// TensorIterator does for dense inputs; contiguous otherwise.
-// Allocated here, not through the dispatcher (as CPU kernels allocate
-// theirs): an output costs one allocator call, on dev.
+// A new result laid out as TensorIterator lays out the output it allocates
+// (vt_ew_result_strides), so strides match CPU PyTorch's and the kernel
+// walks the result in memory order. Allocated here, not through the
+// dispatcher (as CPU kernels allocate theirs): an output costs one
+// allocator call, on dev.
 at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
-                      std::initializer_list<const at::Tensor*> like) {
+                      std::initializer_list<const at::Tensor*> inputs) {
   c10::OptionalDeviceGuard guard;
   if (current_device() != dev) guard.reset_device(c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev)));
   const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-  for (const at::Tensor* t : like) {
-    if (is_tpu(*t) && t->sizes() == shape && t->is_non_overlapping_and_dense())
-      return at::detail::empty_strided_generic(shape, t->strides(), device_allocator(), keys, dtype);
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  vt_tensor in[4];
+  const vt_tensor* ins[4];
+  int n = 0;
+  bool described = nd <= VT_MAX_DIMS;
+  for (const at::Tensor* t : inputs) {
+    if (!t->defined() || n == 4) continue;
+    if (t->dim() > VT_MAX_DIMS) described = false;
+    if (!described) break;
+    vt_tensor& d = in[n];
+    d.ndim = static_cast<int32_t>(t->dim());
+    for (int64_t k = 0; k < t->dim(); k++) d.sizes[k] = t->size(k), d.strides[k] = t->stride(k);
+    ins[n] = &in[n];
+    n++;
   }
-  return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
+  if (!described || nd < 2) return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
+  int64_t strides[VT_MAX_DIMS];
+  vt_ew_result_strides(static_cast<int32_t>(nd), shape.data(), n, ins, strides);
+  return at::detail::empty_strided_generic(shape, c10::IntArrayRef(strides, nd), device_allocator(), keys, dtype);
 }
 
 void check_cast(c10::ScalarType result, const at::Tensor& out) {
@@ -507,7 +522,7 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
     check_cast(result, out);
     resize_elementwise_out(out, shape, {cond, a, b});
   } else {
-    out = new_output(shape, result, dev, {&aa, &bb});
+    out = new_output(shape, result, dev, {&cond, &aa, &bb});
   }
   if (out.numel() == 0) return out;
   // operands in the result dtype so the kernel only converts on store

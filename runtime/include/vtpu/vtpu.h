@@ -319,6 +319,17 @@ const char *vt_unary_op_name(vt_unary_op op);
 const char *vt_binary_op_name(vt_binary_op op);
 const char *vt_ternary_op_name(vt_ternary_op op);
 
+/* The strides (in elements) of a new elementwise result of shape
+ * sizes[ndim] computed from inputs[nin] (any ndim <= ndim, broadcast
+ * right-aligned; only ndim, sizes and strides are read), as PyTorch's
+ * TensorIterator lays out an output it allocates: contiguous, channels-last
+ * or the inputs' own strides when every input has the result's shape and
+ * that layout; else dims ordered by the inputs' strides (the first input
+ * that orders two dims decides) and packed densely in that order. The
+ * elementwise kernels then visit the result in its memory order. */
+void vt_ew_result_strides(int32_t ndim, const int64_t *sizes, int nin, const vt_tensor *const *inputs,
+                          int64_t *strides);
+
 /* out = op(a) computed in `compute` dtype (PyTorch's common dtype): inputs are
  * converted to compute, the result converted to out's dtype. a broadcasts to
  * out's shape. Any strides; out may alias a exactly (in place). */

@@ -46,7 +46,7 @@ void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops) {
     it->ndim = out;
 }
 
-void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn fn, void *ctx) {
+void vt_iter_blocks(const vt_iter *it, int64_t begin, int64_t end, vt_iter_block_fn fn, void *ctx) {
     int32_t nd = it->ndim, inner = nd - 1;
     int nops = it->nops;
     int64_t idx[VT_MAX_DIMS];
@@ -57,16 +57,30 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
         rem /= it->sizes[d];
         for (int k = 0; k < nops; k++) off[k] += idx[d] * it->strides[k][d];
     }
-    int64_t istr[VT_ITER_MAX_OPS];
-    for (int k = 0; k < nops; k++) istr[k] = it->strides[k][inner];
+    int64_t istr[VT_ITER_MAX_OPS], rstr[VT_ITER_MAX_OPS] = {0};
+    for (int k = 0; k < nops; k++) {
+        istr[k] = it->strides[k][inner];
+        if (inner > 0) rstr[k] = it->strides[k][inner - 1] * (int64_t)it->elsize[k];
+    }
+    const int64_t len = it->sizes[inner];
     char *ptrs[VT_ITER_MAX_OPS];
     int64_t pos = begin;
     while (pos < end) {
-        int64_t run = it->sizes[inner] - idx[inner];
+        int64_t run = len - idx[inner], rows = 1;
         if (run > end - pos) run = end - pos;
+        /* whole runs from the start of one: as many as the next dim and the
+         * range allow, in one call */
+        if (inner > 0 && idx[inner] == 0 && run == len) {
+            rows = (end - pos) / len;
+            if (rows > it->sizes[inner - 1] - idx[inner - 1]) rows = it->sizes[inner - 1] - idx[inner - 1];
+        }
         for (int k = 0; k < nops; k++) ptrs[k] = it->base[k] + off[k] * (int64_t)it->elsize[k];
-        fn(ctx, ptrs, istr, run);
-        pos += run;
+        fn(ctx, ptrs, istr, run, rows, rstr);
+        pos += run * rows;
+        if (rows > 1) {
+            idx[inner - 1] += rows - 1; /* the last row's end carries below */
+            for (int k = 0; k < nops; k++) off[k] += (rows - 1) * it->strides[k][inner - 1];
+        }
         idx[inner] += run;
         for (int k = 0; k < nops; k++) off[k] += run * istr[k];
         for (int32_t d = inner; d > 0 && idx[d] == it->sizes[d]; d--) {
@@ -75,4 +89,26 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
             idx[d - 1]++;
         }
     }
+}
+
+typedef struct runs_ctx {
+    vt_iter_run_fn fn;
+    void *ctx;
+    int nops;
+} runs_ctx;
+
+static void runs_of_block(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n, int64_t rows,
+                          const int64_t *rstrides) {
+    const runs_ctx *r = vctx;
+    char *p[VT_ITER_MAX_OPS];
+    for (int k = 0; k < r->nops; k++) p[k] = ptrs[k];
+    for (int64_t i = 0; i < rows; i++) {
+        r->fn(r->ctx, p, strides, n);
+        for (int k = 0; k < r->nops; k++) p[k] += rstrides[k];
+    }
+}
+
+void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn fn, void *ctx) {
+    runs_ctx r = {fn, ctx, it->nops};
+    vt_iter_blocks(it, begin, end, runs_of_block, &r);
 }

@@ -60,7 +60,8 @@ static int fusable_kind(vt_node_kind k) {
     case VT_NODE_TERNARY:
     case VT_NODE_WHERE:
     case VT_NODE_COPY:
-    case VT_NODE_FILL: return 1;
+    case VT_NODE_FILL:
+    case VT_NODE_FOREACH: return 1;
     default: return 0;
     }
 }
@@ -82,6 +83,8 @@ static uint64_t signature(const vt_node *n) {
     h = mix(h, (uint64_t)o->dtype << 8 | (uint64_t)o->ndim);
     for (int d = 0; d < o->ndim; d++) h = mix(h, (uint64_t)o->sizes[d]);
     for (int k = 0; k < n->nsrc; k++) h = mix(h, (uint64_t)n->src[k].dtype << 8 | (uint64_t)n->src[k].ndim);
+    /* the tensors of one foreach op are one user op, not a loop of its own */
+    if (n->kind == VT_NODE_FOREACH) h = mix(h, (uint64_t)n->iparams[0]);
     return h;
 }
 
@@ -95,6 +98,7 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
      * recorded before (queue.c), and the node reads the copy. */
     vt_status s = vt_uses_prepare(dev, n->name, u, m, &pr);
     if (s != VT_OK) return s;
+    vt_node_memory_order(n);
     pthread_once(&pend_once, pend_init);
     pending *p = &pend[dev];
     pthread_mutex_lock(&p->mu);
@@ -174,44 +178,134 @@ static void poison_rest(int dev, vt_rec *recs, int n, vt_status s) {
     vt_fault_unref(f);
 }
 
-/* Caller holds p->mu. Queues every recorded node, in order, as groups. */
+/* ------------------------------------------------------------ grouping
+ * A node joins the newest fusion group it fits (vt_fuse_fits) among the
+ * OPEN_GROUPS most recent ones, provided no newer group touches what it
+ * touches (a block one of them writes, or one it writes): the node then
+ * runs earlier than the nodes of those newer groups, which changes nothing
+ * they compute. Groups run in the order they were opened. So an
+ * optimizer's foreach ops, recorded op by op across all parameters, fuse
+ * parameter by parameter, and a chain interrupted by an unrelated op of
+ * another shape still fuses. */
+
+#define OPEN_GROUPS 16
+
+typedef struct group_rec {
+    int count;
+    int member[VT_FUSE_MAX_NODES]; /* record indices, in program order */
+} group_rec;
+
+typedef struct open_group {
+    int id;                 /* index into the flush's groups */
+    uint64_t rmask, wmask;  /* one bit per block hash, read / written */
+    vt_fuse_uses uses;
+} open_group;
+
+static uint64_t block_bit(const void *block) {
+    return 1ull << ((uint64_t)(uintptr_t)block * 0x9e3779b97f4a7c15ull >> 58);
+}
+
+static void masks_add(open_group *o, const vt_rec *r) {
+    for (int k = 0; k < r->nacc; k++) {
+        if (r->acc[k].flags & VT_USE_WRITE) o->wmask |= block_bit(r->acc[k].block);
+        else o->rmask |= block_bit(r->acc[k].block);
+    }
+}
+
+/* Whether r touches a block group o writes, or writes one o reads. */
+static int conflicts(const open_group *o, const vt_rec *r) {
+    for (int k = 0; k < r->nacc; k++) {
+        const int w = (r->acc[k].flags & VT_USE_WRITE) != 0;
+        const uint64_t bit = block_bit(r->acc[k].block);
+        if (!((w ? o->rmask | o->wmask : o->wmask) & bit)) continue;
+        for (int i = o->uses.n - 1; i >= 0; i--)
+            if (o->uses.u[i].block == r->acc[k].block && (w || o->uses.u[i].write)) return 1;
+    }
+    return 0;
+}
+
+/* Cuts recs[0..n) into groups; returns how many (groups[] has room for n). */
+static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *open) {
+    int ngroups = 0, nopen = 0; /* open[(ngroups - 1 - j) % OPEN_GROUPS] is the j-th newest */
+    for (int i = 0; i < n; i++) {
+        int joined = -1;
+        for (int j = 0; j < nopen; j++) {
+            open_group *o = &open[(ngroups - 1 - j) % OPEN_GROUPS];
+            group_rec *g = &groups[o->id];
+            if (g->count < VT_FUSE_MAX_NODES && vt_fuse_fits(&o->uses, &recs[g->member[0]], &recs[i])) {
+                joined = o->id;
+                vt_fuse_add(&o->uses, &recs[i]);
+                masks_add(o, &recs[i]);
+                break;
+            }
+            if (conflicts(o, &recs[i])) break;
+        }
+        if (joined < 0) {
+            joined = ngroups++;
+            open_group *o = &open[joined % OPEN_GROUPS];
+            o->id = joined;
+            o->rmask = o->wmask = 0;
+            vt_fuse_begin(&o->uses, &recs[i]);
+            masks_add(o, &recs[i]);
+            groups[joined].count = 0;
+            if (nopen < OPEN_GROUPS) nopen++;
+        }
+        groups[joined].member[groups[joined].count++] = i;
+    }
+    return ngroups;
+}
+
+/* poison_rest for the nodes of groups[0..ngroups). */
+static void poison_groups(int dev, const vt_rec *recs, const group_rec *groups, int ngroups, vt_status s) {
+    vt_fault *f = vt_fault_new(dev, 0, s, recs[groups[0].member[0]].n.name, vt_last_error());
+    if (!f) return;
+    for (int g = 0; g < ngroups; g++)
+        for (int m = 0; m < groups[g].count; m++) vt_fault_poison(recs[groups[g].member[m]].acc, 1, f);
+    vt_fault_latch(f);
+    vt_fault_unref(f);
+}
+
+/* Caller holds p->mu. Queues every recorded node as groups (cut_groups). */
 static vt_status flush_locked(int dev, pending *p) {
     const int n = p->n;
     if (n == 0) return VT_OK;
     flushing = 1;
     vt_rec *recs = p->recs;
-    /* Last use of each allocation the record touches. */
+    /* Last group that uses each allocation the record touches. */
     size_t cap = 64;
     while (cap < (size_t)n * VT_REC_MAX_ACC * 2) cap *= 2;
-    last_use *lu = vt_defer_alloc_fails() ? NULL : calloc(cap, sizeof *lu);
-    unsigned char *elide = malloc((size_t)n);
+    const int fail = vt_defer_alloc_fails();
+    last_use *lu = fail ? NULL : calloc(cap, sizeof *lu);
+    group_rec *groups = malloc(sizeof *groups * (size_t)n);
+    open_group *open = malloc(sizeof *open * OPEN_GROUPS);
+    int *group_of = malloc(sizeof *group_of * (size_t)n);
     vt_status s = VT_OK;
-    if (!lu || !elide) {
+    if (!lu || !groups || !open || !group_of) {
         s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "TPU %d: out of host memory flushing %d recorded ops", dev, n);
         poison_rest(dev, recs, n, s);
     } else {
+        const int ngroups = cut_groups(recs, n, groups, open);
+        for (int g = 0; g < ngroups; g++)
+            for (int m = 0; m < groups[g].count; m++) group_of[groups[g].member[m]] = g;
         for (int i = 0; i < n; i++)
             for (int k = 0; k < recs[i].nacc; k++) {
                 last_use *e = find_use(lu, cap - 1, &recs[i].acc[k]);
                 e->block = recs[i].acc[k].block;
                 e->gen = recs[i].acc[k].gen;
-                e->at = i;
+                if (group_of[i] > e->at) e->at = group_of[i];
             }
         vt_fusion_stats st = {0};
-        vt_fuse_uses uses;
-        for (int i = 0; i < n && s == VT_OK;) {
-            int end = i + 1;
-            vt_fuse_begin(&uses, &recs[i]);
-            for (; end < n && end - i < VT_FUSE_MAX_NODES && vt_fuse_fits(&uses, &recs[i], &recs[end]); end++)
-                vt_fuse_add(&uses, &recs[end]);
-            /* dead: freed before the flush, and not read after the group */
-            for (int j = i; j < end; j++) {
-                const vt_access *o = &recs[j].acc[0];
-                elide[j] = !vt_hbm_access_live(o) && find_use(lu, cap - 1, o)->at < end;
+        for (int g = 0; g < ngroups && s == VT_OK; g++) {
+            const vt_rec *members[VT_FUSE_MAX_NODES];
+            unsigned char elide[VT_FUSE_MAX_NODES];
+            for (int m = 0; m < groups[g].count; m++) {
+                const vt_rec *r = &recs[groups[g].member[m]];
+                members[m] = r;
+                /* dead: freed before the flush, and no later group reads it */
+                elide[m] = !vt_hbm_access_live(&r->acc[0]) && find_use(lu, cap - 1, &r->acc[0])->at == g;
             }
-            s = vt_fuse_enqueue(dev, &recs[i], end - i, &elide[i], &st);
-            if (s != VT_OK) poison_rest(dev, recs + i, n - i, s);
-            i = end;
+            s = vt_fuse_enqueue(dev, members, groups[g].count, elide, &st);
+            if (s != VT_OK) poison_groups(dev, recs, groups + g, ngroups - g, s);
         }
         atomic_fetch_add(&stats.flushes, 1);
         atomic_fetch_add(&stats.nodes, (uint64_t)n);
@@ -221,7 +315,9 @@ static vt_status flush_locked(int dev, pending *p) {
         atomic_fetch_add(&stats.bytes_elided, st.bytes_elided);
     }
     free(lu);
-    free(elide);
+    free(groups);
+    free(open);
+    free(group_of);
     /* Nodes not queued after a failure are dropped: the error says so. */
     p->n = 0;
     p->bytes = 0;

@@ -54,9 +54,11 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r);
  * none). vt_defer_alloc_fails() is asked at each. */
 void vt_defer_fail_alloc_for_test(int skip);
 int vt_defer_alloc_fails(void);
-/* Queue the group g[0..count) on dev as one command. elide[i]: g[i]'s
- * output was freed before the flush and nothing after the group reads it,
- * so it lives in L1 scratch only. Adds to *st what the group writes. */
-vt_status vt_fuse_enqueue(int dev, const vt_rec *g, int count, const unsigned char *elide, vt_fusion_stats *st);
+/* Queue the group g[0..count) (in program order) on dev as one command.
+ * elide[i]: g[i]'s output was freed before the flush and nothing after the
+ * group reads it, so it lives in L1 scratch only. Adds to *st what the
+ * group writes. */
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *elide,
+                          vt_fusion_stats *st);
 
 #endif

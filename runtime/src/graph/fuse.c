@@ -190,7 +190,7 @@ typedef struct scratch_value {
     int slot;
 } scratch_value;
 
-vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned char *elide, vt_fusion_stats *st) {
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide, vt_fusion_stats *st) {
     group *g = vt_defer_alloc_fails()
                    ? NULL
                    : aligned_alloc(64, (sizeof(group) + sizeof(member) * (size_t)count + 63) & ~(size_t)63);
@@ -199,17 +199,17 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     p.acc = p.inline_acc;
     p.scratch = p.inline_scratch;
     int nacc = 0;
-    for (int i = 0; i < count; i++) nacc += r[i].nacc;
+    for (int i = 0; i < count; i++) nacc += r[i]->nacc;
     if (nacc > VT_ACCESS_INLINE) p.acc = malloc(sizeof(vt_access) * (size_t)nacc);
     if (!g || !p.acc) {
         free(g);
         if (p.acc != p.inline_acc) free(p.acc);
-        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queuing recorded ops", r[0].n.name);
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queuing recorded ops", r[0]->n.name);
     }
     g->count = count;
-    vt_tensor_copy(&g->shape, &r[0].n.out[0]);
+    vt_tensor_copy(&g->shape, &r[0]->n.out[0]);
     g->nslots = 0;
-    g->numel = vt_tensor_numel(&r[0].n.out[0]);
+    g->numel = vt_tensor_numel(&r[0]->n.out[0]);
     g->bytes = 0;
     /* one node alone has nothing to keep in cache: one tile per thread */
     g->tile = count > 1 || elide[0] ? TILE : g->numel;
@@ -226,29 +226,29 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     for (int i = 0; i < count && s == VT_OK; i++) {
         member *m = &g->m[i];
         vt_node n; /* this member's copy of the node, to plan from */
-        memcpy(&n, &r[i].n, vt_node_size(&r[i].n));
+        memcpy(&n, &r[i]->n, vt_node_size(&r[i]->n));
         m->name = n.name;
         memset(m->slot, -1, sizeof m->slot);
         /* inputs an earlier node of the group left in scratch */
         for (int k = 0; k < n.nsrc; k++) {
-            const int a = r[i].acc_of_src[k];
+            const int a = r[i]->acc_of_src[k];
             if (a < 0) continue;
             for (int v = nlive - 1; v >= 0; v--)
-                if (live[v].block == r[i].acc[a].block && live[v].gen == r[i].acc[a].gen &&
+                if (live[v].block == r[i]->acc[a].block && live[v].gen == r[i]->acc[a].gen &&
                     same_view(&live[v].view, &n.src[k])) {
                     m->slot[k + 1] = (int8_t)live[v].slot;
                     n.src[k] = scratch_view(&n.src[k]);
                     break;
                 }
         }
-        const vt_access *o = &r[i].acc[0];
+        const vt_access *o = &r[i]->acc[0];
         const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(n.out[0].dtype);
         if (elide[i] && vt_dtype_size(n.out[0].dtype) <= MAX_ES) {
             if (vt_dtype_size(n.out[0].dtype) > g->slot_es) g->slot_es = vt_dtype_size(n.out[0].dtype);
             int last = i; /* the last member reading this value (a later value of the allocation counts too) */
             for (int j = i + 1; j < count; j++)
-                for (int k = 1; k < r[j].nacc; k++)
-                    if (r[j].acc[k].block == o->block && r[j].acc[k].gen == o->gen) last = j;
+                for (int k = 1; k < r[j]->nacc; k++)
+                    if (r[j]->acc[k].block == o->block && r[j]->acc[k].gen == o->gen) last = j;
             int slot = 0;
             while (slot < g->nslots && free_after[slot] >= i) slot++;
             if (slot == g->nslots) g->nslots++;
@@ -266,8 +266,8 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
          * result, not the memory as it was before the group: it is not an
          * input of the command (a fault left there by an earlier op must
          * not stop the group that overwrites it, as it would not in Strict). */
-        for (int k = 1; k < r[i].nacc; k++) {
-            const vt_access *in = &r[i].acc[k];
+        for (int k = 1; k < r[i]->nacc; k++) {
+            const vt_access *in = &r[i]->acc[k];
             int own = 0;
             for (int j = 0; j < i && !own; j++) own = written[j]->block == in->block && written[j]->gen == in->gen;
             if (!own) p.acc[p.n++] = *in;
@@ -290,6 +290,6 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *r, int count, const unsigned ch
     p.payload = g;
     /* a few microseconds of work may run on this thread when the queue is idle */
     const int small = g->numel * count <= 4 * VT_ELEMENTWISE_GRAIN;
-    return vt_enqueue_prepared(dev, r[0].n.name, group_kernel, &g, sizeof g, &p,
+    return vt_enqueue_prepared(dev, r[0]->n.name, group_kernel, &g, sizeof g, &p,
                                VT_ENQ_ASYNC | (small ? VT_ENQ_INLINE_OK : 0));
 }

@@ -363,6 +363,55 @@ static vt_status pool_ref(const vt_node *n) {
     }
 }
 
+/* ------------------------------------------------------------ foreach
+ * One tensor of a foreach op (what DeferAndFuse records per tensor): the
+ * single-tensor vt_foreach_args the node stands for. */
+
+static vt_foreach_args foreach_args(const vt_node *n) {
+    vt_foreach_args x;
+    memset(&x, 0, sizeof x);
+    x.op = (vt_foreach_op)n->op;
+    x.n = 1;
+    x.out = &n->out[0];
+    x.a = n->nsrc > 0 ? &n->src[0] : NULL;
+    x.b = n->nsrc > 1 ? &n->src[1] : NULL;
+    x.c = n->nsrc > 2 ? &n->src[2] : NULL;
+    x.scalar = n->params[0];
+    x.alpha = n->params[1];
+    return x;
+}
+
+void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x, int64_t i) {
+    vt_node_init(n, VT_NODE_FOREACH, (int32_t)x->op, name);
+    vt_node_add_out(n, &x->out[i]);
+    /* the lists are there (vt_foreach_check): adding cannot fail */
+    if (x->a) vt_node_add_src(n, &x->a[i], NULL);
+    if (x->b) vt_node_add_src(n, &x->b[i], NULL);
+    if (x->c) vt_node_add_src(n, &x->c[i], NULL);
+    n->params[0] = x->scalars ? x->scalars[i] : x->scalar;
+    n->params[1] = x->alpha;
+    n->iparams[0] = i;
+}
+
+static vt_status foreach_check(const vt_node *n) {
+    if (n->nout != 1 || n->nsrc > 3 || n->host || n->absent)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: a foreach node has one output and up to 3 tensor inputs",
+                            n->name);
+    const vt_foreach_args x = foreach_args(n);
+    if (!vt_foreach_fusable(&x))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: foreach %s is not an elementwise op", n->name,
+                            vt_foreach_op_name(x.op));
+    return named(n, vt_foreach_check(&x));
+}
+static vt_status foreach_plan(const vt_node *n, vt_ew_plan *p) {
+    const vt_foreach_args x = foreach_args(n);
+    return vt_foreach_item_plan(p, &x, 0);
+}
+static vt_status foreach_ref(const vt_node *n) {
+    const vt_foreach_args x = foreach_args(n);
+    return vt_ref_foreach(&x);
+}
+
 #define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
 
 const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
@@ -391,6 +440,8 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_RNG] = {"rng", rng_check, rng_run, NULL, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
     /* inputs are read while the output (and argmax indices) are written: overlaps are copied */
     [VT_NODE_POOL] = {"pool", pool_check, pool_run, pool_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,
+                         VT_USE_WRITE},
 };
 
 /* ------------------------------------------------------------ building */
@@ -568,6 +619,55 @@ int vt_node_uses(vt_node *n, vt_use *u) {
     return m;
 }
 
+/* Whether dim a, now outside dim b, should go inside it: the first operand
+ * (out, then the inputs in order) that steps through both with different
+ * non-zero strides decides, as in TensorIterator's reorder_dimensions. */
+static int goes_inside(vt_tensor *const *ops, int m, int a, int b) {
+    for (int k = 0; k < m; k++) {
+        const int64_t sa = ops[k]->strides[a], sb = ops[k]->strides[b];
+        if (sa == 0 || sb == 0 || sa == sb) continue;
+        return sa < sb;
+    }
+    return 0;
+}
+
+/* An elementwise node visits its elements in the order of out's memory:
+ * the dims of every operand are permuted alike, largest out stride
+ * outermost. Each output element is computed from the same input elements
+ * as before; only the order of the visits changes, so a permuted output
+ * (as TensorIterator lays out the result of a transposed input) is written
+ * front to back instead of a run here and a run a page further. Inputs are
+ * broadcast to out's dims first; host scalars stay 0-dim. Run after the
+ * overlap checks (vt_uses_prepare), which judge the op's own views. */
+void vt_node_memory_order(vt_node *n) {
+    vt_tensor *o = &n->out[0];
+    const int nd = o->ndim;
+    if (!vt_node_kinds[n->kind].plan || nd < 2 || !n->nout || (n->absent & 1)) return;
+    vt_tensor *ops[1 + VT_NODE_MAX_SRC];
+    int m = 0;
+    ops[m++] = o;
+    for (int k = 0; k < n->nsrc; k++) {
+        if ((n->host >> k & 1) || !vt_node_has_src(n, k)) continue;
+        if (vt_broadcast_to(&n->src[k], nd, o->sizes, &n->src[k]) != VT_OK) return; /* the check passed: cannot fail */
+        ops[m++] = &n->src[k];
+    }
+    int perm[VT_MAX_DIMS], moved = 0;
+    for (int d = 0; d < nd; d++) perm[d] = d;
+    for (int i = 1; i < nd; i++)
+        for (int j = i; j > 0 && o->sizes[perm[j]] != 1 && goes_inside(ops, m, perm[j - 1], perm[j]); j--) {
+            const int t = perm[j];
+            perm[j] = perm[j - 1], perm[j - 1] = t;
+            moved = 1;
+        }
+    if (!moved) return;
+    for (int k = 0; k < m; k++) {
+        int64_t sz[VT_MAX_DIMS], st[VT_MAX_DIMS];
+        for (int d = 0; d < nd; d++) sz[d] = ops[k]->sizes[perm[d]], st[d] = ops[k]->strides[perm[d]];
+        memcpy(ops[k]->sizes, sz, (size_t)nd * sizeof sz[0]);
+        memcpy(ops[k]->strides, st, (size_t)nd * sizeof st[0]);
+    }
+}
+
 vt_status vt_node_submit(int dev, vt_node *n) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_node_check(n);
@@ -579,5 +679,6 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     if (vt_defer_wants(n, mode)) return vt_defer_record(dev, n, u, m);
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, n->name, u, m, &p)) != VT_OK) return s;
+    vt_node_memory_order(n);
     return vt_node_enqueue(dev, n, &p, mode == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC);
 }

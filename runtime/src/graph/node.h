@@ -39,6 +39,9 @@ typedef enum vt_node_kind {
     VT_NODE_SOFTMAX_BACKWARD, /* op as forward; out: grad_in; src: grad_out, y; iparams[0]: dim */
     VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng/rng.def); iparams[0..1]: seed, offset */
     VT_NODE_POOL,      /* op: vt_pool_op (kernels/pool/pool.def) */
+    VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
+                          the op has them; params[0]: its scalar, params[1]: alpha; iparams[0]: which
+                          tensor of the op's lists */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
@@ -120,6 +123,11 @@ vt_status vt_node_check(const vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this
  * waits). n may be rewritten by staging (access.c). */
 vt_status vt_node_submit(int dev, vt_node *n);
+/* The node of tensor i of foreach op x (checked by vt_foreach_check). */
+void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x, int64_t i);
+/* An elementwise node's dims, permuted alike in every operand so that its
+ * elements are visited in out's memory order (no-op for other kinds). */
+void vt_node_memory_order(vt_node *n);
 /* Run n here and now, without the queue; ref: the scalar reference. A
  * node's host scalars are found wherever the node lives. */
 vt_status vt_node_run(vt_node *n);

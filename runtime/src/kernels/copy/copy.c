@@ -197,14 +197,16 @@ typedef struct copy_ctx {
 } copy_ctx;
 _Static_assert(sizeof(copy_ctx) <= VT_EW_PLAN_BYTES, "copy_ctx outgrew a plan");
 
-static void copy_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
+static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, int64_t rows, const int64_t *rs) {
     copy_ctx *c = vctx;
-    vt_convert(c->from, p[1], s[1], c->to, p[0], s[0], n);
+    char *dst = p[0];
+    const char *src = p[1];
+    for (int64_t r = 0; r < rows; r++, dst += rs[0], src += rs[1]) vt_convert(c->from, src, s[1], c->to, dst, s[0], n);
 }
 
 static void copy_range(void *vctx, int64_t b, int64_t e) {
     copy_ctx *c = vctx;
-    vt_iter_range(&c->h.it, b, e, copy_run, c);
+    vt_iter_blocks(&c->h.it, b, e, copy_block, c);
 }
 
 /* Checks shared by the elementwise entry points: valid descriptors and each

@@ -124,24 +124,12 @@ static void store_result(const ew_ctx *c, const void *res, int64_t rs, char *p, 
     }
 }
 
-static void ew_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n) {
-    ew_ctx *c = vctx;
+/* One run through staging buffers: inputs converted to the class type or
+ * gathered from strides, the result converted or scattered. */
+static void ew_run_staged(ew_ctx *c, char *const *ptrs, const int64_t *strides, int64_t n) {
     int nin = c->nin;
     int64_t so = strides[0];
     int err = 0;
-
-    /* Everything readable and writable in place: one call for the run. */
-    int direct_all = output_direct(c, so);
-    for (int k = 0; k < nin && direct_all; k++)
-        direct_all = input_direct(c, k, strides[k + 1]) && (nin > 1 || strides[k + 1] == 1);
-    if (direct_all) {
-        const void *in[3] = {ptrs[1], nin > 1 ? ptrs[2] : NULL, nin > 2 ? ptrs[3] : NULL};
-        int64_t ks[3] = {strides[1], nin > 1 ? strides[2] : 0, nin > 2 ? strides[3] : 0};
-        err = call_kernel(c, n, ptrs[0], in, ks);
-        if (err) atomic_store_explicit(&c->h.failed, 1, memory_order_relaxed);
-        return;
-    }
-
     _Alignas(64) unsigned char ibuf[3][CHUNK * 8], rbuf[CHUNK * 8], tmp[CHUNK * 8];
     for (int64_t off = 0; off < n; off += CHUNK) {
         int64_t m = n - off < CHUNK ? n - off : CHUNK;
@@ -163,9 +151,37 @@ static void ew_run(void *vctx, char *const *ptrs, const int64_t *strides, int64_
     if (err) atomic_store_explicit(&c->h.failed, 1, memory_order_relaxed);
 }
 
+/* A block of runs: when every operand is readable and writable in place
+ * (decided once per block: the strides are the same for every run), each
+ * run is one microkernel call; else each goes through staging. */
+static void ew_block(void *vctx, char *const *ptrs, const int64_t *strides, int64_t n, int64_t rows,
+                     const int64_t *rstrides) {
+    ew_ctx *c = vctx;
+    const int nin = c->nin;
+    int direct_all = output_direct(c, strides[0]);
+    for (int k = 0; k < nin && direct_all; k++)
+        direct_all = input_direct(c, k, strides[k + 1]) && (nin > 1 || strides[k + 1] == 1);
+    char *p[4] = {ptrs[0], ptrs[1], nin > 1 ? ptrs[2] : NULL, nin > 2 ? ptrs[3] : NULL};
+    if (!direct_all) {
+        for (int64_t r = 0; r < rows; r++) {
+            ew_run_staged(c, p, strides, n);
+            for (int k = 0; k <= nin; k++) p[k] += rstrides[k];
+        }
+        return;
+    }
+    const int64_t ks[3] = {strides[1], nin > 1 ? strides[2] : 0, nin > 2 ? strides[3] : 0};
+    int err = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const void *in[3] = {p[1], p[2], p[3]};
+        err |= call_kernel(c, n, p[0], in, ks);
+        for (int k = 0; k <= nin; k++) p[k] += rstrides[k];
+    }
+    if (err) atomic_store_explicit(&c->h.failed, 1, memory_order_relaxed);
+}
+
 static void ew_range(void *vctx, int64_t b, int64_t e) {
     ew_ctx *c = vctx;
-    vt_iter_range(&c->h.it, b, e, ew_run, c);
+    vt_iter_blocks(&c->h.it, b, e, ew_block, c);
 }
 
 static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int nin, const vt_tensor *const *in,
@@ -373,4 +389,144 @@ vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor 
     vt_ew_plan p;
     vt_status s = vt_where_plan(&p, out, cond, a, b);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
+}
+
+/* ------------------------------------------------------------ result layout
+ * TensorIterator's rules for an output it allocates (compute_fast_setup_type,
+ * reorder_dimensions, allocate_or_resize_outputs), so a result has the
+ * strides CPU PyTorch gives it. */
+
+static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+
+static int is_contig(const vt_tensor *t) {
+    if (vt_tensor_numel(t) == 0) return 1;
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] == 1) continue;
+        if (t->strides[d] != expected) return 0;
+        expected *= t->sizes[d];
+    }
+    return 1;
+}
+
+static int is_channels_last(const vt_tensor *t) {
+    if (t->ndim != 4) return 0;
+    static const int order[4] = {1, 3, 2, 0};
+    int64_t expected = 1;
+    for (int i = 0; i < 4; i++) {
+        const int d = order[i];
+        if (t->sizes[d] == 1) continue;
+        if (t->strides[d] != expected) return 0;
+        expected *= t->sizes[d];
+    }
+    return 1;
+}
+
+/* c10's compute_non_overlapping_and_dense. */
+static int is_dense(const vt_tensor *t) {
+    const int nd = t->ndim;
+    if (nd == 1) return t->sizes[0] < 2 || t->strides[0] == 1;
+    int perm[VT_MAX_DIMS];
+    for (int d = 0; d < nd; d++) perm[d] = d;
+    /* stable sort by stride ascending, dims of size 0 or 1 last */
+    for (int i = 1; i < nd; i++)
+        for (int j = i; j > 0; j--) {
+            const int a = perm[j - 1], b = perm[j];
+            const int b_first = t->sizes[a] < 2 ? t->sizes[b] >= 2 : (t->sizes[b] >= 2 && t->strides[b] < t->strides[a]);
+            if (!b_first) break;
+            perm[j - 1] = b, perm[j] = a;
+        }
+    int64_t require = 1;
+    for (int i = 0; i < nd; i++) {
+        const int64_t sz = t->sizes[perm[i]];
+        if (sz < 2) return 1;
+        if (t->strides[perm[i]] != require) return 0;
+        require *= sz;
+    }
+    return 1;
+}
+
+static int same_shape(const vt_tensor *t, int32_t ndim, const int64_t *sizes) {
+    if (t->ndim != ndim) return 0;
+    for (int d = 0; d < ndim; d++)
+        if (t->sizes[d] != sizes[d]) return 0;
+    return 1;
+}
+
+void vt_ew_result_strides(int32_t ndim, const int64_t *sizes, int nin, const vt_tensor *const *inputs,
+                          int64_t *strides) {
+    if (ndim <= 0) return;
+    /* contiguous unless a rule below says otherwise */
+    strides[ndim - 1] = 1;
+    for (int d = ndim - 2; d >= 0; d--) strides[d] = strides[d + 1] * max1(sizes[d + 1]);
+    if (ndim == 1 || nin <= 0) return;
+    int same = 1, contig = 1, cl = 1, dense = 1;
+    for (int k = 0; k < nin; k++) {
+        same &= same_shape(inputs[k], ndim, sizes);
+        contig &= is_contig(inputs[k]);
+        cl &= is_channels_last(inputs[k]);
+        dense &= is_dense(inputs[k]);
+    }
+    if (same) {
+        if (contig) return;
+        if (cl) {
+            strides[1] = 1;
+            strides[3] = sizes[1];
+            strides[2] = strides[3] * sizes[3];
+            strides[0] = strides[2] * sizes[2];
+            return;
+        }
+        if (dense) {
+            int eq = 1;
+            for (int k = 1; k < nin && eq; k++)
+                for (int d = 0; d < ndim; d++) eq &= inputs[k]->strides[d] == inputs[0]->strides[d];
+            if (eq) {
+                memcpy(strides, inputs[0]->strides, (size_t)ndim * sizeof *strides);
+                return;
+            }
+        }
+    }
+    /* The inputs' strides broadcast to the result (a broadcast dim steps 0). */
+    int64_t st[VT_ITER_MAX_OPS][VT_MAX_DIMS];
+    const int n = nin < VT_ITER_MAX_OPS ? nin : VT_ITER_MAX_OPS;
+    for (int k = 0; k < n; k++) {
+        const vt_tensor *t = inputs[k];
+        const int lead = ndim - t->ndim;
+        for (int d = 0; d < ndim; d++) {
+            const int td = d - lead;
+            st[k][d] = td < 0 || (t->sizes[td] == 1 && sizes[d] != 1) ? 0 : t->strides[td];
+        }
+    }
+    /* perm[0] is the innermost dim; insertion sort with ambiguous
+     * comparisons, as reorder_dimensions: 1 when dim a goes outside dim b. */
+    int perm[VT_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) perm[i] = ndim - 1 - i;
+    for (int i = 1; i < ndim; i++) {
+        int d1 = i;
+        for (int d0 = i - 1; d0 >= 0; d0--) {
+            const int a = perm[d0], b = perm[d1];
+            int cmp = 0;
+            for (int k = 0; k < n; k++) {
+                const int64_t sa = st[k][a], sb = st[k][b];
+                if (sa == 0 || sb == 0) continue;
+                if (sa < sb) { cmp = -1; break; }
+                if (sa > sb) { cmp = 1; break; }
+                if (sizes[a] > sizes[b]) { cmp = 1; break; }
+            }
+            if (cmp > 0) {
+                perm[d0] = b, perm[d1] = a;
+                d1 = d0;
+            } else if (cmp < 0) {
+                break;
+            }
+        }
+    }
+    int inverted = 1;
+    for (int i = 0; i < ndim; i++) inverted &= perm[i] == ndim - 1 - i;
+    if (inverted) return; /* row-major: contiguous, as set above */
+    int64_t s = 1; /* compatible_stride: a plain product, as PyTorch's */
+    for (int i = 0; i < ndim; i++) {
+        strides[perm[i]] = s;
+        s *= sizes[perm[i]];
+    }
 }

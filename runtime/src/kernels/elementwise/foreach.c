@@ -3,6 +3,7 @@
  * tensors (so many small tensors and one large one both fill the pool).
  * Contiguous f32 runs go straight to the ISA block kernels; other dtypes and
  * strides are staged through small float/double buffers. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "kernels/optim/optim.h"
@@ -233,6 +234,95 @@ static void fe_item_range(const fe_item *it, const optim_table *tab, int ref, in
     vt_iter_init(&iter, it->nops, it->ops);
     fe_run_ctx c = {it, tab, ref};
     vt_iter_range(&iter, lo, hi, fe_run, &c);
+}
+
+/* ------------------------------------------------------------ one tensor as a plan
+ * Tensor i of a (non-reducing) foreach op as an elementwise plan: the same
+ * per-element code the multi-tensor kernel runs on it (plan_item's scalars,
+ * the ISA table on f32 runs, f32/f64 staging otherwise), so DeferAndFuse can
+ * record an optimizer's foreach ops per parameter and fuse each
+ * parameter's chain, bit for bit as the multi-tensor kernel computes it. */
+
+typedef struct fe_plan_ctx {
+    vt_ew_head h; /* operands: out, then a, b, c as present */
+    int has_a, has_b, has_c, f64;
+    vt_dtype dt[4];
+    optim_fe_f32 p32;
+    optim_fe_f64 p64;
+    const optim_table *tab;
+} fe_plan_ctx;
+_Static_assert(sizeof(fe_plan_ctx) <= VT_EW_PLAN_BYTES, "fe_plan_ctx outgrew a plan");
+
+static void fe_plan_row(const fe_plan_ctx *c, char *const *p, const int64_t *s, int64_t n) {
+    const int na = c->has_a, nb = na + c->has_b; /* operand slots of a, b, c: 1, 1 + na, 1 + nb */
+    char *po = p[0];
+    char *pa = c->has_a ? p[1] : NULL, *pb = c->has_b ? p[1 + na] : NULL, *pc = c->has_c ? p[1 + nb] : NULL;
+    const int64_t sa = c->has_a ? s[1] : 0, sb = c->has_b ? s[1 + na] : 0, sc = c->has_c ? s[1 + nb] : 0;
+    const vt_dtype da = c->has_a ? c->dt[1] : VT_F32, db = c->has_b ? c->dt[1 + na] : VT_F32,
+                   dc = c->has_c ? c->dt[1 + nb] : VT_F32;
+    if (!c->f64 && c->dt[0] == VT_F32 && s[0] == 1 && (!pa || (da == VT_F32 && sa == 1)) &&
+        (!pb || (db == VT_F32 && sb == 1)) && (!pc || (dc == VT_F32 && sc == 1))) {
+        c->tab->foreach(&c->p32, n, (float *)po, (const float *)pa, (const float *)pb, (const float *)pc);
+        return;
+    }
+    const vt_dtype w = c->f64 ? VT_F64 : VT_F32;
+    _Alignas(64) unsigned char bo[STAGE * 8], ba[STAGE * 8], bb[STAGE * 8], bc[STAGE * 8];
+    for (int64_t o = 0; o < n; o += STAGE) {
+        const int64_t m = n - o < STAGE ? n - o : STAGE;
+        if (pa) vt_convert(da, pa + o * sa * (int64_t)vt_dtype_size(da), sa, w, ba, 1, m);
+        if (pb) vt_convert(db, pb + o * sb * (int64_t)vt_dtype_size(db), sb, w, bb, 1, m);
+        if (pc) vt_convert(dc, pc + o * sc * (int64_t)vt_dtype_size(dc), sc, w, bc, 1, m);
+        if (c->f64)
+            optim_fe_f64_block(&c->p64, m, (double *)bo, (const double *)ba, pb ? (const double *)bb : NULL,
+                               pc ? (const double *)bc : NULL);
+        else
+            c->tab->foreach(&c->p32, m, (float *)bo, (const float *)ba, pb ? (const float *)bb : NULL,
+                            pc ? (const float *)bc : NULL);
+        vt_convert(w, bo, 1, c->dt[0], po + o * s[0] * (int64_t)vt_dtype_size(c->dt[0]), s[0], m);
+    }
+}
+
+static void fe_plan_block(void *vctx, char *const *ptrs, const int64_t *s, int64_t n, int64_t rows,
+                          const int64_t *rs) {
+    const fe_plan_ctx *c = vctx;
+    char *p[4];
+    for (int k = 0; k < c->h.it.nops; k++) p[k] = ptrs[k];
+    for (int64_t r = 0; r < rows; r++) {
+        fe_plan_row(c, p, s, n);
+        for (int k = 0; k < c->h.it.nops; k++) p[k] += rs[k];
+    }
+}
+
+static void fe_plan_range(void *vctx, int64_t b, int64_t e) {
+    fe_plan_ctx *c = vctx;
+    vt_iter_blocks(&c->h.it, b, e, fe_plan_block, c);
+}
+
+int vt_foreach_fusable(const vt_foreach_args *x) {
+    return x && (unsigned)x->op < VT_FOREACH_OP_COUNT && !fe_is_reduction(x->op) && !x->scalar_tensor;
+}
+
+vt_status vt_foreach_item_plan(vt_ew_plan *p, const vt_foreach_args *x, int64_t i) {
+    if (!vt_foreach_fusable(x) || i < 0 || i >= x->n)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "foreach: tensor %lld of this op is not a plan", (long long)i);
+    fe_item it;
+    plan_item(x, i, 0, 0, &it);
+    fe_plan_ctx *c = (fe_plan_ctx *)(void *)p->ctx;
+    vt_tensor ops[4];
+    int k = 0;
+    ops[k++] = it.ops[0];
+    if (it.has_a) ops[k++] = it.ops[1];
+    if (it.has_b) ops[k++] = it.ops[2];
+    if (it.has_c) ops[k++] = it.ops[3];
+    for (int j = 0; j < k; j++) c->dt[j] = ops[j].dtype;
+    vt_iter_init(&c->h.it, k, ops);
+    atomic_init(&c->h.failed, 0);
+    c->has_a = it.has_a, c->has_b = it.has_b, c->has_c = it.has_c, c->f64 = it.f64;
+    c->p32 = it.p32;
+    c->p64 = it.p64;
+    c->tab = optim_active_table();
+    p->range = fe_plan_range;
+    return VT_OK;
 }
 
 /* ------------------------------------------------------------ reductions */
