@@ -296,6 +296,34 @@ typedef void (*vt_iter_block_fn)(void *ctx, char *const *ptrs, const int64_t *st
                                  const int64_t *rstrides);
 void vt_iter_blocks(const vt_iter *it, int64_t begin, int64_t end, vt_iter_block_fn fn, void *ctx);
 
+/* ---- the ISA registry (kernels/registry.c)
+ * Every kernel family's ISA-specific tables are picked in one place: once,
+ * before the first kernel runs, for vt_isa_active(); again when a test
+ * forces a mask. A family keeps its picker (called only by the registry)
+ * and the tables it reads; its getters call vt_kernels_ready() if they find
+ * nothing picked yet. */
+void vt_kernels_ready(void);
+/* Test aid: every family on the best path within mask (limited to what the
+ * CPU has); vt_isa_active() and vt_isa_path() report it. Returns the mask in
+ * force. vt_isa_force(vt_isa_default()) restores the start-up choice. */
+unsigned vt_isa_force(unsigned mask);
+/* The mask chosen at start-up (the CPU's, limited by VTPU_ISA). */
+unsigned vt_isa_default(void);
+/* isa.c: make mask (limited to what the CPU has) the active one; returns it. */
+unsigned vt_isa_set_active(unsigned mask);
+/* The families' pickers: each stores its choice within mask and returns the
+ * VT_ISA_* bits of the path it chose. */
+unsigned vt_convert_select_isa(unsigned mask);
+unsigned vt_elementwise_select_isa(unsigned mask);
+unsigned vt_elementwise_act_select_isa(unsigned mask);
+unsigned vt_reduce_select_isa(unsigned mask);
+unsigned vt_norm_select_isa(unsigned mask);
+unsigned vt_softmax_select_isa(unsigned mask);
+unsigned vt_rng_select_isa(unsigned mask);
+unsigned vt_mxu_select_isa(unsigned mask);
+unsigned vt_attn_select_isa(unsigned mask);
+unsigned vt_optim_select_isa(unsigned mask);
+
 /* Elements per parallel chunk for memory-bound elementwise work: below it
  * the pool costs more than it gains. */
 #define VT_ELEMENTWISE_GRAIN 32768
@@ -371,8 +399,6 @@ typedef struct vt_f32_act_table {
 } vt_f32_act_table;
 /* The active table (portable entries are NULL: the class kernels run). */
 const vt_f32_act_table *vt_f32_act(void);
-/* Test aid behind vt_elementwise_force_isa: the table within mask. */
-void vt_elementwise_act_force(unsigned mask);
 /* NULL where the op has no meaning in that class (bitwise on floats, exp on ints). */
 extern const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
 /* Ops PyTorch evaluates in the narrow type's own arithmetic, rounding every
@@ -399,13 +425,6 @@ extern const vt_f32_act_table vt_f32_act_avx512;
 void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
 #endif
-/* Test aid: make vt_convert's contiguous bf16 <-> f32 use the best path
- * within mask; returns the VT_ISA_* bits chosen. */
-unsigned vt_convert_force_isa(unsigned mask);
-/* Test aid: make the elementwise kernels use the best path within mask
- * (VT_ISA_* bits, still limited to what the CPU has); returns the mask of
- * the path chosen. vt_elementwise_force_isa(vt_isa_active()) restores. */
-unsigned vt_elementwise_force_isa(unsigned mask);
 
 /* ---- kernels: scalar references (kernels/elementwise/elementwise_ref.c)
  * Half-precision rounding written from the definition (scale, round to
@@ -427,8 +446,6 @@ void vt_philox_blocks_portable(const uint32_t key[2], uint64_t first, int64_t nb
 #if defined(__x86_64__)
 void vt_philox_blocks_avx512(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
 #endif
-/* Test aid: use the best Philox path within mask; returns the bits chosen. */
-unsigned vt_rng_force_isa(unsigned mask);
 /* 16 counters at once, lane-wise (vectorises where the ISA allows). */
 static inline void vt_philox16(const uint32_t key[2], uint64_t first, uint32_t *out) {
     uint32_t c0[16], c1[16], c2[16], c3[16];
@@ -562,12 +579,8 @@ void vt_mxu_split_avx512(const float *restrict x, int64_t n, int64_t npad, vt_pr
 void vt_mxu_zip_avx512(const uint16_t *restrict even, const uint16_t *restrict odd, int64_t n,
                        uint16_t *restrict out, int64_t stride);
 #endif
-/* The engine vt_matmul uses (chosen once from vt_isa_active()). */
+/* The engine vt_matmul uses (the ISA registry picks it). */
 const vt_mxu_engine *vt_mxu_engine_active(void);
-/* Test aid: use the best engine within mask (VT_ISA_* bits, limited to what
- * the CPU has); returns the VT_ISA_* bits of the engine chosen.
- * vt_mxu_force_isa(vt_isa_active()) restores. */
-unsigned vt_mxu_force_isa(unsigned mask);
 
 /* Packed operands of one 2-D product (kernels/mxu/mxu_pack.c). */
 typedef struct vt_mxu_packed {
@@ -615,10 +628,6 @@ const char *vt_reduce_op_name(vt_reduce_op op);
 void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out);
 void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
 #endif
-/* Test aid: make vt_reduce use the best path within mask (VT_ISA_* bits,
- * limited to what the CPU has); returns the bits of the path chosen.
- * vt_reduce_force_isa(vt_isa_active()) restores. */
-unsigned vt_reduce_force_isa(unsigned mask);
 const char *vt_scan_op_name(vt_scan_op op);
 /* Scalar references: plain fp64 / int64 loops in logical order, one output
  * at a time (kernels/reduce/reduce_ref.c). Same contracts as the kernels. */

@@ -173,14 +173,12 @@ TEST(kernels_attention_forward_backward_half) {
 
 TEST(kernels_attention_portable_paths) {
     unsigned active = vt_isa_active();
-    vt_attn_force_isa(0);
-    vt_mxu_force_isa(0);
+    vt_isa_force(0);
     for (size_t i = 0; i < N_CASES; i += 2) {
         run_case(&cases[i], i, VT_F32, VT_PRECISION_DEFAULT, 1);
         run_case(&cases[i], i, VT_F32, VT_PRECISION_HIGHEST, 1);
     }
-    vt_attn_force_isa(active);
-    vt_mxu_force_isa(active);
+    vt_isa_force(active);
 }
 
 /* The same call forced inline (from inside a pool task) and run twice gives

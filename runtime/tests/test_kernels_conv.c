@@ -202,11 +202,11 @@ TEST(kernels_conv_exact_every_engine) {
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
                                      VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
-        vt_mxu_force_isa(masks[m] & active);
+        vt_isa_force(masks[m] & active);
         check_case(&cases[2], VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
         check_case(&cases[9], VT_BF16, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
     }
-    vt_mxu_force_isa(active);
+    vt_isa_force(active);
 }
 
 TEST(kernels_conv_layouts) {

@@ -259,7 +259,7 @@ TEST(kernels_convert_bf16_paths) {
     unsigned active = vt_isa_active();
     unsigned masks[2] = {0, active};
     for (int m = 0; m < 2; m++) {
-        vt_convert_force_isa(masks[m]);
+        vt_isa_force(masks[m]);
         static const int64_t lens[] = {N, 1, 15, 16, 17, 31, 33, 1000};
         for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
             int64_t n = lens[l];
@@ -277,6 +277,6 @@ TEST(kernels_convert_bf16_paths) {
             CHECK(h2[n] == 0xeeee && f2u(f2[n]) == 0xeeeeeeeeu);
         }
     }
-    vt_convert_force_isa(active);
+    vt_isa_force(active);
     free(h), free(h2), free(f), free(f2);
 }

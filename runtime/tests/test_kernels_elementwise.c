@@ -307,8 +307,8 @@ TEST(kernels_isa_paths_match_portable) {
     const vt_binary_op ops[] = {VT_ADD, VT_SUB, VT_MUL, VT_DIV};
     for (size_t m = 0; m < 3; m++) {
         if ((masks[m] & avail) != masks[m]) continue;
-        unsigned got = vt_elementwise_force_isa(masks[m]);
-        CHECK(got == (masks[m] & VT_ISA_AVX512 ? VT_ISA_AVX512 : masks[m]));
+        CHECK(vt_isa_force(masks[m]) == masks[m]);
+        CHECK(vt_elementwise_select_isa(masks[m]) == (masks[m] & VT_ISA_AVX512 ? VT_ISA_AVX512 : masks[m]));
         for (size_t o = 0; o < 4; o++) {
             for (size_t k = 0; k < N_AWKWARD; k++) {
                 int64_t n = awkward_sizes[k];
@@ -325,7 +325,7 @@ TEST(kernels_isa_paths_match_portable) {
             }
         }
     }
-    vt_elementwise_force_isa(active);
+    vt_isa_force(active);
 }
 
 TEST(kernels_where) {
@@ -518,15 +518,15 @@ TEST(kernels_activation_isa_paths) {
         a.t.offset = b.t.offset = c.t.offset = o1.t.offset = o2.t.offset = 1;
         a.t.sizes[0] = b.t.sizes[0] = c.t.sizes[0] = o1.t.sizes[0] = o2.t.sizes[0] = n;
         for (size_t u = 0; u < 3; u++) {
-            vt_elementwise_force_isa(0);
+            vt_isa_force(0);
             CHECK_OK(vt_unary(uops[u], &o1.t, &a.t, VT_F32));
-            vt_elementwise_force_isa(VT_ISA_AVX512 | VT_ISA_AVX2);
+            vt_isa_force(VT_ISA_AVX512 | VT_ISA_AVX2);
             CHECK_OK(vt_unary(uops[u], &o2.t, &a.t, VT_F32));
             CHECK(ht_compare(vt_unary_op_name(uops[u]), &o2.t, &o1.t, inexact_tol(uops[u] != VT_SILU, VT_F32)) == 0);
         }
-        vt_elementwise_force_isa(0);
+        vt_isa_force(0);
         CHECK_OK(vt_binary(VT_SILU_BACKWARD, &o1.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
-        vt_elementwise_force_isa(VT_ISA_AVX512 | VT_ISA_AVX2);
+        vt_isa_force(VT_ISA_AVX512 | VT_ISA_AVX2);
         CHECK_OK(vt_binary(VT_SILU_BACKWARD, &o2.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
         /* 1 + x (1 - sigmoid) cancels near x = -1.28: an ulp of sigmoid is 1e-7 absolute */
         CHECK(ht_compare("silu_backward", &o2.t, &o1.t, inexact_tol(1, VT_F32)) == 0);
@@ -536,9 +536,9 @@ TEST(kernels_activation_isa_paths) {
          * |dy| as well as by the result. */
         const vt_binary_op bops[] = {VT_GELU_BACKWARD, VT_GELU_TANH_BACKWARD};
         for (size_t u = 0; u < 2; u++) {
-            vt_elementwise_force_isa(0);
+            vt_isa_force(0);
             CHECK_OK(vt_binary(bops[u], &o1.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
-            vt_elementwise_force_isa(VT_ISA_AVX512 | VT_ISA_AVX2);
+            vt_isa_force(VT_ISA_AVX512 | VT_ISA_AVX2);
             CHECK_OK(vt_binary(bops[u], &o2.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
             const float *r1 = (const float *)o1.block + 1, *r2 = (const float *)o2.block + 1;
             const float *dy = (const float *)a.block + 1;
@@ -557,12 +557,12 @@ TEST(kernels_activation_isa_paths) {
             }
             CHECK(bad == 0);
         }
-        vt_elementwise_force_isa(0);
+        vt_isa_force(0);
         CHECK_OK(vt_ternary(VT_ADDCMUL, &o1.t, &a.t, &b.t, &c.t, VT_F32, vt_scalar_from_double(0.3)));
-        vt_elementwise_force_isa(VT_ISA_AVX512 | VT_ISA_AVX2);
+        vt_isa_force(VT_ISA_AVX512 | VT_ISA_AVX2);
         CHECK_OK(vt_ternary(VT_ADDCMUL, &o2.t, &a.t, &b.t, &c.t, VT_F32, vt_scalar_from_double(0.3)));
         CHECK(ht_compare("addcmul", &o2.t, &o1.t, -1) == 0);
         ht_free(&a); ht_free(&b); ht_free(&c); ht_free(&o1); ht_free(&o2);
     }
-    vt_elementwise_force_isa(active);
+    vt_isa_force(active);
 }

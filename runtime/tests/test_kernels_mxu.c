@@ -13,10 +13,10 @@ static const unsigned engine_masks[] = {
 static int use_engine(size_t i) {
     unsigned avail = vt_isa_available();
     if ((engine_masks[i] & avail) != engine_masks[i]) return 0;
-    vt_mxu_force_isa(engine_masks[i]);
+    vt_isa_force(engine_masks[i]);
     return 1;
 }
-static void restore_engine(void) { vt_mxu_force_isa(vt_isa_active()); }
+static void restore_engine(void) { vt_isa_force(vt_isa_default()); }
 
 static host_tensor mat(vt_dtype dt, int64_t r, int64_t c) {
     int64_t s[2] = {r, c};
@@ -316,7 +316,7 @@ TEST(kernels_mxu_path_names) {
     const char *p = vt_mxu_path();
     CHECK(!strcmp(p, "amx") || !strcmp(p, "avx512bf16") || !strcmp(p, "avx512") || !strcmp(p, "avx2") ||
           !strcmp(p, "scalar"));
-    CHECK(vt_mxu_force_isa(0) == 0 && !strcmp(vt_mxu_path(), "scalar"));
+    CHECK(vt_isa_force(0) == 0 && !strcmp(vt_mxu_path(), "scalar"));
     restore_engine();
 }
 

@@ -241,10 +241,10 @@ TEST(kernels_norm_isa_independent) {
     fill(&dy, -1, 1);
     fill(&w, 0, 2);
     fill(&b, -1, 1);
-    vt_norm_force_isa(0);
+    vt_isa_force(0);
     CHECK_OK(vt_layer_norm(&y0.t, &mu.t, &rs.t, &x.t, &w.t, &b.t, 1, 1e-5));
     CHECK_OK(vt_layer_norm_backward(&dx0.t, &dw0.t, NULL, &dy.t, &x.t, &mu.t, &rs.t, &w.t, 1));
-    vt_norm_force_isa(active);
+    vt_isa_force(active);
     CHECK_OK(vt_layer_norm(&y1.t, &mu.t, &rs.t, &x.t, &w.t, &b.t, 1, 1e-5));
     CHECK_OK(vt_layer_norm_backward(&dx1.t, &dw1.t, NULL, &dy.t, &x.t, &mu.t, &rs.t, &w.t, 1));
     CHECK(ht_compare("ln isa out", &y0.t, &y1.t, -1) == 0);

@@ -92,7 +92,7 @@ TEST(foreach_every_path_matches_reference) {
     const double sl[NT] = {0.25, -1.5, 2.0, 0.75, 0.1};
     unsigned masks[] = {vt_isa_available(), 0};
     for (int mi = 0; mi < 2; mi++) {
-        vt_optim_force_isa(masks[mi]);
+        vt_isa_force(masks[mi]);
         for (size_t o = 0; o < sizeof elementwise_ops / sizeof elementwise_ops[0]; o++) {
             vt_foreach_op op = elementwise_ops[o];
             int ternary = op == VT_FOREACH_ADDCMUL || op == VT_FOREACH_ADDCDIV;
@@ -113,7 +113,7 @@ TEST(foreach_every_path_matches_reference) {
                 }
         }
     }
-    vt_optim_force_isa(vt_isa_active());
+    vt_isa_force(vt_isa_default());
 }
 
 TEST(foreach_inplace_and_scalar_tensor) {
@@ -285,7 +285,7 @@ TEST(fused_adam_sgd_match_reference) {
     *(float *)gs.block = 2.0f;
     unsigned masks[] = {vt_isa_available(), 0};
     for (int mi = 0; mi < 2; mi++) {
-        vt_optim_force_isa(masks[mi]);
+        vt_isa_force(masks[mi]);
         for (int d = 0; d < 3; d++)
             for (int b = 0; b < 4; b++)
                 for (int variant = 0; variant < 4; variant++) {
@@ -328,7 +328,7 @@ TEST(fused_adam_sgd_match_reference) {
                     free_set(&B);
                 }
     }
-    vt_optim_force_isa(vt_isa_active());
+    vt_isa_force(vt_isa_default());
     ht_free(&gs);
 }
 

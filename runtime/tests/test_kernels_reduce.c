@@ -378,9 +378,9 @@ TEST(kernels_reduce_thread_and_isa_independent) {
             inline_call ic = {ops[o].op, &b.t, &in.t, c->mask, ops[o].p, VT_ERR_INTERNAL};
             vt_parallel_for(2, 1, run_inline, &ic);
             CHECK_OK(ic.st);
-            vt_reduce_force_isa(0);
+            vt_isa_force(0);
             CHECK_OK(vt_reduce(ops[o].op, &p.t, &in.t, c->mask, VT_F32, ops[o].p));
-            vt_reduce_force_isa(active);
+            vt_isa_force(active);
             char what[96];
             snprintf(what, sizeof what, "%s case %zu inline", op_names[ops[o].op], k);
             CHECK(ht_compare(what, &a.t, &b.t, -1) == 0);

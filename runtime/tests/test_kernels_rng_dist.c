@@ -8,9 +8,9 @@ TEST(kernels_rng_philox_paths_agree) {
     uint32_t key[2] = {0x12345678u, 0x9abcdef0u};
     uint32_t a[4 * 53], b[4 * 53];
     unsigned saved = vt_isa_active();
-    vt_rng_force_isa(0);
+    vt_isa_force(0);
     vt_philox_blocks(key, 0xfffffffffffffff0ull, 53, a); /* crosses the 64-bit counter wrap */
-    vt_rng_force_isa(saved);
+    vt_isa_force(saved);
     vt_philox_blocks(key, 0xfffffffffffffff0ull, 53, b);
     CHECK(memcmp(a, b, sizeof a) == 0);
     uint32_t one[4], ctr[4] = {7, 0, 0, 0};

@@ -90,14 +90,14 @@ static void softmax_all_shapes(void) {
 }
 
 TEST(softmax_matches_reference_avx512_or_best) {
-    vt_softmax_force_isa(vt_isa_active());
+    vt_isa_force(vt_isa_default());
     softmax_all_shapes();
 }
 
 TEST(softmax_matches_reference_portable) {
-    vt_softmax_force_isa(0);
+    vt_isa_force(0);
     softmax_all_shapes();
-    vt_softmax_force_isa(vt_isa_active());
+    vt_isa_force(vt_isa_default());
 }
 
 TEST(softmax_half_to_float_and_large_rows) {
@@ -128,7 +128,7 @@ TEST(softmax_in_place_and_empty) {
 
 TEST(softmax_specials) {
     for (int isa = 0; isa < 2; isa++) {
-        vt_softmax_force_isa(isa ? vt_isa_active() : 0);
+        vt_isa_force(isa ? vt_isa_default() : 0);
         int64_t s[2] = {3, 20};
         host_tensor x = make(VT_F32, 2, s, 0), y = make(VT_F32, 2, s, 0);
         float *p = x.block;
@@ -146,7 +146,7 @@ TEST(softmax_specials) {
         CHECK(q[45] == 0.0f);
         ht_free(&x), ht_free(&y);
     }
-    vt_softmax_force_isa(vt_isa_active());
+    vt_isa_force(vt_isa_default());
 }
 
 TEST(softmax_errors) {

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "kernels/attention/attention.h"
+#include "kernels/optim/optim.h"
 #include "test.h"
 
 extern char **environ;
@@ -252,4 +254,29 @@ TEST(runtime_fresh_process) {
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fresh-process child failed (status 0x%x)", status);
+}
+
+/* One registry picks every family's kernels: forcing the portable path
+ * reaches the matrix engine, the attention rows and the optimizer tables
+ * alike, and the start-up choice comes back. */
+TEST(runtime_isa_registry_forces_and_restores_every_family) {
+    const unsigned start = vt_isa_default();
+    char path[32], mxu[32];
+    snprintf(path, sizeof path, "%s", vt_isa_path());
+    snprintf(mxu, sizeof mxu, "%s", vt_mxu_path());
+    CHECK(vt_isa_active() == start);
+    CHECK(vt_isa_force(0) == 0);
+    CHECK(vt_isa_active() == 0 && !strcmp(vt_isa_path(), "scalar"));
+    CHECK(!strcmp(vt_mxu_path(), "scalar"));
+    CHECK(vt_attn_rows_active() == &vt_attn_rows_portable);
+    CHECK(!strcmp(optim_active_table()->name, "portable"));
+    /* a mask is limited to what the CPU has */
+    CHECK(vt_isa_force(~0u) == vt_isa_available());
+    CHECK(vt_isa_force(start) == start);
+    CHECK_MSG(!strcmp(vt_isa_path(), path) && !strcmp(vt_mxu_path(), mxu), "restored %s/%s, was %s/%s",
+              vt_isa_path(), vt_mxu_path(), path, mxu);
+    if (start & VT_ISA_AVX512) {
+        CHECK(vt_attn_rows_active() != &vt_attn_rows_portable);
+        CHECK(strcmp(optim_active_table()->name, "portable") != 0);
+    }
 }

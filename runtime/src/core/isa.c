@@ -2,6 +2,7 @@
  * the dispatch tables may use (VTPU_ISA caps it). Detected once; portable C
  * stays the fallback on every CPU. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@
 #endif
 
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
-static unsigned isa_avail, isa_act;
+static unsigned isa_avail, isa_start; /* set once */
+static _Atomic unsigned isa_act;      /* isa_start, or what a test forced (vt_isa_force) */
 
 #if defined(__x86_64__)
 static uint64_t read_xcr0(void) {
@@ -79,6 +81,22 @@ static const char *path_of(unsigned mask) {
     return "scalar";
 }
 
+static unsigned env_cap(unsigned avail) {
+    const char *env = getenv("VTPU_ISA");
+    if (!env || !*env) return avail;
+    for (size_t i = 0; i < NLEVELS; i++) {
+        if (strcmp(env, levels[i].name) != 0) continue;
+        if (levels[i].bit && !(avail & levels[i].bit)) {
+            fprintf(stderr, "vtpu: VTPU_ISA=%s is not available on this CPU; using %s\n", env, path_of(avail));
+            return avail;
+        }
+        return avail & levels[i].upto;
+    }
+    fprintf(stderr, "vtpu: unknown VTPU_ISA=%s (want amx, avx512bf16, avx512, avx2, neon or scalar); using %s\n",
+            env, path_of(avail));
+    return avail;
+}
+
 static void isa_detect(void) {
 #if defined(__x86_64__)
     isa_avail = detect_x86();
@@ -87,20 +105,8 @@ static void isa_detect(void) {
 #else
     isa_avail = 0;
 #endif
-    isa_act = isa_avail;
-    const char *env = getenv("VTPU_ISA");
-    if (!env || !*env) return;
-    for (size_t i = 0; i < NLEVELS; i++) {
-        if (strcmp(env, levels[i].name) != 0) continue;
-        if (levels[i].bit && !(isa_avail & levels[i].bit)) {
-            fprintf(stderr, "vtpu: VTPU_ISA=%s is not available on this CPU; using %s\n", env, path_of(isa_act));
-            return;
-        }
-        isa_act = isa_avail & levels[i].upto;
-        return;
-    }
-    fprintf(stderr, "vtpu: unknown VTPU_ISA=%s (want amx, avx512bf16, avx512, avx2, neon or scalar); using %s\n",
-            env, path_of(isa_act));
+    isa_start = env_cap(isa_avail);
+    atomic_store(&isa_act, isa_start);
 }
 
 unsigned vt_isa_available(void) {
@@ -110,10 +116,19 @@ unsigned vt_isa_available(void) {
 
 unsigned vt_isa_active(void) {
     pthread_once(&isa_once, isa_detect);
-    return isa_act;
+    return atomic_load_explicit(&isa_act, memory_order_relaxed);
 }
 
-const char *vt_isa_path(void) {
+const char *vt_isa_path(void) { return path_of(vt_isa_active()); }
+
+unsigned vt_isa_default(void) {
     pthread_once(&isa_once, isa_detect);
-    return path_of(isa_act);
+    return isa_start;
+}
+
+unsigned vt_isa_set_active(unsigned mask) {
+    pthread_once(&isa_once, isa_detect);
+    mask &= isa_avail;
+    atomic_store(&isa_act, mask);
+    return mask;
 }

@@ -21,30 +21,22 @@ static int nlow_of(vt_precision prec) { return prec == VT_PRECISION_HIGHEST ? 5 
 
 static _Atomic(const vt_attn_rows *) rows_active;
 
-static const vt_attn_rows *rows_within(unsigned mask) {
+unsigned vt_attn_select_isa(unsigned mask) {
+    const vt_attn_rows *r = &vt_attn_rows_portable;
 #if defined(__x86_64__)
-    if ((vt_isa_available() & mask & VT_ISA_AVX512) == VT_ISA_AVX512) return &vt_attn_rows_avx512;
+    if (mask & VT_ISA_AVX512) r = &vt_attn_rows_avx512;
 #endif
-    (void)mask;
-    return &vt_attn_rows_portable;
+    atomic_store(&rows_active, r);
+    return r == &vt_attn_rows_portable ? 0u : VT_ISA_AVX512;
 }
 
 const vt_attn_rows *vt_attn_rows_active(void) {
     const vt_attn_rows *r = atomic_load(&rows_active);
     if (!r) {
-        r = rows_within(vt_isa_active());
-        atomic_store(&rows_active, r);
+        vt_kernels_ready();
+        r = atomic_load(&rows_active);
     }
     return r;
-}
-
-unsigned vt_attn_force_isa(unsigned mask) {
-    const vt_attn_rows *r = rows_within(mask);
-    atomic_store(&rows_active, r);
-#if defined(__x86_64__)
-    if (r == &vt_attn_rows_avx512) return VT_ISA_AVX512;
-#endif
-    return 0;
 }
 
 /* ------------------------------------------------------------ checks */

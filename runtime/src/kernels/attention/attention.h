@@ -66,8 +66,5 @@ extern const vt_attn_rows vt_attn_rows_avx512;
 #endif
 /* The table in use (best within vt_isa_active()). */
 const vt_attn_rows *vt_attn_rows_active(void);
-/* Test aid: use the best row kernels within mask (VT_ISA_* bits) and the
- * MXU engine likewise; returns the bits of the row path chosen. */
-unsigned vt_attn_force_isa(unsigned mask);
 
 #endif

@@ -144,30 +144,22 @@ static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx
 #endif
 static _Atomic(const bf16_cvt *) bf16_active;
 
-static const bf16_cvt *bf16_within(unsigned mask) {
-#if defined(__x86_64__)
-    if (mask & vt_isa_available() & VT_ISA_AVX512) return &bf16_avx512;
-#endif
-    (void)mask;
-    return &bf16_portable;
-}
-
 static inline const bf16_cvt *bf16_table(void) {
     const bf16_cvt *t = atomic_load_explicit(&bf16_active, memory_order_acquire);
     if (!t) {
-        t = bf16_within(vt_isa_active());
-        atomic_store_explicit(&bf16_active, t, memory_order_release);
+        vt_kernels_ready();
+        t = atomic_load_explicit(&bf16_active, memory_order_acquire);
     }
     return t;
 }
 
-unsigned vt_convert_force_isa(unsigned mask) {
-    const bf16_cvt *t = bf16_within(mask);
-    atomic_store_explicit(&bf16_active, t, memory_order_release);
+unsigned vt_convert_select_isa(unsigned mask) {
+    const bf16_cvt *t = &bf16_portable;
 #if defined(__x86_64__)
-    if (t == &bf16_avx512) return VT_ISA_AVX512;
+    if (mask & VT_ISA_AVX512) t = &bf16_avx512;
 #endif
-    return 0;
+    atomic_store_explicit(&bf16_active, t, memory_order_release);
+    return t == &bf16_portable ? 0u : VT_ISA_AVX512;
 }
 
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,

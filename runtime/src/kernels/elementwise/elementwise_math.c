@@ -278,30 +278,21 @@ DEFINE_MATH_CLASS(dbl, double, erfinv_d, digamma_d, lgamma_d)
 
 static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 static _Atomic(const vt_f32_act_table *) act_active;
-static pthread_once_t act_once = PTHREAD_ONCE_INIT;
 
-static void act_init(void) {
+unsigned vt_elementwise_act_select_isa(unsigned mask) {
     const vt_f32_act_table *t = &act_portable;
 #if defined(__x86_64__)
-    if (vt_isa_active() & VT_ISA_AVX512) t = &vt_f32_act_avx512;
+    if (mask & VT_ISA_AVX512) t = &vt_f32_act_avx512;
 #endif
     atomic_store_explicit(&act_active, t, memory_order_release);
+    return t == &act_portable ? 0u : VT_ISA_AVX512;
 }
 
 const vt_f32_act_table *vt_f32_act(void) {
     const vt_f32_act_table *t = atomic_load_explicit(&act_active, memory_order_acquire);
     if (t) return t;
-    pthread_once(&act_once, act_init);
+    vt_kernels_ready();
     return atomic_load_explicit(&act_active, memory_order_acquire);
-}
-
-void vt_elementwise_act_force(unsigned mask) {
-    pthread_once(&act_once, act_init);
-    const vt_f32_act_table *t = &act_portable;
-#if defined(__x86_64__)
-    if (mask & vt_isa_available() & VT_ISA_AVX512) t = &vt_f32_act_avx512;
-#endif
-    atomic_store_explicit(&act_active, t, memory_order_release);
 }
 
 #define F32_ACT_UNARY(NAME, FALLBACK)                                                                          \

@@ -138,44 +138,23 @@ F32_PORTABLE(div, /)
 const vt_f32_binary_table vt_f32_binary_portable = {f32p_add, f32p_sub, f32p_mul, f32p_div};
 
 static _Atomic(const vt_f32_binary_table *) f32_active;
-static pthread_once_t f32_once = PTHREAD_ONCE_INIT;
 
-static unsigned pick_f32_table(unsigned mask, const vt_f32_binary_table **tab) {
-    mask &= vt_isa_available();
+unsigned vt_elementwise_select_isa(unsigned mask) {
+    const vt_f32_binary_table *t = &vt_f32_binary_portable;
+    unsigned chosen = 0;
 #if defined(__x86_64__)
-    if (mask & VT_ISA_AVX512) {
-        *tab = &vt_f32_binary_avx512;
-        return VT_ISA_AVX512;
-    }
-    if (mask & VT_ISA_AVX2) {
-        *tab = &vt_f32_binary_avx2;
-        return VT_ISA_AVX2;
-    }
+    if (mask & VT_ISA_AVX512) t = &vt_f32_binary_avx512, chosen = VT_ISA_AVX512;
+    else if (mask & VT_ISA_AVX2) t = &vt_f32_binary_avx2, chosen = VT_ISA_AVX2;
 #endif
-    *tab = &vt_f32_binary_portable;
-    return 0;
-}
-
-static void f32_table_init(void) {
-    const vt_f32_binary_table *tab;
-    pick_f32_table(vt_isa_active(), &tab);
-    atomic_store_explicit(&f32_active, tab, memory_order_release);
+    atomic_store_explicit(&f32_active, t, memory_order_release);
+    return chosen;
 }
 
 static inline const vt_f32_binary_table *f32_table(void) {
     const vt_f32_binary_table *t = atomic_load_explicit(&f32_active, memory_order_acquire);
     if (t) return t;
-    pthread_once(&f32_once, f32_table_init);
+    vt_kernels_ready();
     return atomic_load_explicit(&f32_active, memory_order_acquire);
-}
-
-unsigned vt_elementwise_force_isa(unsigned mask) {
-    const vt_f32_binary_table *tab;
-    pthread_once(&f32_once, f32_table_init);
-    unsigned chosen = pick_f32_table(mask, &tab);
-    atomic_store_explicit(&f32_active, tab, memory_order_release);
-    vt_elementwise_act_force(mask);
-    return chosen;
 }
 
 #define F32_DISPATCHED(NAME, FALLBACK, ALPHA_OK)                                                               \

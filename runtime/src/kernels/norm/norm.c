@@ -24,20 +24,18 @@ typedef struct norm_geo {
 
 static _Atomic unsigned norm_isa = ~0u;
 
-static unsigned pick_isa(unsigned mask) {
-    unsigned have = vt_isa_active() & mask;
-    return (have & VT_ISA_AVX512) ? VT_ISA_AVX512 : 0;
-}
-
-unsigned vt_norm_force_isa(unsigned mask) {
-    unsigned isa = pick_isa(mask);
+unsigned vt_norm_select_isa(unsigned mask) {
+    const unsigned isa = mask & VT_ISA_AVX512;
     atomic_store(&norm_isa, isa);
     return isa;
 }
 
 static const vt_norm_f32_kernels *f32_kernels(void) {
     unsigned isa = atomic_load(&norm_isa);
-    if (isa == ~0u) atomic_store(&norm_isa, isa = pick_isa(~0u));
+    if (isa == ~0u) {
+        vt_kernels_ready();
+        isa = atomic_load(&norm_isa);
+    }
 #if defined(__x86_64__)
     if (isa & VT_ISA_AVX512) return &vt_norm_f32_avx512;
 #endif

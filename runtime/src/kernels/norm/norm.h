@@ -37,10 +37,6 @@ extern const vt_norm_f64_kernels vt_norm_f64_portable;
 extern const vt_norm_f32_kernels vt_norm_f32_avx512;
 #endif
 
-/* Test aid: make the norm kernels use the best f32 path within mask
- * (VT_ISA_* bits, limited to what the CPU has); returns the bits of the
- * path chosen. vt_norm_force_isa(vt_isa_active()) restores. */
-unsigned vt_norm_force_isa(unsigned mask);
 
 /* Argument checks (shapes, dtypes, element counts), shared by the kernels,
  * the references and the queued ops. *rows / *cols receive M and N. */

@@ -54,8 +54,6 @@ extern const optim_table optim_table_portable;
 extern const optim_table optim_table_avx512;
 #endif
 const optim_table *optim_active_table(void);
-/* Test aid: use the best table within mask (VT_ISA_* bits); returns the bits chosen. */
-unsigned vt_optim_force_isa(unsigned mask);
 
 void optim_fe_f64_block(const optim_fe_f64 *p, int64_t n, double *out, const double *a, const double *b,
                         const double *c);

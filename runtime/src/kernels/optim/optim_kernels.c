@@ -24,25 +24,20 @@ const optim_table optim_table_portable = {"portable", fe_f32, adam_f32, sgd_f32}
 
 static _Atomic(const optim_table *) active;
 
-static const optim_table *pick(unsigned mask) {
+unsigned vt_optim_select_isa(unsigned mask) {
+    const optim_table *t = &optim_table_portable;
 #if defined(__x86_64__)
-    if (mask & VT_ISA_AVX512) return &optim_table_avx512;
+    if (mask & VT_ISA_AVX512) t = &optim_table_avx512;
 #endif
-    (void)mask;
-    return &optim_table_portable;
+    atomic_store_explicit(&active, t, memory_order_release);
+    return t == &optim_table_portable ? 0u : VT_ISA_AVX512;
 }
 
 const optim_table *optim_active_table(void) {
     const optim_table *t = atomic_load_explicit(&active, memory_order_acquire);
     if (!t) {
-        t = pick(vt_isa_active());
-        atomic_store_explicit(&active, t, memory_order_release);
+        vt_kernels_ready();
+        t = atomic_load_explicit(&active, memory_order_acquire);
     }
     return t;
-}
-
-unsigned vt_optim_force_isa(unsigned mask) {
-    const optim_table *t = pick(mask & vt_isa_available());
-    atomic_store_explicit(&active, t, memory_order_release);
-    return t == &optim_table_portable ? 0u : VT_ISA_AVX512;
 }

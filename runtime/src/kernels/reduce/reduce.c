@@ -465,26 +465,20 @@ static void pass_range(void *ctx, int64_t b, int64_t e) {
 /* VT_ISA_* bits the f32 loops may use; UINT_MAX until first use. */
 static _Atomic unsigned reduce_isa = ~0u;
 
-static unsigned pick_isa(unsigned mask) {
-    unsigned avail = vt_isa_active() & mask;
-#if defined(__x86_64__)
-    if (avail & VT_ISA_AVX512) return VT_ISA_AVX512;
-#endif
-    (void)avail;
-    return 0;
-}
-
-unsigned vt_reduce_force_isa(unsigned mask) {
-    unsigned isa = pick_isa(mask);
-    reduce_isa = isa;
+unsigned vt_reduce_select_isa(unsigned mask) {
+    const unsigned isa = mask & VT_ISA_AVX512;
+    atomic_store(&reduce_isa, isa);
     return isa;
 }
 
 static void run_pass(red_pass *ps) {
     const red_plan *pl = ps->pl;
     ps->direct = pl->in_dt == ps->cls_dt && pl->compute == ps->cls_dt;
-    unsigned isa = reduce_isa;
-    if (isa == ~0u) reduce_isa = isa = pick_isa(~0u);
+    unsigned isa = atomic_load(&reduce_isa);
+    if (isa == ~0u) {
+        vt_kernels_ready();
+        isa = atomic_load(&reduce_isa);
+    }
     ps->blocks_f32 = NULL;
     ps->lanes_add_f32 = NULL;
 #if defined(__x86_64__)

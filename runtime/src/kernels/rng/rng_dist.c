@@ -10,7 +10,8 @@
 
 /* ------------------------------------------------------------ block generation */
 
-static void (*philox_blocks_fn)(const uint32_t[2], uint64_t, int64_t, uint32_t *);
+typedef void (*philox_fn)(const uint32_t[2], uint64_t, int64_t, uint32_t *);
+static _Atomic philox_fn philox_blocks_fn;
 
 void vt_philox_blocks_portable(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out) {
     for (int64_t j = 0; j < nblocks; j++) {
@@ -20,22 +21,25 @@ void vt_philox_blocks_portable(const uint32_t key[2], uint64_t first, int64_t nb
     }
 }
 
-unsigned vt_rng_force_isa(unsigned mask) {
-    unsigned have = vt_isa_available() & mask;
+unsigned vt_rng_select_isa(unsigned mask) {
 #if defined(__x86_64__)
-    if (have & VT_ISA_AVX512) {
-        philox_blocks_fn = vt_philox_blocks_avx512;
+    if (mask & VT_ISA_AVX512) {
+        atomic_store(&philox_blocks_fn, vt_philox_blocks_avx512);
         return VT_ISA_AVX512;
     }
 #endif
-    (void)have;
-    philox_blocks_fn = vt_philox_blocks_portable;
+    (void)mask;
+    atomic_store(&philox_blocks_fn, vt_philox_blocks_portable);
     return 0;
 }
 
 void vt_philox_blocks(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out) {
-    if (!philox_blocks_fn) vt_rng_force_isa(vt_isa_active());
-    philox_blocks_fn(key, first, nblocks, out);
+    philox_fn f = atomic_load_explicit(&philox_blocks_fn, memory_order_acquire);
+    if (!f) {
+        vt_kernels_ready();
+        f = atomic_load_explicit(&philox_blocks_fn, memory_order_acquire);
+    }
+    f(key, first, nblocks, out);
 }
 
 static inline double ld_f64(vt_dtype dt, const char *p) {

@@ -76,23 +76,18 @@ const vt_sm_table vt_sm_portable = {row_f32, row_bwd_f32, cols_f32, cols_bwd_f32
 
 static _Atomic unsigned sm_isa = ~0u;
 
-static unsigned pick_isa(unsigned mask) {
-#if defined(__x86_64__)
-    if (vt_isa_active() & mask & VT_ISA_AVX512) return VT_ISA_AVX512;
-#endif
-    (void)mask;
-    return 0;
-}
-
-unsigned vt_softmax_force_isa(unsigned mask) {
-    unsigned isa = pick_isa(mask);
-    sm_isa = isa;
+unsigned vt_softmax_select_isa(unsigned mask) {
+    const unsigned isa = mask & VT_ISA_AVX512;
+    atomic_store(&sm_isa, isa);
     return isa;
 }
 
 static const vt_sm_table *active_table(void) {
-    unsigned isa = sm_isa;
-    if (isa == ~0u) sm_isa = isa = pick_isa(~0u);
+    unsigned isa = atomic_load(&sm_isa);
+    if (isa == ~0u) {
+        vt_kernels_ready();
+        isa = atomic_load(&sm_isa);
+    }
 #if defined(__x86_64__)
     if (isa & VT_ISA_AVX512) return &vt_sm_avx512;
 #endif

@@ -29,9 +29,6 @@ extern const vt_sm_table vt_sm_portable;
 #if defined(__x86_64__)
 extern const vt_sm_table vt_sm_avx512;
 #endif
-/* Test aid: use the best path within mask (VT_ISA_* bits, limited to what
- * the CPU has); returns the bits of the path chosen. */
-unsigned vt_softmax_force_isa(unsigned mask);
 
 /* Checks shared by the kernels and the queued ops (fail at the op). */
 vt_status vt_softmax_check(const vt_tensor *out, const vt_tensor *in, int dim, int *wrapped);
