@@ -636,3 +636,143 @@ TEST(graph_nodes_pooling_sync_queued_debug_and_reference_agree) {
     CHECK_OK(vt_synchronize(0));
     ht_free(&wrong), ht_free(&in), ht_free(&fidx), ht_free(&fout);
 }
+
+/* ------------------------------------------------------------ normalisation */
+
+typedef struct norm_shape {
+    int ndim;
+    int64_t s[4];
+} norm_shape;
+
+/* One normalisation op as a node, with its tensors' shapes (outputs, then
+ * inputs; ndim 0 with s[0] = -1: absent). Each of four runs gets fresh
+ * device copies of the same inputs (a training batch norm updates its
+ * running statistics): synchronously, queued in Strict behind a closed gate
+ * (the ring's packed copy), in Debug, and the scalar reference. The first
+ * three agree bit for bit, outputs and updated inputs; the reference within
+ * 1e-4 relative (sums in another order). */
+static void norm_case(vt_norm_op op, int training, const norm_shape *outs, int nout, const norm_shape *ins, int nin,
+                      int64_t norm_ndim, int64_t groups) {
+    host_tensor tmpl[VT_NODE_MAX_SRC], in[4][VT_NODE_MAX_SRC], out[4][VT_NODE_MAX_OUT];
+    for (int k = 0; k < nin; k++) {
+        if (ins[k].s[0] < 0) continue;
+        tmpl[k] = ht_new(VT_F32, ins[k].ndim, ins[k].s);
+        ht_fill_random(&tmpl[k], 0, 1);
+        /* variances and inverse deviations are positive */
+        for (int64_t e = 0; e < vt_tensor_numel(&tmpl[k].t); e++) ((float *)tmpl[k].block)[e] = fabsf(((float *)tmpl[k].block)[e]) + 0.5f;
+        if (k == 0) ht_fill_random(&tmpl[k], 0, 0);
+        if (k == 1 && op != VT_NORM_LAYER && op != VT_NORM_RMS && op != VT_NORM_GROUP && op != VT_NORM_BATCH)
+            ht_fill_random(&tmpl[k], 0, 0); /* a backward op's input */
+    }
+    const char *what = vt_norm_op_name(op);
+    for (int r = 0; r < 4; r++) {
+        vt_node n;
+        vt_node_init(&n, VT_NODE_NORM, op, what);
+        for (int j = 0; j < nout; j++) {
+            if (outs[j].s[0] < 0) {
+                vt_node_add_out(&n, NULL);
+                continue;
+            }
+            out[r][j] = ht_new(VT_F32, outs[j].ndim, outs[j].s);
+            if (r < 3) ht_device(&out[r][j]);
+            vt_node_add_out(&n, &out[r][j].t);
+        }
+        for (int k = 0; k < nin; k++) {
+            if (ins[k].s[0] < 0) {
+                vt_node_add_optional(&n, NULL);
+                continue;
+            }
+            in[r][k] = tmpl[k];
+            in[r][k].block = malloc(tmpl[k].bytes);
+            memcpy(in[r][k].block, tmpl[k].block, tmpl[k].bytes);
+            in[r][k].t.data = in[r][k].block;
+            if (r < 3) ht_device(&in[r][k]);
+            CHECK_OK(vt_node_add_src(&n, &in[r][k].t, NULL));
+        }
+        n.iparams[0] = norm_ndim, n.iparams[1] = groups, n.iparams[2] = training;
+        n.params[0] = 1e-5, n.params[1] = 0.1;
+        vt_status s;
+        if (r == 0) {
+            s = vt_node_check(&n);
+            if (s == VT_OK) s = vt_node_run(&n);
+        } else if (r == 3) {
+            s = vt_node_run_ref(&n);
+        } else {
+            vt_set_thread_eager_mode(r == 1 ? VT_EAGER_STRICT : VT_EAGER_DEBUG);
+            if (r == 1) CHECK_OK(vt_debug_gate_enqueue(0, 30000));
+            s = vt_node_submit(0, &n);
+            memset(&n, 0xAB, sizeof n); /* the queue keeps its own copy */
+            if (r == 1) vt_debug_gate_open();
+            vt_set_thread_eager_mode(-1);
+            if (s == VT_OK) s = vt_synchronize(0);
+        }
+        CHECK_MSG(s == VT_OK, "%s run %d: %s", what, r, vt_last_error());
+    }
+    for (int r = 1; r < 4; r++) {
+        for (int j = 0; j < nout; j++) {
+            if (outs[j].s[0] < 0) continue;
+            if (r < 3) CHECK(ht_compare(what, &out[r][j].t, &out[0][j].t, -1) == 0);
+            else CHECK(ht_near(what, &out[0][j].t, &out[3][j].t, 1e-4, 1e-5) == 0);
+        }
+        for (int k = 0; k < nin; k++) /* inputs, and running statistics as updated */
+            if (ins[k].s[0] >= 0) {
+                if (r < 3) CHECK(ht_compare(what, &in[r][k].t, &in[0][k].t, -1) == 0);
+                else CHECK(ht_near(what, &in[0][k].t, &in[3][k].t, 1e-4, 1e-5) == 0);
+            }
+    }
+    for (int r = 0; r < 4; r++) {
+        for (int j = 0; j < nout; j++)
+            if (outs[j].s[0] >= 0) ht_free(&out[r][j]);
+        for (int k = 0; k < nin; k++)
+            if (ins[k].s[0] >= 0) ht_free(&in[r][k]);
+    }
+    for (int k = 0; k < nin; k++)
+        if (ins[k].s[0] >= 0) ht_free(&tmpl[k]);
+}
+
+TEST(graph_nodes_norm_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    const norm_shape X = {2, {5, 12}}, V = {1, {12}}, M = {1, {5}}, NO = {0, {-1}};
+    const norm_shape I4 = {4, {2, 6, 3, 4}}, C = {1, {6}}, G = {1, {6}}; /* 2 x 3 groups; 6 channels */
+    {
+        const norm_shape o[] = {X, M, M}, i[] = {X, V, V};
+        norm_case(VT_NORM_LAYER, 0, o, 3, i, 3, 1, 0);
+        const norm_shape o2[] = {X, NO, NO}, i2[] = {X, NO, NO}; /* no statistics, no affine */
+        norm_case(VT_NORM_LAYER, 0, o2, 3, i2, 3, 1, 0);
+    }
+    {
+        const norm_shape o[] = {X, V, V}, i[] = {X, X, M, M, V};
+        norm_case(VT_NORM_LAYER_BACKWARD, 0, o, 3, i, 5, 1, 0);
+    }
+    {
+        const norm_shape o[] = {X, M}, i[] = {X, V};
+        norm_case(VT_NORM_RMS, 0, o, 2, i, 2, 1, 0);
+        const norm_shape ob[] = {X, V}, ib[] = {X, X, M, V};
+        norm_case(VT_NORM_RMS_BACKWARD, 0, ob, 2, ib, 4, 1, 0);
+    }
+    {
+        const norm_shape o[] = {I4, G, G}, i[] = {I4, C, C};
+        norm_case(VT_NORM_GROUP, 0, o, 3, i, 3, 0, 3);
+        const norm_shape ob[] = {I4, C, C}, ib[] = {I4, I4, G, G, C};
+        norm_case(VT_NORM_GROUP_BACKWARD, 0, ob, 3, ib, 5, 0, 3);
+    }
+    for (int training = 0; training < 2; training++) {
+        const norm_shape o[] = {I4, C, C}, i[] = {I4, C, C, C, C};
+        norm_case(VT_NORM_BATCH, training, o, 3, i, 5, 0, 0);
+        const norm_shape ob[] = {I4, C, C}, ib[] = {I4, I4, C, C, C, C, C};
+        norm_case(VT_NORM_BATCH_BACKWARD, training, ob, 3, ib, 7, 0, 0);
+    }
+    /* bad arguments fail at the op, named, and nothing is queued */
+    int64_t bad[2] = {5, 11};
+    host_tensor x = ht_new(VT_F32, 2, X.s), y = ht_new(VT_F32, 2, bad);
+    ht_device(&x), ht_device(&y);
+    const int64_t pending = vt_queue_pending(0);
+    CHECK_STATUS(vt_op_layer_norm(0, "aten::native_layer_norm", &y.t, NULL, NULL, &x.t, NULL, NULL, 1, 1e-5),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vt_last_error(), "aten::native_layer_norm"), "%s", vt_last_error());
+    CHECK_STATUS(vt_op_group_norm(0, "aten::native_group_norm", &x.t, NULL, NULL, &x.t, NULL, NULL, 0, 1e-5),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK(vt_queue_pending(0) == pending);
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&x), ht_free(&y);
+}

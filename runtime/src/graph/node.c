@@ -4,6 +4,7 @@
  * output, a valid op and compute dtype. */
 #include "graph/defer.h"
 #include "graph/node.h"
+#include "kernels/norm/norm.h"
 #include "kernels/pool/pool.h"
 #include "kernels/softmax/softmax.h"
 
@@ -363,6 +364,133 @@ static vt_status pool_ref(const vt_node *n) {
     }
 }
 
+/* ------------------------------------------------------------ normalisation */
+
+static const struct {
+    const char *name;
+    int nout, nsrc;
+} norm_rows[VT_NORM_OP_COUNT] = {
+#define VT_NORM_OP(e, name, nout, nsrc) {#name, nout, nsrc},
+#include "kernels/norm/norm.def"
+#undef VT_NORM_OP
+};
+
+const char *vt_norm_op_name(vt_norm_op op) { return (unsigned)op < VT_NORM_OP_COUNT ? norm_rows[op].name : "invalid"; }
+
+static const vt_tensor *out_opt(const vt_node *n, int j) { return n->absent >> j & 1 ? NULL : &n->out[j]; }
+static const vt_tensor *src_opt(const vt_node *n, int k) { return vt_node_has_src(n, k) ? &n->src[k] : NULL; }
+
+/* Row layouts (layer, rms): shapes, and the per-feature gradient vectors. */
+static vt_status rows_check(const vt_tensor *in, const vt_tensor *out, const vt_tensor *mean, const vt_tensor *rstd,
+                            const vt_tensor *w, const vt_tensor *b, const vt_tensor *gi, const vt_tensor *gw,
+                            const vt_tensor *gb, int32_t nd) {
+    int64_t m, n;
+    if (!in || !out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "input and output are required");
+    vt_status s = vt_layer_norm_check("check", in, out, mean, rstd, w, b, gi, nd, &m, &n);
+    if (s == VT_OK) s = vt_norm_check_vec("check", "grad_weight", gw, n);
+    if (s == VT_OK) s = vt_norm_check_vec("check", "grad_bias", gb, n);
+    return s;
+}
+
+/* Channel layouts (group, batch): shapes and per-channel / per-group element
+ * counts (groups -1: batch norm). */
+static vt_status chan_check(const vt_tensor *in, const vt_tensor *out, const vt_tensor *gi, int64_t groups,
+                            const vt_tensor *const per_c[], int nc, const vt_tensor *const per_u[], int nu) {
+    int64_t n, c, hw;
+    if (!in || !out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "input and output are required");
+    if (groups == 0 || groups < -1) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "groups must be positive");
+    vt_status s = vt_channel_norm_check("check", in, out, gi, groups, &n, &c, &hw);
+    for (int i = 0; s == VT_OK && i < nc; i++) s = vt_norm_check_vec("check", "per-channel tensor", per_c[i], c);
+    const int64_t units = groups > 0 ? n * groups : c;
+    for (int i = 0; s == VT_OK && i < nu; i++) s = vt_norm_check_vec("check", "statistics", per_u[i], units);
+    return s;
+}
+
+static vt_status norm_check(const vt_node *n) {
+    if ((unsigned)n->op >= VT_NORM_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid normalisation op %d", n->name, (int)n->op);
+    vt_status s = check_counts(n, norm_rows[n->op].nout, norm_rows[n->op].nsrc);
+    if (s != VT_OK) return s;
+    const vt_tensor *o0 = out_opt(n, 0), *o1 = out_opt(n, 1), *o2 = out_opt(n, 2);
+    const vt_tensor *s0 = src_opt(n, 0), *s1 = src_opt(n, 1), *s2 = src_opt(n, 2), *s3 = src_opt(n, 3),
+                    *s4 = src_opt(n, 4), *s5 = src_opt(n, 5), *s6 = src_opt(n, 6);
+    const int32_t nd = (int32_t)n->iparams[0];
+    const int64_t groups = n->iparams[1];
+    const int training = (int)n->iparams[2];
+    switch ((vt_norm_op)n->op) {
+    case VT_NORM_LAYER: s = rows_check(s0, o0, o1, o2, s1, s2, NULL, NULL, NULL, nd); break;
+    case VT_NORM_LAYER_BACKWARD:
+        s = rows_check(s1, s0, s2, s3, s4, NULL, o0, o1, o2, nd);
+        if (s == VT_OK && (!s2 || !s3)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "mean and rstd are required");
+        break;
+    case VT_NORM_RMS: s = rows_check(s0, o0, NULL, o1, s1, NULL, NULL, NULL, NULL, nd); break;
+    case VT_NORM_RMS_BACKWARD:
+        s = rows_check(s1, s0, NULL, s2, s3, NULL, o0, o1, NULL, nd);
+        if (s == VT_OK && !s2) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "rstd is required");
+        break;
+    case VT_NORM_GROUP: {
+        const vt_tensor *pc[] = {s1, s2}, *pu[] = {o1, o2};
+        s = groups <= 0 ? vt_set_error(VT_ERR_INVALID_ARGUMENT, "groups must be positive")
+                        : chan_check(s0, o0, NULL, groups, pc, 2, pu, 2);
+        break;
+    }
+    case VT_NORM_GROUP_BACKWARD: {
+        const vt_tensor *pc[] = {s4, o1, o2}, *pu[] = {s2, s3};
+        s = groups <= 0 ? vt_set_error(VT_ERR_INVALID_ARGUMENT, "groups must be positive")
+                        : chan_check(s1, s0, o0, groups, pc, 3, pu, 2);
+        if (s == VT_OK && (!s2 || !s3)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "mean and rstd are required");
+        break;
+    }
+    case VT_NORM_BATCH: {
+        const vt_tensor *pc[] = {s1, s2, s3, s4, o1, o2};
+        s = chan_check(s0, o0, NULL, -1, pc, 6, NULL, 0);
+        if (s == VT_OK && !training && (!s3 || !s4))
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "running_mean and running_var are required in eval mode");
+        break;
+    }
+    case VT_NORM_BATCH_BACKWARD: {
+        const vt_tensor *pc[] = {s2, o1, o2, s3, s4, s5, s6};
+        s = chan_check(s1, s0, o0, -1, pc, 7, NULL, 0);
+        if (s == VT_OK && (training ? (!s5 || !s6) : (!s3 || !s4)))
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "the %s statistics are required",
+                             training ? "saved" : "running");
+        break;
+    }
+    default: break;
+    }
+    return named(n, s);
+}
+
+static vt_status norm_call(const vt_node *n, int ref) {
+    const vt_tensor *o0 = out_opt(n, 0), *o1 = out_opt(n, 1), *o2 = out_opt(n, 2);
+    const vt_tensor *s0 = src_opt(n, 0), *s1 = src_opt(n, 1), *s2 = src_opt(n, 2), *s3 = src_opt(n, 3),
+                    *s4 = src_opt(n, 4), *s5 = src_opt(n, 5), *s6 = src_opt(n, 6);
+    const int32_t nd = (int32_t)n->iparams[0];
+    const int64_t groups = n->iparams[1];
+    const int training = (int)n->iparams[2];
+    const double eps = n->params[0], momentum = n->params[1];
+    switch ((vt_norm_op)n->op) {
+    case VT_NORM_LAYER:
+        return (ref ? vt_ref_layer_norm : vt_layer_norm)(o0, o1, o2, s0, s1, s2, nd, eps);
+    case VT_NORM_LAYER_BACKWARD:
+        return (ref ? vt_ref_layer_norm_backward : vt_layer_norm_backward)(o0, o1, o2, s0, s1, s2, s3, s4, nd);
+    case VT_NORM_RMS: return (ref ? vt_ref_rms_norm : vt_rms_norm)(o0, o1, s0, s1, nd, eps);
+    case VT_NORM_RMS_BACKWARD:
+        return (ref ? vt_ref_rms_norm_backward : vt_rms_norm_backward)(o0, o1, s0, s1, s2, s3, nd);
+    case VT_NORM_GROUP: return (ref ? vt_ref_group_norm : vt_group_norm)(o0, o1, o2, s0, s1, s2, groups, eps);
+    case VT_NORM_GROUP_BACKWARD:
+        return (ref ? vt_ref_group_norm_backward : vt_group_norm_backward)(o0, o1, o2, s0, s1, s2, s3, s4, groups);
+    case VT_NORM_BATCH:
+        return (ref ? vt_ref_batch_norm : vt_batch_norm)(o0, o1, o2, s0, s1, s2, s3, s4, training, momentum, eps);
+    case VT_NORM_BATCH_BACKWARD:
+        return (ref ? vt_ref_batch_norm_backward : vt_batch_norm_backward)(o0, o1, o2, s0, s1, s2, s3, s4, s5, s6,
+                                                                           training, eps);
+    default: return vt_set_error(VT_ERR_INTERNAL, "%s: unknown normalisation op %d", n->name, (int)n->op);
+    }
+}
+static vt_status norm_run(const vt_node *n) { return norm_call(n, 0); }
+static vt_status norm_ref(const vt_node *n) { return norm_call(n, 1); }
+
 /* ------------------------------------------------------------ foreach
  * One tensor of a foreach op (what DeferAndFuse records per tensor): the
  * single-tensor vt_foreach_args the node stands for. */
@@ -440,6 +568,8 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_RNG] = {"rng", rng_check, rng_run, NULL, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
     /* inputs are read while the output (and argmax indices) are written: overlaps are copied */
     [VT_NODE_POOL] = {"pool", pool_check, pool_run, pool_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    /* inputs that overlap an output are copied first */
+    [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,
                          VT_USE_WRITE},
 };
@@ -534,7 +664,6 @@ typedef struct packed_tensor {
 } packed_tensor;
 
 _Static_assert(sizeof(packed_tensor) == 24, "VT_NODE_PACKED_MAX counts 24 bytes per tensor header");
-_Static_assert(VT_NODE_PACKED_MAX <= VT_MAX_ARGS, "a packed node fits a queue slot");
 
 static unsigned char *pack_tensor(unsigned char *p, const vt_tensor *t) {
     packed_tensor h = {t->data, t->offset, (int32_t)t->dtype, t->ndim};
@@ -556,6 +685,13 @@ static const unsigned char *unpack_tensor(const unsigned char *p, vt_tensor *t) 
     memcpy(t->sizes, p + sizeof h, dims);
     memcpy(t->strides, p + sizeof h + dims, dims);
     return p + sizeof h + 2 * dims;
+}
+
+size_t vt_node_packed_size(const vt_node *n) {
+    size_t b = offsetof(vt_node, out);
+    for (int j = 0; j < n->nout; j++) b += sizeof(packed_tensor) + 2 * (size_t)n->out[j].ndim * sizeof(int64_t);
+    for (int k = 0; k < n->nsrc; k++) b += sizeof(packed_tensor) + 2 * (size_t)n->src[k].ndim * sizeof(int64_t);
+    return b;
 }
 
 size_t vt_node_pack(const vt_node *n, unsigned char *buf) {
@@ -599,6 +735,12 @@ static size_t node_pack(const void *n, void *slot) { return vt_node_pack(n, slot
 static const vt_packed_kernel node_kernel = {node_run_kernel, node_packed_kernel, node_pack};
 
 vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy) {
+    const size_t size = vt_node_packed_size(n);
+    if (size > VT_MAX_ARGS) {
+        vt_prepared_release(dev, p);
+        return vt_set_error(VT_ERR_UNSUPPORTED, "%s: %zu bytes of descriptors exceed a queued command (%d)", n->name,
+                            size, VT_MAX_ARGS);
+    }
     /* Elementwise work below the parallel grain is a few microseconds: it
      * may run on the calling thread when the queue is idle. */
     if (vt_node_kinds[n->kind].plan && n->nout && !(n->absent & 1) &&
@@ -614,8 +756,11 @@ int vt_node_uses(vt_node *n, vt_use *u) {
         if (!(n->absent >> j & 1)) u[m++] = (vt_use){&n->out[j], d->write, 0};
     unsigned read = d->read;
     if (n->kind == VT_NODE_RNG && n->op == VT_RNG_MULTINOMIAL) read = VT_USE_READ | VT_USE_STAGE;
+    /* a training batch norm updates its running statistics in place */
+    const int running = n->kind == VT_NODE_NORM && n->op == VT_NORM_BATCH && n->iparams[2];
     for (int k = 0; k < n->nsrc; k++)
-        if (!(n->host >> k & 1) && vt_node_has_src(n, k)) u[m++] = (vt_use){&n->src[k], read, 0};
+        if (!(n->host >> k & 1) && vt_node_has_src(n, k))
+            u[m++] = (vt_use){&n->src[k], running && (k == 3 || k == 4) ? VT_USE_READ | VT_USE_WRITE : read, 0};
     return m;
 }
 

@@ -21,8 +21,8 @@
 
 #include "internal.h"
 
-#define VT_NODE_MAX_SRC 4
-#define VT_NODE_MAX_OUT 2
+#define VT_NODE_MAX_SRC 7 /* a batch-norm backward reads seven */
+#define VT_NODE_MAX_OUT 3
 #define VT_NODE_MAX_IPARAMS 12 /* a pooling window's parameters take 12 */
 
 typedef enum vt_node_kind {
@@ -39,6 +39,7 @@ typedef enum vt_node_kind {
     VT_NODE_SOFTMAX_BACKWARD, /* op as forward; out: grad_in; src: grad_out, y; iparams[0]: dim */
     VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng/rng.def); iparams[0..1]: seed, offset */
     VT_NODE_POOL,      /* op: vt_pool_op (kernels/pool/pool.def) */
+    VT_NODE_NORM,      /* op: vt_norm_op (kernels/norm/norm.def) */
     VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
                           the op has them; params[0]: its scalar, params[1]: alpha; iparams[0]: which
                           tensor of the op's lists */
@@ -60,6 +61,14 @@ typedef enum vt_pool_op {
     VT_POOL_OP_COUNT
 } vt_pool_op;
 const char *vt_pool_op_name(vt_pool_op op);
+
+typedef enum vt_norm_op {
+#define VT_NORM_OP(e, name, nout, nsrc) VT_NORM_##e,
+#include "kernels/norm/norm.def"
+#undef VT_NORM_OP
+    VT_NORM_OP_COUNT
+} vt_norm_op;
+const char *vt_norm_op_name(vt_norm_op op);
 
 typedef struct vt_node {
     vt_node_kind kind;
@@ -136,8 +145,11 @@ vt_status vt_node_run_ref(vt_node *n);
  * VT_NODE_MAX_SRC): outputs first, then each tensor input. Returns the count. */
 int vt_node_uses(vt_node *n, vt_use *u);
 /* The packed form the queue stores: the header and each tensor cut to its
- * dims (at most VT_NODE_PACKED_MAX bytes). Returns the bytes written. */
+ * dims (vt_node_packed_size bytes, at most VT_NODE_PACKED_MAX; a node whose
+ * packed form exceeds a ring slot, VT_MAX_ARGS, is refused at the op).
+ * Returns the bytes written. */
 #define VT_NODE_PACKED_MAX (offsetof(vt_node, out) + (VT_NODE_MAX_OUT + VT_NODE_MAX_SRC) * (24 + 2 * 8 * VT_MAX_DIMS))
+size_t vt_node_packed_size(const vt_node *n);
 size_t vt_node_pack(const vt_node *n, unsigned char *buf);
 void vt_node_unpack(const unsigned char *buf, vt_node *n);
 /* Queue n (checked; its uses prepared in p) on dev: packed into the ring
