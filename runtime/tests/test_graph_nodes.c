@@ -637,60 +637,55 @@ TEST(graph_nodes_pooling_sync_queued_debug_and_reference_agree) {
     ht_free(&wrong), ht_free(&in), ht_free(&fidx), ht_free(&fout);
 }
 
-/* ------------------------------------------------------------ normalisation */
+/* ------------------------------------------------------------ multi-tensor families */
 
 typedef struct norm_shape {
     int ndim;
     int64_t s[4];
 } norm_shape;
 
-/* One normalisation op as a node, with its tensors' shapes (outputs, then
- * inputs; ndim 0 with s[0] = -1: absent). Each of four runs gets fresh
- * device copies of the same inputs (a training batch norm updates its
- * running statistics): synchronously, queued in Strict behind a closed gate
- * (the ring's packed copy), in Debug, and the scalar reference. The first
- * three agree bit for bit, outputs and updated inputs; the reference within
- * 1e-4 relative (sums in another order). */
-static void norm_case(vt_norm_op op, int training, const norm_shape *outs, int nout, const norm_shape *ins, int nin,
-                      int64_t norm_ndim, int64_t groups) {
-    host_tensor tmpl[VT_NODE_MAX_SRC], in[4][VT_NODE_MAX_SRC], out[4][VT_NODE_MAX_OUT];
-    for (int k = 0; k < nin; k++) {
-        if (ins[k].s[0] < 0) continue;
-        tmpl[k] = ht_new(VT_F32, ins[k].ndim, ins[k].s);
-        ht_fill_random(&tmpl[k], 0, 1);
-        /* variances and inverse deviations are positive */
-        for (int64_t e = 0; e < vt_tensor_numel(&tmpl[k].t); e++) ((float *)tmpl[k].block)[e] = fabsf(((float *)tmpl[k].block)[e]) + 0.5f;
-        if (k == 0) ht_fill_random(&tmpl[k], 0, 0);
-        if (k == 1 && op != VT_NORM_LAYER && op != VT_NORM_RMS && op != VT_NORM_GROUP && op != VT_NORM_BATCH)
-            ht_fill_random(&tmpl[k], 0, 0); /* a backward op's input */
-    }
-    const char *what = vt_norm_op_name(op);
+/* An output's dtype and shape; ndim 0 with s[0] = -1: absent. */
+typedef struct out_spec {
+    vt_dtype dt;
+    norm_shape shape;
+} out_spec;
+
+/* The node proto (kind, op, iparams, params; no tensors) on the input
+ * templates tmpl[] (NULL: absent) and fresh outputs. Each of four runs gets
+ * fresh device copies of the inputs (some ops update an input in place):
+ * synchronously, queued in Strict behind a closed gate (the ring's packed
+ * copy), in Debug, and the scalar reference. The first three agree bit for
+ * bit, outputs and inputs as left; the reference within rtol (sums in
+ * another order). */
+static void multi_case(const char *what, const vt_node *proto, host_tensor *const *tmpl, int nin,
+                       const out_spec *outs, int nout, double rtol) {
+    host_tensor in[4][VT_NODE_MAX_SRC], out[4][VT_NODE_MAX_OUT];
     for (int r = 0; r < 4; r++) {
         vt_node n;
-        vt_node_init(&n, VT_NODE_NORM, op, what);
+        memcpy(&n, proto, offsetof(vt_node, out));
+        n.nout = n.nsrc = 0;
+        n.absent = 0;
         for (int j = 0; j < nout; j++) {
-            if (outs[j].s[0] < 0) {
+            if (outs[j].shape.s[0] < 0) {
                 vt_node_add_out(&n, NULL);
                 continue;
             }
-            out[r][j] = ht_new(VT_F32, outs[j].ndim, outs[j].s);
+            out[r][j] = ht_new(outs[j].dt, outs[j].shape.ndim, outs[j].shape.s);
             if (r < 3) ht_device(&out[r][j]);
             vt_node_add_out(&n, &out[r][j].t);
         }
         for (int k = 0; k < nin; k++) {
-            if (ins[k].s[0] < 0) {
+            if (!tmpl[k]) {
                 vt_node_add_optional(&n, NULL);
                 continue;
             }
-            in[r][k] = tmpl[k];
-            in[r][k].block = malloc(tmpl[k].bytes);
-            memcpy(in[r][k].block, tmpl[k].block, tmpl[k].bytes);
+            in[r][k] = *tmpl[k];
+            in[r][k].block = malloc(tmpl[k]->bytes);
+            memcpy(in[r][k].block, tmpl[k]->block, tmpl[k]->bytes);
             in[r][k].t.data = in[r][k].block;
             if (r < 3) ht_device(&in[r][k]);
             CHECK_OK(vt_node_add_src(&n, &in[r][k].t, NULL));
         }
-        n.iparams[0] = norm_ndim, n.iparams[1] = groups, n.iparams[2] = training;
-        n.params[0] = 1e-5, n.params[1] = 0.1;
         vt_status s;
         if (r == 0) {
             s = vt_node_check(&n);
@@ -710,24 +705,55 @@ static void norm_case(vt_norm_op op, int training, const norm_shape *outs, int n
     }
     for (int r = 1; r < 4; r++) {
         for (int j = 0; j < nout; j++) {
-            if (outs[j].s[0] < 0) continue;
+            if (outs[j].shape.s[0] < 0) continue;
             if (r < 3) CHECK(ht_compare(what, &out[r][j].t, &out[0][j].t, -1) == 0);
-            else CHECK(ht_near(what, &out[0][j].t, &out[3][j].t, 1e-4, 1e-5) == 0);
+            else CHECK(ht_near(what, &out[0][j].t, &out[3][j].t, rtol, rtol * 0.1) == 0);
         }
-        for (int k = 0; k < nin; k++) /* inputs, and running statistics as updated */
-            if (ins[k].s[0] >= 0) {
+        for (int k = 0; k < nin; k++) /* inputs as the op left them (running statistics) */
+            if (tmpl[k]) {
                 if (r < 3) CHECK(ht_compare(what, &in[r][k].t, &in[0][k].t, -1) == 0);
-                else CHECK(ht_near(what, &in[0][k].t, &in[3][k].t, 1e-4, 1e-5) == 0);
+                else CHECK(ht_near(what, &in[0][k].t, &in[3][k].t, rtol, rtol * 0.1) == 0);
             }
     }
     for (int r = 0; r < 4; r++) {
         for (int j = 0; j < nout; j++)
-            if (outs[j].s[0] >= 0) ht_free(&out[r][j]);
+            if (outs[j].shape.s[0] >= 0) ht_free(&out[r][j]);
         for (int k = 0; k < nin; k++)
-            if (ins[k].s[0] >= 0) ht_free(&in[r][k]);
+            if (tmpl[k]) ht_free(&in[r][k]);
     }
+}
+
+/* A float template of the shape (NULL when absent): values in [lo, hi). */
+static host_tensor *uniform(host_tensor *h, const norm_shape *sh, double lo, double hi) {
+    if (sh->s[0] < 0) return NULL;
+    *h = ht_new(VT_F32, sh->ndim, sh->s);
+    for (int64_t e = 0; e < vt_tensor_numel(&h->t); e++)
+        ((float *)h->block)[e] = (float)(lo + (hi - lo) * ((double)(next_u64() >> 11) * 0x1p-53));
+    return h;
+}
+
+/* One normalisation op: outputs f32 of the given shapes, inputs filled with
+ * signed values (the data and gradients) or positive ones (weights,
+ * statistics, variances). */
+static void norm_case(vt_norm_op op, int training, const norm_shape *outs, int nout, const norm_shape *ins, int nin,
+                      int64_t norm_ndim, int64_t groups) {
+    host_tensor t[VT_NODE_MAX_SRC];
+    host_tensor *tp[VT_NODE_MAX_SRC];
+    const int backward = op == VT_NORM_LAYER_BACKWARD || op == VT_NORM_RMS_BACKWARD || op == VT_NORM_GROUP_BACKWARD ||
+                         op == VT_NORM_BATCH_BACKWARD;
+    for (int k = 0; k < nin; k++) {
+        const int data = k == 0 || (k == 1 && backward);
+        tp[k] = uniform(&t[k], &ins[k], data ? -3.0 : 0.5, data ? 3.0 : 2.0);
+    }
+    out_spec o[VT_NODE_MAX_OUT];
+    for (int j = 0; j < nout; j++) o[j] = (out_spec){VT_F32, outs[j]};
+    vt_node n;
+    vt_node_init(&n, VT_NODE_NORM, op, vt_norm_op_name(op));
+    n.iparams[0] = norm_ndim, n.iparams[1] = groups, n.iparams[2] = training;
+    n.params[0] = 1e-5, n.params[1] = 0.1;
+    multi_case(n.name, &n, tp, nin, o, nout, 1e-4);
     for (int k = 0; k < nin; k++)
-        if (ins[k].s[0] >= 0) ht_free(&tmpl[k]);
+        if (tp[k]) ht_free(&t[k]);
 }
 
 TEST(graph_nodes_norm_sync_queued_debug_and_reference_agree) {
@@ -775,4 +801,94 @@ TEST(graph_nodes_norm_sync_queued_debug_and_reference_agree) {
     CHECK(vt_queue_pending(0) == pending);
     CHECK_OK(vt_synchronize(0));
     ht_free(&x), ht_free(&y);
+}
+
+/* Every loss op as a node, each reduction, every pointwise kind. */
+TEST(graph_nodes_losses_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    const norm_shape NC = {2, {6, 5}}, C = {1, {5}}, N = {1, {6}}, S = {0, {1}}, NO = {0, {-1}};
+    const norm_shape X = {2, {4, 7}}, W = {1, {7}};
+    int64_t nsz = 6;
+    host_tensor target = ht_new(VT_I64, 1, &nsz);
+    for (int i = 0; i < 6; i++) ((int64_t *)target.block)[i] = i == 3 ? -100 : (i * 3) % 5; /* one ignored */
+    host_tensor in, w, g, tw;
+    for (int red = 0; red < 3; red++) {
+        char what[96];
+        const norm_shape *R = red == VT_REDUCTION_NONE ? &N : &S;
+        uniform(&in, &NC, -4.0, 0.0); /* log-probabilities */
+        uniform(&w, &C, 0.5, 2.0);
+        {
+            vt_node n;
+            vt_node_init(&n, VT_NODE_LOSS, VT_LOSS_OP_NLL, "nll_loss");
+            n.iparams[1] = red, n.iparams[2] = -100;
+            host_tensor *ts[] = {&in, &target, &w};
+            const out_spec o[] = {{VT_F32, *R}, {VT_F32, S}};
+            snprintf(what, sizeof what, "nll_loss reduction %d", red);
+            multi_case(what, &n, ts, 3, o, 2, 1e-5);
+            host_tensor *ts_nw[] = {&in, &target, NULL};
+            const out_spec o_nw[] = {{VT_F32, *R}, {VT_F32, NO}};
+            multi_case(what, &n, ts_nw, 3, o_nw, 2, 1e-5);
+        }
+        {
+            uniform(&g, R, -1.0, 1.0);
+            uniform(&tw, &S, 2.0, 3.0);
+            vt_node n;
+            vt_node_init(&n, VT_NODE_LOSS, VT_LOSS_OP_NLL_BACKWARD, "nll_loss_backward");
+            n.iparams[1] = red, n.iparams[2] = -100;
+            host_tensor *ts[] = {&g, &in, &target, &w, &tw};
+            const out_spec o[] = {{VT_F32, NC}};
+            snprintf(what, sizeof what, "nll_loss_backward reduction %d", red);
+            multi_case(what, &n, ts, 5, o, 1, 1e-5);
+            ht_free(&g), ht_free(&tw);
+        }
+        ht_free(&in), ht_free(&w);
+        for (int kind = 0; kind < VT_POINTWISE_LOSS_COUNT; kind++) {
+            const int bce = kind == VT_LOSS_BCE || kind == VT_LOSS_BCE_LOGITS;
+            host_tensor x, t, wt, pw, go;
+            uniform(&x, &X, kind == VT_LOSS_BCE ? 0.05 : -2.0, kind == VT_LOSS_BCE ? 0.95 : 2.0);
+            uniform(&t, &X, bce ? 0.0 : -2.0, bce ? 1.0 : 2.0);
+            host_tensor *wp = bce ? uniform(&wt, &W, 0.5, 2.0) : NULL;
+            host_tensor *pwp = kind == VT_LOSS_BCE_LOGITS ? uniform(&pw, &W, 0.5, 2.0) : NULL;
+            const norm_shape *RX = red == VT_REDUCTION_NONE ? &X : &S;
+            vt_node n;
+            vt_node_init(&n, VT_NODE_LOSS, VT_LOSS_OP_POINTWISE, "pointwise_loss");
+            n.iparams[0] = kind, n.iparams[1] = red;
+            n.params[0] = 0.7;
+            host_tensor *ts[] = {&x, &t, wp, pwp};
+            const out_spec o[] = {{VT_F32, *RX}};
+            snprintf(what, sizeof what, "pointwise_loss kind %d reduction %d", kind, red);
+            multi_case(what, &n, ts, 4, o, 1, 1e-5);
+            uniform(&go, RX, -1.0, 1.0);
+            vt_node_init(&n, VT_NODE_LOSS, VT_LOSS_OP_POINTWISE_BACKWARD, "pointwise_loss_backward");
+            n.iparams[0] = kind, n.iparams[1] = red;
+            n.params[0] = 0.7;
+            host_tensor *tb[] = {&go, &x, &t, wp, pwp};
+            const out_spec ob[] = {{VT_F32, X}};
+            snprintf(what, sizeof what, "pointwise_loss_backward kind %d reduction %d", kind, red);
+            multi_case(what, &n, tb, 5, ob, 1, 1e-5);
+            ht_free(&x), ht_free(&t), ht_free(&go);
+            if (wp) ht_free(&wt);
+            if (pwp) ht_free(&pw);
+        }
+    }
+    /* a target out of range: a data-dependent error, raised at the next
+     * synchronisation in Strict, named */
+    host_tensor x, out;
+    uniform(&x, &NC, -1.0, 0.0);
+    ht_device(&x);
+    out = ht_new(VT_F32, 0, NULL);
+    ht_device(&out);
+    host_tensor bad = ht_new(VT_I64, 1, &nsz);
+    ((int64_t *)bad.block)[2] = 12;
+    ht_device(&bad);
+    vt_set_thread_eager_mode(VT_EAGER_STRICT);
+    CHECK_OK(vt_op_nll_loss(0, "aten::nll_loss_forward", &out.t, NULL, &x.t, &bad.t, NULL, VT_REDUCTION_MEAN, -100));
+    vt_set_thread_eager_mode(-1);
+    CHECK_STATUS(vt_synchronize(0), VT_ERR_INDEX);
+    CHECK_MSG(strstr(vt_last_error(), "out of bounds"), "%s", vt_last_error());
+    /* a bad shape fails at the op */
+    CHECK_STATUS(vt_op_nll_loss(0, "aten::nll_loss_forward", &out.t, NULL, &x.t, &x.t, NULL, VT_REDUCTION_MEAN, -100),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vt_last_error(), "aten::nll_loss_forward"), "%s", vt_last_error());
+    ht_free(&x), ht_free(&out), ht_free(&bad), ht_free(&target);
 }

@@ -491,6 +491,68 @@ static vt_status norm_call(const vt_node *n, int ref) {
 static vt_status norm_run(const vt_node *n) { return norm_call(n, 0); }
 static vt_status norm_ref(const vt_node *n) { return norm_call(n, 1); }
 
+/* ------------------------------------------------------------ losses */
+
+static const struct {
+    const char *name;
+    int nout, nsrc;
+} loss_rows[VT_LOSS_OP_COUNT] = {
+#define VT_LOSS_OP(e, name, nout, nsrc) {#name, nout, nsrc},
+#include "kernels/loss/loss.def"
+#undef VT_LOSS_OP
+};
+
+const char *vt_loss_op_name(vt_loss_op op) { return (unsigned)op < VT_LOSS_OP_COUNT ? loss_rows[op].name : "invalid"; }
+
+static vt_status loss_check(const vt_node *n) {
+    if ((unsigned)n->op >= VT_LOSS_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid loss op %d", n->name, (int)n->op);
+    vt_status s = check_counts(n, loss_rows[n->op].nout, loss_rows[n->op].nsrc);
+    if (s != VT_OK) return s;
+    const vt_tensor *o0 = out_opt(n, 0), *o1 = out_opt(n, 1);
+    const vt_tensor *s0 = src_opt(n, 0), *s1 = src_opt(n, 1), *s2 = src_opt(n, 2), *s3 = src_opt(n, 3),
+                    *s4 = src_opt(n, 4);
+    const vt_loss_kind kind = (vt_loss_kind)n->iparams[0];
+    const vt_loss_reduction red = (vt_loss_reduction)n->iparams[1];
+    switch ((vt_loss_op)n->op) {
+    case VT_LOSS_OP_NLL: s = vt_nll_loss_check(o0, o1, s0, s1, s2, red); break;
+    case VT_LOSS_OP_NLL_BACKWARD: s = vt_nll_loss_backward_check(o0, s0, s1, s2, s3, red, s4); break;
+    case VT_LOSS_OP_POINTWISE: s = vt_pointwise_loss_check(kind, o0, s0, s1, s2, s3, red, 0); break;
+    case VT_LOSS_OP_POINTWISE_BACKWARD: {
+        s = vt_pointwise_loss_check(kind, o0, s1, s2, s3, s4, red, 1);
+        if (s == VT_OK && !s0) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "grad_output is NULL");
+        vt_tensor b;
+        if (s == VT_OK) s = vt_broadcast_to(s0, s1->ndim, s1->sizes, &b);
+        break;
+    }
+    default: break;
+    }
+    return named(n, s);
+}
+
+static vt_status loss_call(const vt_node *n, int ref) {
+    const vt_tensor *o0 = out_opt(n, 0), *o1 = out_opt(n, 1);
+    const vt_tensor *s0 = src_opt(n, 0), *s1 = src_opt(n, 1), *s2 = src_opt(n, 2), *s3 = src_opt(n, 3),
+                    *s4 = src_opt(n, 4);
+    const vt_loss_kind kind = (vt_loss_kind)n->iparams[0];
+    const vt_loss_reduction red = (vt_loss_reduction)n->iparams[1];
+    const int64_t ignore = n->iparams[2];
+    const double param = n->params[0];
+    switch ((vt_loss_op)n->op) {
+    case VT_LOSS_OP_NLL: return (ref ? vt_ref_nll_loss : vt_nll_loss)(o0, o1, s0, s1, s2, red, ignore);
+    case VT_LOSS_OP_NLL_BACKWARD:
+        return (ref ? vt_ref_nll_loss_backward : vt_nll_loss_backward)(o0, s0, s1, s2, s3, red, ignore, s4);
+    case VT_LOSS_OP_POINTWISE:
+        return (ref ? vt_ref_pointwise_loss : vt_pointwise_loss)(kind, o0, s0, s1, s2, s3, red, param);
+    case VT_LOSS_OP_POINTWISE_BACKWARD:
+        return (ref ? vt_ref_pointwise_loss_backward : vt_pointwise_loss_backward)(kind, o0, s0, s1, s2, s3, s4, red,
+                                                                                   param);
+    default: return vt_set_error(VT_ERR_INTERNAL, "%s: unknown loss op %d", n->name, (int)n->op);
+    }
+}
+static vt_status loss_run(const vt_node *n) { return loss_call(n, 0); }
+static vt_status loss_ref(const vt_node *n) { return loss_call(n, 1); }
+
 /* ------------------------------------------------------------ foreach
  * One tensor of a foreach op (what DeferAndFuse records per tensor): the
  * single-tensor vt_foreach_args the node stands for. */
@@ -570,6 +632,8 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_POOL] = {"pool", pool_check, pool_run, pool_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* inputs that overlap an output are copied first */
     [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    /* losses read their inputs while they write (a reduction): overlapping inputs are copied first */
+    [VT_NODE_LOSS] = {"loss", loss_check, loss_run, loss_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,
                          VT_USE_WRITE},
 };

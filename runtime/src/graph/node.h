@@ -40,6 +40,7 @@ typedef enum vt_node_kind {
     VT_NODE_RNG,       /* op: vt_rng_op (kernels/rng/rng.def); iparams[0..1]: seed, offset */
     VT_NODE_POOL,      /* op: vt_pool_op (kernels/pool/pool.def) */
     VT_NODE_NORM,      /* op: vt_norm_op (kernels/norm/norm.def) */
+    VT_NODE_LOSS,      /* op: vt_loss_op (kernels/loss/loss.def) */
     VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
                           the op has them; params[0]: its scalar, params[1]: alpha; iparams[0]: which
                           tensor of the op's lists */
@@ -69,6 +70,14 @@ typedef enum vt_norm_op {
     VT_NORM_OP_COUNT
 } vt_norm_op;
 const char *vt_norm_op_name(vt_norm_op op);
+
+typedef enum vt_loss_op {
+#define VT_LOSS_OP(e, name, nout, nsrc) VT_LOSS_OP_##e,
+#include "kernels/loss/loss.def"
+#undef VT_LOSS_OP
+    VT_LOSS_OP_COUNT
+} vt_loss_op;
+const char *vt_loss_op_name(vt_loss_op op);
 
 typedef struct vt_node {
     vt_node_kind kind;
