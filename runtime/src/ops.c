@@ -177,50 +177,18 @@ vt_status vt_op_rng_normal(int dev, const char *name, const vt_tensor *out, uint
 
 /* ------------------------------------------------------------ matmul */
 
-typedef struct matmul_cmd {
-    vt_tensor out, a, b, bias;
-    int has_bias;
-    double alpha, beta;
-    vt_precision prec;
-} matmul_cmd;
-
-static vt_status matmul_kernel(void *p) {
-    matmul_cmd *c = p;
-    return vt_matmul(&c->out, &c->a, &c->b, c->has_bias ? &c->bias : NULL, c->alpha, c->beta, c->prec);
-}
-
 vt_status vt_op_matmul(int dev, const char *name, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                        const vt_tensor *bias, double alpha, double beta, vt_precision prec) {
-    if (!name) name = "vt_op_matmul";
-    vt_status s = vt_check_device(dev);
-    if (s == VT_OK && ((unsigned)prec > VT_PRECISION_HIGHEST))
-        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid precision %d", name, (int)prec);
-    if (s == VT_OK) s = vt_check_operand(name, out, "out");
-    if (s == VT_OK) s = vt_check_operand(name, a, "mat1");
-    if (s == VT_OK) s = vt_check_operand(name, b, "mat2");
-    if (s == VT_OK && bias) s = vt_check_input(name, bias, "bias", out);
-    if (s != VT_OK) return s;
-    /* The kernel's own shape and dtype checks, run here so that a mismatch
-     * fails at the op, not at the next synchronisation. */
-    s = vt_matmul_check(out, a, b, bias, prec);
-    if (s != VT_OK) return vt_error_prefix(s, name);
-    matmul_cmd c;
-    memset(&c, 0, sizeof c);
-    c.out = *out;
-    c.a = *a;
-    c.b = *b;
-    c.has_bias = bias != NULL;
-    if (bias) c.bias = *bias;
-    c.alpha = alpha;
-    c.beta = beta;
-    c.prec = prec;
-    /* The product reads a and b while it writes out (CPU PyTorch does not
-     * check this and gets some aliased products wrong): overlapping operands
-     * are copied. bias is read elementwise and may be out itself. */
-    vt_use u[4] = {{&c.out, VT_USE_WRITE, 0}, {&c.a, VT_USE_READ | VT_USE_STAGE, 0}, {&c.b, VT_USE_READ | VT_USE_STAGE, 0}};
-    int n = 3;
-    if (bias) u[n++] = (vt_use){&c.bias, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0};
-    return vt_enqueue_uses(dev, name, matmul_kernel, &c, sizeof c, u, n);
+    vt_node n;
+    vt_node_init(&n, VT_NODE_MATMUL, 0, name ? name : "vt_op_matmul");
+    vt_node_add_out(&n, out);
+    vt_node_add_optional(&n, a);
+    vt_node_add_optional(&n, b);
+    vt_node_add_optional(&n, bias);
+    n.params[0] = alpha;
+    n.params[1] = beta;
+    n.iparams[0] = prec;
+    return vt_node_submit(dev, &n);
 }
 
 /* ------------------------------------------------------------ transfers */

@@ -892,3 +892,34 @@ TEST(graph_nodes_losses_sync_queued_debug_and_reference_agree) {
     CHECK_MSG(strstr(vt_last_error(), "aten::nll_loss_forward"), "%s", vt_last_error());
     ht_free(&x), ht_free(&out), ht_free(&bad), ht_free(&target);
 }
+
+/* The matrix product as a node: every precision, with and without a bias,
+ * a batch broadcast; the reference within the fp32 accumulation of K = 33
+ * terms (the engines sum in another order). */
+TEST(graph_nodes_matmul_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    const norm_shape A = {3, {2, 9, 33}}, B = {2, {33, 17}}, BIAS = {1, {17}}, O = {3, {2, 9, 17}};
+    host_tensor a, b, bias;
+    uniform(&a, &A, -1.0, 1.0), uniform(&b, &B, -1.0, 1.0), uniform(&bias, &BIAS, -1.0, 1.0);
+    for (int prec = 0; prec < 3; prec++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            vt_node n;
+            vt_node_init(&n, VT_NODE_MATMUL, 0, "aten::addmm");
+            n.params[0] = with_bias ? 0.5 : 1.0, n.params[1] = with_bias ? 2.0 : 0.0;
+            n.iparams[0] = prec;
+            host_tensor *ts[] = {&a, &b, with_bias ? &bias : NULL};
+            const out_spec o[] = {{VT_F32, O}};
+            char what[64];
+            snprintf(what, sizeof what, "matmul precision %d bias %d", prec, with_bias);
+            multi_case(what, &n, ts, 3, o, 1, 1e-4);
+        }
+    /* shapes that do not multiply fail at the op, named */
+    host_tensor o = ht_new(VT_F32, O.ndim, O.s);
+    ht_device(&a), ht_device(&o);
+    CHECK_STATUS(vt_op_matmul(0, "aten::mm", &o.t, &a.t, &a.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vt_last_error(), "aten::mm") && strstr(vt_last_error(), "cannot be multiplied"), "%s",
+              vt_last_error());
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&o);
+}

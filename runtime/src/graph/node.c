@@ -553,6 +553,30 @@ static vt_status loss_call(const vt_node *n, int ref) {
 static vt_status loss_run(const vt_node *n) { return loss_call(n, 0); }
 static vt_status loss_ref(const vt_node *n) { return loss_call(n, 1); }
 
+/* ------------------------------------------------------------ matmul */
+
+static vt_status matmul_check(const vt_node *n) {
+    vt_status s = check_counts(n, 1, 3);
+    if (s != VT_OK) return s;
+    const vt_precision prec = (vt_precision)n->iparams[0];
+    if ((unsigned)prec > VT_PRECISION_HIGHEST)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid precision %d", n->name, (int)prec);
+    const vt_tensor *bias = src_opt(n, 2);
+    if (s == VT_OK) s = vt_check_operand(n->name, out_opt(n, 0), "out");
+    if (s == VT_OK) s = vt_check_operand(n->name, src_opt(n, 0), "mat1");
+    if (s == VT_OK) s = vt_check_operand(n->name, src_opt(n, 1), "mat2");
+    if (s == VT_OK && bias) s = vt_check_input(n->name, bias, "bias", &n->out[0]);
+    if (s != VT_OK) return s;
+    s = vt_matmul_check(&n->out[0], &n->src[0], &n->src[1], bias, prec);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, n->name);
+}
+static vt_status matmul_call(const vt_node *n, int ref) {
+    return (ref ? vt_ref_matmul : vt_matmul)(&n->out[0], &n->src[0], &n->src[1], src_opt(n, 2), n->params[0],
+                                              n->params[1], (vt_precision)n->iparams[0]);
+}
+static vt_status matmul_run(const vt_node *n) { return matmul_call(n, 0); }
+static vt_status matmul_ref(const vt_node *n) { return matmul_call(n, 1); }
+
 /* ------------------------------------------------------------ foreach
  * One tensor of a foreach op (what DeferAndFuse records per tensor): the
  * single-tensor vt_foreach_args the node stands for. */
@@ -634,6 +658,11 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* losses read their inputs while they write (a reduction): overlapping inputs are copied first */
     [VT_NODE_LOSS] = {"loss", loss_check, loss_run, loss_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    /* the product reads a and b while it writes out: overlapping operands are
+     * copied (CPU PyTorch gets some aliased products wrong); bias is read
+     * elementwise and may be out itself (vt_node_uses) */
+    [VT_NODE_MATMUL] = {"matmul", matmul_check, matmul_run, matmul_ref, NULL, VT_USE_READ | VT_USE_STAGE,
+                        VT_USE_WRITE},
     [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,
                          VT_USE_WRITE},
 };
@@ -824,7 +853,11 @@ int vt_node_uses(vt_node *n, vt_use *u) {
     const int running = n->kind == VT_NODE_NORM && n->op == VT_NORM_BATCH && n->iparams[2];
     for (int k = 0; k < n->nsrc; k++)
         if (!(n->host >> k & 1) && vt_node_has_src(n, k))
-            u[m++] = (vt_use){&n->src[k], running && (k == 3 || k == 4) ? VT_USE_READ | VT_USE_WRITE : read, 0};
+            u[m++] = (vt_use){&n->src[k],
+                              running && (k == 3 || k == 4)           ? VT_USE_READ | VT_USE_WRITE
+                              : n->kind == VT_NODE_MATMUL && k == 2 ? read | VT_USE_ALIAS_OK
+                                                                      : read,
+                              0};
     return m;
 }
 

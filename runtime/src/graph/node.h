@@ -41,6 +41,8 @@ typedef enum vt_node_kind {
     VT_NODE_POOL,      /* op: vt_pool_op (kernels/pool/pool.def) */
     VT_NODE_NORM,      /* op: vt_norm_op (kernels/norm/norm.def) */
     VT_NODE_LOSS,      /* op: vt_loss_op (kernels/loss/loss.def) */
+    VT_NODE_MATMUL,    /* out = alpha a @ b + beta bias; src: a, b, bias (optional); params: alpha, beta;
+                          iparams[0]: precision */
     VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
                           the op has them; params[0]: its scalar, params[1]: alpha; iparams[0]: which
                           tensor of the op's lists */
