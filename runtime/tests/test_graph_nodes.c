@@ -9,6 +9,7 @@
  * few ulps of the reference). Bad nodes fail when built, before the queue
  * sees them. */
 #include "graph/node.h"
+#include "kernels/conv/conv.h"
 #include "test_kernels_util.h"
 #include "test_nodes_util.h"
 
@@ -922,4 +923,61 @@ TEST(graph_nodes_matmul_sync_queued_debug_and_reference_agree) {
               vt_last_error());
     CHECK_OK(vt_synchronize(0));
     ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&o);
+}
+
+/* Attention forward and backward, and the three convolutions, as nodes. */
+TEST(graph_nodes_attention_and_conv_sync_queued_debug_and_reference_agree) {
+    CHECK_OK(vt_init());
+    const norm_shape Q = {4, {2, 2, 5, 8}}, KV = {4, {2, 2, 7, 8}}, L = {3, {2, 2, 5}}, MASK = {2, {5, 7}};
+    host_tensor q, k, v, mask, dout, out, lse;
+    uniform(&q, &Q, -1.0, 1.0), uniform(&k, &KV, -1.0, 1.0), uniform(&v, &KV, -1.0, 1.0);
+    uniform(&mask, &MASK, -1.0, 0.0), uniform(&dout, &Q, -1.0, 1.0), uniform(&out, &Q, -1.0, 1.0);
+    uniform(&lse, &L, 2.0, 3.0);
+    for (int prec = 0; prec < 3; prec += 2)
+        for (int variant = 0; variant < 3; variant++) { /* plain, causal, masked */
+            vt_node n;
+            char what[64];
+            /* the backward reads the forward's own out and lse */
+            CHECK_OK(vt_sdpa_forward(&out.t, &lse.t, &q.t, &k.t, &v.t, variant == 2 ? &mask.t : NULL, 0.3, variant == 1,
+                                     (vt_precision)prec));
+            /* DEFAULT rounds operands to bf16 where the reference's order of
+             * operations differs: the reference agrees to bf16's precision */
+            const double rtol = prec == VT_PRECISION_DEFAULT ? 3e-2 : 1e-4;
+            vt_node_init(&n, VT_NODE_ATTENTION, 0, "sdpa");
+            n.params[0] = 0.3, n.iparams[0] = variant == 1, n.iparams[1] = prec;
+            host_tensor *fs[] = {&q, &k, &v, variant == 2 ? &mask : NULL};
+            const out_spec fo[] = {{VT_F32, Q}, {VT_F32, L}};
+            snprintf(what, sizeof what, "sdpa forward precision %d variant %d", prec, variant);
+            multi_case(what, &n, fs, 4, fo, 2, rtol);
+            vt_node_init(&n, VT_NODE_ATTENTION, 1, "sdpa_backward");
+            n.params[0] = 0.3, n.iparams[0] = variant == 1, n.iparams[1] = prec;
+            host_tensor *bs[] = {&dout, &q, &k, &v, variant == 2 ? &mask : NULL, &out, &lse};
+            const out_spec bo[] = {{VT_F32, Q}, {VT_F32, KV}, {VT_F32, KV}};
+            snprintf(what, sizeof what, "sdpa backward precision %d variant %d", prec, variant);
+            multi_case(what, &n, bs, 7, bo, 3, rtol);
+        }
+    ht_free(&q), ht_free(&k), ht_free(&v), ht_free(&mask), ht_free(&dout), ht_free(&out), ht_free(&lse);
+
+    const vt_conv_params p = {2, {1, 2, 1}, {1, 0, 0}, {1, 1, 1}, 1};
+    const norm_shape X = {4, {2, 3, 6, 5}}, W = {4, {4, 3, 3, 2}}, B = {1, {4}}, Y = {4, {2, 4, 6, 2}};
+    host_tensor x, w, b, gy;
+    uniform(&x, &X, -1.0, 1.0), uniform(&w, &W, -1.0, 1.0), uniform(&b, &B, -1.0, 1.0), uniform(&gy, &Y, -1.0, 1.0);
+    for (int kind = 0; kind < 3; kind++) {
+        vt_node n;
+        vt_node_init(&n, VT_NODE_CONV, kind, "convolution");
+        vt_node_set_conv_params(&n, &p, VT_PRECISION_HIGHEST);
+        host_tensor *fwd[] = {&x, &w, &b}, *bin[] = {&gy, &w, NULL}, *bw[] = {&gy, &x, NULL};
+        const out_spec o[] = {{VT_F32, kind == VT_CONV_FORWARD ? Y : kind == VT_CONV_BACKWARD_INPUT ? X : W}};
+        char what[48];
+        snprintf(what, sizeof what, "convolution kind %d", kind);
+        multi_case(what, &n, kind == VT_CONV_FORWARD ? fwd : kind == VT_CONV_BACKWARD_INPUT ? bin : bw, 3, o, 1, 1e-4);
+    }
+    /* a bias on a backward convolution, or no parameters, fail at the op */
+    host_tensor gx = ht_new(VT_F32, X.ndim, X.s);
+    ht_device(&gx), ht_device(&gy), ht_device(&w), ht_device(&b);
+    CHECK_STATUS(vt_op_conv_backward_input(0, "aten::convolution_backward", &gx.t, &gy.t, &w.t, NULL,
+                                           VT_PRECISION_DEFAULT),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&x), ht_free(&w), ht_free(&b), ht_free(&gy), ht_free(&gx);
 }

@@ -4,6 +4,8 @@
  * output, a valid op and compute dtype. */
 #include "graph/defer.h"
 #include "graph/node.h"
+#include "kernels/attention/attention.h"
+#include "kernels/conv/conv.h"
 #include "kernels/norm/norm.h"
 #include "kernels/pool/pool.h"
 #include "kernels/softmax/softmax.h"
@@ -553,6 +555,108 @@ static vt_status loss_call(const vt_node *n, int ref) {
 static vt_status loss_run(const vt_node *n) { return loss_call(n, 0); }
 static vt_status loss_ref(const vt_node *n) { return loss_call(n, 1); }
 
+/* ------------------------------------------------------------ attention */
+
+static vt_status attention_check(const vt_node *n) {
+    const int bwd = n->op == 1;
+    if (n->op != 0 && n->op != 1)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid attention op %d", n->name, (int)n->op);
+    vt_status s = check_counts(n, bwd ? 3 : 2, bwd ? 7 : 4);
+    if (s != VT_OK) return s;
+    vt_attn_problem p;
+    const double scale = n->params[0];
+    const int causal = (int)n->iparams[0];
+    const vt_precision prec = (vt_precision)n->iparams[1];
+    if (!bwd)
+        return vt_attn_setup(&p, n->name, 0, out_opt(n, 0), out_opt(n, 1), src_opt(n, 0), src_opt(n, 1),
+                             src_opt(n, 2), src_opt(n, 3), NULL, NULL, NULL, NULL, scale, causal, prec);
+    return vt_attn_setup(&p, n->name, 1, src_opt(n, 5), src_opt(n, 6), src_opt(n, 1), src_opt(n, 2), src_opt(n, 3),
+                         src_opt(n, 4), src_opt(n, 0), out_opt(n, 0), out_opt(n, 1), out_opt(n, 2), scale, causal,
+                         prec);
+}
+
+static vt_status attention_call(const vt_node *n, int ref) {
+    const double scale = n->params[0];
+    const int causal = (int)n->iparams[0];
+    const vt_precision prec = (vt_precision)n->iparams[1];
+    if (n->op == 0)
+        return (ref ? vt_ref_sdpa_forward : vt_sdpa_forward)(out_opt(n, 0), out_opt(n, 1), src_opt(n, 0),
+                                                             src_opt(n, 1), src_opt(n, 2), src_opt(n, 3), scale,
+                                                             causal, prec);
+    return (ref ? vt_ref_sdpa_backward : vt_sdpa_backward)(out_opt(n, 0), out_opt(n, 1), out_opt(n, 2),
+                                                           src_opt(n, 0), src_opt(n, 1), src_opt(n, 2),
+                                                           src_opt(n, 3), src_opt(n, 4), src_opt(n, 5),
+                                                           src_opt(n, 6), scale, causal, prec);
+}
+static vt_status attention_run(const vt_node *n) { return attention_call(n, 0); }
+static vt_status attention_ref(const vt_node *n) { return attention_call(n, 1); }
+
+/* ------------------------------------------------------------ convolution */
+
+void vt_node_set_conv_params(vt_node *n, const vt_conv_params *p, vt_precision prec) {
+    for (int i = 0; i < 3; i++) {
+        n->iparams[i] = p->stride[i];
+        n->iparams[3 + i] = p->padding[i];
+        n->iparams[6 + i] = p->dilation[i];
+    }
+    n->iparams[9] = p->groups;
+    n->iparams[10] = p->spatial;
+    n->iparams[11] = prec;
+}
+
+vt_precision vt_node_conv_params(const vt_node *n, vt_conv_params *p) {
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < 3; i++) {
+        p->stride[i] = n->iparams[i];
+        p->padding[i] = n->iparams[3 + i];
+        p->dilation[i] = n->iparams[6 + i];
+    }
+    p->groups = n->iparams[9];
+    p->spatial = (int32_t)n->iparams[10];
+    return (vt_precision)n->iparams[11];
+}
+
+static vt_status conv_check(const vt_node *n) {
+    const vt_conv_kind kind = (vt_conv_kind)n->op;
+    if ((unsigned)kind > VT_CONV_BACKWARD_WEIGHT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid convolution op %d", n->name, (int)n->op);
+    vt_status s = check_counts(n, 1, 3);
+    if (s != VT_OK) return s;
+    const vt_tensor *t0 = out_opt(n, 0), *t1 = src_opt(n, 0), *t2 = src_opt(n, 1), *bias = src_opt(n, 2);
+    if (bias && kind != VT_CONV_FORWARD)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: only the forward convolution takes a bias", n->name);
+    vt_conv_params p;
+    const vt_precision prec = vt_node_conv_params(n, &p);
+    /* x, w, y: the input-, weight- and output-shaped tensors */
+    const vt_tensor *x = kind == VT_CONV_FORWARD ? t1 : kind == VT_CONV_BACKWARD_INPUT ? t0 : t2;
+    const vt_tensor *w = kind == VT_CONV_FORWARD ? t2 : kind == VT_CONV_BACKWARD_INPUT ? t2 : t0;
+    const vt_tensor *y = kind == VT_CONV_FORWARD ? t0 : t1;
+    vt_conv_geom g;
+    s = vt_conv_check(kind, x, w, y, bias, &p, prec, &g);
+    if (s != VT_OK) return vt_error_prefix(s, n->name);
+    static const char *const names[3][4] = {{"out", "input", "weight", "bias"},
+                                            {"grad_input", "grad_output", "weight", "bias"},
+                                            {"grad_weight", "grad_output", "input", "bias"}};
+    const vt_tensor *all[4] = {t0, t1, t2, bias};
+    for (int i = 0; i < 4; i++)
+        if (all[i] && !all[i]->data && vt_tensor_numel(all[i]) > 0)
+            return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", n->name, names[kind][i]);
+    return VT_OK;
+}
+
+static vt_status conv_call(const vt_node *n, int ref) {
+    vt_conv_params p;
+    const vt_precision prec = vt_node_conv_params(n, &p);
+    const vt_tensor *t0 = &n->out[0], *t1 = &n->src[0], *t2 = &n->src[1];
+    switch ((vt_conv_kind)n->op) {
+    case VT_CONV_FORWARD: return (ref ? vt_ref_conv_forward : vt_conv_forward)(t0, t1, t2, src_opt(n, 2), &p, prec);
+    case VT_CONV_BACKWARD_INPUT: return (ref ? vt_ref_conv_backward_input : vt_conv_backward_input)(t0, t1, t2, &p, prec);
+    default: return (ref ? vt_ref_conv_backward_weight : vt_conv_backward_weight)(t0, t1, t2, &p, prec);
+    }
+}
+static vt_status conv_run(const vt_node *n) { return conv_call(n, 0); }
+static vt_status conv_ref(const vt_node *n) { return conv_call(n, 1); }
+
 /* ------------------------------------------------------------ matmul */
 
 static vt_status matmul_check(const vt_node *n) {
@@ -661,6 +765,10 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     /* the product reads a and b while it writes out: overlapping operands are
      * copied (CPU PyTorch gets some aliased products wrong); bias is read
      * elementwise and may be out itself (vt_node_uses) */
+    /* the kernels read their inputs while they write: overlaps are copied */
+    [VT_NODE_ATTENTION] = {"attention", attention_check, attention_run, attention_ref, NULL,
+                           VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    [VT_NODE_CONV] = {"conv", conv_check, conv_run, conv_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     [VT_NODE_MATMUL] = {"matmul", matmul_check, matmul_run, matmul_ref, NULL, VT_USE_READ | VT_USE_STAGE,
                         VT_USE_WRITE},
     [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,

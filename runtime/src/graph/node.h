@@ -41,6 +41,10 @@ typedef enum vt_node_kind {
     VT_NODE_POOL,      /* op: vt_pool_op (kernels/pool/pool.def) */
     VT_NODE_NORM,      /* op: vt_norm_op (kernels/norm/norm.def) */
     VT_NODE_LOSS,      /* op: vt_loss_op (kernels/loss/loss.def) */
+    VT_NODE_ATTENTION, /* op: 0 forward (out, lse | q, k, v, mask), 1 backward (dq, dk, dv | dout, q, k, v, mask,
+                          out, lse); params[0]: scale; iparams[0]: causal, iparams[1]: precision */
+    VT_NODE_CONV,      /* op: vt_conv_kind; out: the written tensor; src: the two read (and bias, forward);
+                          iparams: vt_node_set_conv_params */
     VT_NODE_MATMUL,    /* out = alpha a @ b + beta bias; src: a, b, bias (optional); params: alpha, beta;
                           iparams[0]: precision */
     VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
@@ -143,6 +147,9 @@ vt_status vt_node_check(const vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this
  * waits). n may be rewritten by staging (access.c). */
 vt_status vt_node_submit(int dev, vt_node *n);
+/* A convolution's parameters and precision into n's iparams, and back. */
+void vt_node_set_conv_params(vt_node *n, const vt_conv_params *p, vt_precision prec);
+vt_precision vt_node_conv_params(const vt_node *n, vt_conv_params *p);
 /* The node of tensor i of foreach op x (checked by vt_foreach_check). */
 void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x, int64_t i);
 /* An elementwise node's dims, permuted alike in every operand so that its
