@@ -6,14 +6,8 @@
 
 static vt_status submit(int dev, const char *name, int backward, const vt_tensor *const *outs, int nout,
                         const vt_tensor *const *srcs, int nsrc, double scale, int is_causal, vt_precision prec) {
-    vt_node n;
-    vt_node_init(&n, VT_NODE_ATTENTION, backward, name);
-    for (int j = 0; j < nout; j++) vt_node_add_out(&n, outs[j]);
-    for (int k = 0; k < nsrc; k++) vt_node_add_optional(&n, srcs[k]);
-    n.params[0] = scale;
-    n.iparams[0] = is_causal;
-    n.iparams[1] = prec;
-    return vt_node_submit(dev, &n);
+    const int64_t ip[] = {is_causal, prec};
+    return vt_node_submit_op(dev, VT_NODE_ATTENTION, backward, name, outs, nout, srcs, nsrc, ip, 2, &scale, 1);
 }
 
 vt_status vt_op_sdpa_forward(int dev, const char *name, const vt_tensor *out, const vt_tensor *lse,

@@ -4,27 +4,12 @@
 #include "graph/node.h"
 #include "internal.h"
 
-static void add_outs(vt_node *n, const vt_tensor *const *t, int count) {
-    for (int j = 0; j < count; j++) vt_node_add_out(n, t[j]);
-}
-
-static void add_srcs(vt_node *n, const vt_tensor *const *t, int count) {
-    for (int k = 0; k < count; k++) vt_node_add_optional(n, t[k]);
-}
-
 static vt_status submit(int dev, const char *name, vt_norm_op op, const vt_tensor *const *outs, int nout,
                         const vt_tensor *const *srcs, int nsrc, int64_t norm_ndim, int64_t groups, int training,
                         double eps, double momentum) {
-    vt_node n;
-    vt_node_init(&n, VT_NODE_NORM, op, name);
-    add_outs(&n, outs, nout);
-    add_srcs(&n, srcs, nsrc);
-    n.iparams[0] = norm_ndim;
-    n.iparams[1] = groups;
-    n.iparams[2] = training;
-    n.params[0] = eps;
-    n.params[1] = momentum;
-    return vt_node_submit(dev, &n);
+    const int64_t ip[] = {norm_ndim, groups, training};
+    const double p[] = {eps, momentum};
+    return vt_node_submit_op(dev, VT_NODE_NORM, op, name, outs, nout, srcs, nsrc, ip, 3, p, 2);
 }
 
 vt_status vt_op_layer_norm(int dev, const char *name, const vt_tensor *out, const vt_tensor *mean,

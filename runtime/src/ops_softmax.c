@@ -35,15 +35,8 @@ vt_status vt_op_softmax_backward(int dev, const char *name, const vt_tensor *gra
 static vt_status loss_submit(int dev, const char *name, vt_loss_op op, const vt_tensor *const *outs, int nout,
                              const vt_tensor *const *srcs, int nsrc, vt_loss_kind kind, vt_loss_reduction reduction,
                              int64_t ignore_index, double param) {
-    vt_node n;
-    vt_node_init(&n, VT_NODE_LOSS, op, name);
-    for (int j = 0; j < nout; j++) vt_node_add_out(&n, outs[j]);
-    for (int k = 0; k < nsrc; k++) vt_node_add_optional(&n, srcs[k]);
-    n.iparams[0] = kind;
-    n.iparams[1] = reduction;
-    n.iparams[2] = ignore_index;
-    n.params[0] = param;
-    return vt_node_submit(dev, &n);
+    const int64_t ip[] = {kind, reduction, ignore_index};
+    return vt_node_submit_op(dev, VT_NODE_LOSS, op, name, outs, nout, srcs, nsrc, ip, 3, &param, 1);
 }
 
 vt_status vt_op_nll_loss(int dev, const char *name, const vt_tensor *out, const vt_tensor *total_weight,

@@ -3,7 +3,7 @@
  * vt_iter_blocks and vt_iter_range visit exactly the logical elements of the
  * range, in row-major order, at the addresses the descriptors give. The
  * reference is a plain index walk over the unmerged descriptors. */
-#include "test_kernels_util.h"
+#include "test_runtime_util.h"
 
 #define NOPS 3
 #define MAXN 4096
@@ -57,17 +57,6 @@ static char *addr_of(const vt_tensor *t, int64_t li) {
     return (char *)t->data + off * (int64_t)vt_dtype_size(t->dtype);
 }
 
-static vt_tensor desc(void *base, vt_dtype dt, int nd, const int64_t *sizes, const int64_t *strides, int64_t offset) {
-    vt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = base;
-    t.dtype = dt;
-    t.ndim = nd;
-    t.offset = offset;
-    for (int d = 0; d < nd; d++) t.sizes[d] = sizes[d], t.strides[d] = strides[d];
-    return t;
-}
-
 static int64_t check_ranges(const char *what, const vt_tensor *ops) {
     vt_iter it;
     vt_iter_init(&it, NOPS, ops);
@@ -107,34 +96,34 @@ TEST(runtime_iter_blocks_visit_the_range_in_order) {
     {   /* out contiguous [3, 5, 7, 4]; a permuted view; b broadcast over dims 0 and 2 */
         int64_t sz[4] = {3, 5, 7, 4};
         int64_t so[4] = {140, 28, 4, 1}, sa[4] = {4, 12, 60, 1}, sb[4] = {0, 4, 0, 1};
-        vt_tensor ops[NOPS] = {desc(base0, VT_F32, 4, sz, so, 0), desc(base1, VT_F32, 4, sz, sa, 2),
-                               desc(base2, VT_F64, 4, sz, sb, 1)};
+        vt_tensor ops[NOPS] = {view(base0, VT_F32, 4, sz, so, 0), view(base1, VT_F32, 4, sz, sa, 2),
+                               view(base2, VT_F64, 4, sz, sb, 1)};
         CHECK(check_ranges("permuted+broadcast", ops) > 1); /* whole rows came several per call */
     }
     {   /* half of the last dim of a bigger tensor (RoPE's x[..., :d]), a size-1 dim */
         int64_t sz[4] = {2, 1, 6, 8};
         int64_t so[4] = {48, 48, 8, 1}, sa[4] = {192, 7, 16, 1}, sb[4] = {0, 0, 8, 1};
-        vt_tensor ops[NOPS] = {desc(base0, VT_BF16, 4, sz, so, 0), desc(base1, VT_F32, 4, sz, sa, 3),
-                               desc(base2, VT_F32, 4, sz, sb, 0)};
+        vt_tensor ops[NOPS] = {view(base0, VT_BF16, 4, sz, so, 0), view(base1, VT_F32, 4, sz, sa, 3),
+                               view(base2, VT_F32, 4, sz, sb, 0)};
         check_ranges("sliced halves", ops);
     }
     {   /* everything mergeable: one dim after merging, rows == 1 */
         int64_t sz[3] = {4, 5, 6}, s[3] = {30, 6, 1};
-        vt_tensor ops[NOPS] = {desc(base0, VT_F32, 3, sz, s, 0), desc(base1, VT_F32, 3, sz, s, 0),
-                               desc(base2, VT_F32, 3, sz, s, 5)};
+        vt_tensor ops[NOPS] = {view(base0, VT_F32, 3, sz, s, 0), view(base1, VT_F32, 3, sz, s, 0),
+                               view(base2, VT_F32, 3, sz, s, 5)};
         CHECK(check_ranges("contiguous", ops) == 1);
     }
     {   /* 1-D strided and a 0-dim scalar broadcast */
         int64_t sz[1] = {37}, so[1] = {1}, sa[1] = {-2 + 5}, sb[1] = {0};
-        vt_tensor ops[NOPS] = {desc(base0, VT_I64, 1, sz, so, 0), desc(base1, VT_I32, 1, sz, sa, 0),
-                               desc(base2, VT_F32, 1, sz, sb, 0)};
+        vt_tensor ops[NOPS] = {view(base0, VT_I64, 1, sz, so, 0), view(base1, VT_I32, 1, sz, sa, 0),
+                               view(base2, VT_F32, 1, sz, sb, 0)};
         check_ranges("1-D", ops);
     }
     {   /* transposed out over a contiguous input (a transposed copy) */
         int64_t sz[3] = {6, 9, 5};
         int64_t so[3] = {1, 30, 6}, sa[3] = {45, 5, 1}, sb[3] = {45, 5, 1};
-        vt_tensor ops[NOPS] = {desc(base0, VT_F32, 3, sz, so, 0), desc(base1, VT_F32, 3, sz, sa, 0),
-                               desc(base2, VT_F16, 3, sz, sb, 0)};
+        vt_tensor ops[NOPS] = {view(base0, VT_F32, 3, sz, so, 0), view(base1, VT_F32, 3, sz, sa, 0),
+                               view(base2, VT_F16, 3, sz, sb, 0)};
         check_ranges("transposed out", ops);
     }
 }

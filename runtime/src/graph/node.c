@@ -368,16 +368,23 @@ static vt_status pool_ref(const vt_node *n) {
 
 /* ------------------------------------------------------------ normalisation */
 
-static const struct {
+/* A multi-tensor family's catalogue row: its name and tensor counts. */
+typedef struct tensor_row {
     const char *name;
     int nout, nsrc;
-} norm_rows[VT_NORM_OP_COUNT] = {
+} tensor_row;
+
+static const char *row_name(const tensor_row *rows, int count, int op) {
+    return (unsigned)op < (unsigned)count ? rows[op].name : "invalid";
+}
+
+static const tensor_row norm_rows[VT_NORM_OP_COUNT] = {
 #define VT_NORM_OP(e, name, nout, nsrc) {#name, nout, nsrc},
 #include "kernels/norm/norm.def"
 #undef VT_NORM_OP
 };
 
-const char *vt_norm_op_name(vt_norm_op op) { return (unsigned)op < VT_NORM_OP_COUNT ? norm_rows[op].name : "invalid"; }
+const char *vt_norm_op_name(vt_norm_op op) { return row_name(norm_rows, VT_NORM_OP_COUNT, op); }
 
 static const vt_tensor *out_opt(const vt_node *n, int j) { return n->absent >> j & 1 ? NULL : &n->out[j]; }
 static const vt_tensor *src_opt(const vt_node *n, int k) { return vt_node_has_src(n, k) ? &n->src[k] : NULL; }
@@ -495,16 +502,13 @@ static vt_status norm_ref(const vt_node *n) { return norm_call(n, 1); }
 
 /* ------------------------------------------------------------ losses */
 
-static const struct {
-    const char *name;
-    int nout, nsrc;
-} loss_rows[VT_LOSS_OP_COUNT] = {
+static const tensor_row loss_rows[VT_LOSS_OP_COUNT] = {
 #define VT_LOSS_OP(e, name, nout, nsrc) {#name, nout, nsrc},
 #include "kernels/loss/loss.def"
 #undef VT_LOSS_OP
 };
 
-const char *vt_loss_op_name(vt_loss_op op) { return (unsigned)op < VT_LOSS_OP_COUNT ? loss_rows[op].name : "invalid"; }
+const char *vt_loss_op_name(vt_loss_op op) { return row_name(loss_rows, VT_LOSS_OP_COUNT, op); }
 
 static vt_status loss_check(const vt_node *n) {
     if ((unsigned)n->op >= VT_LOSS_OP_COUNT)
@@ -814,6 +818,18 @@ vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host)
     n->host |= 1u << k;
     s = vt_fill(d, *host);
     return s == VT_OK ? VT_OK : vt_error_prefix(s, n->name);
+}
+
+vt_status vt_node_submit_op(int dev, vt_node_kind kind, int32_t op, const char *name, const vt_tensor *const *outs,
+                            int nout, const vt_tensor *const *srcs, int nsrc, const int64_t *iparams, int ni,
+                            const double *params, int np) {
+    vt_node n;
+    vt_node_init(&n, kind, op, name);
+    for (int j = 0; j < nout; j++) vt_node_add_out(&n, outs[j]);
+    for (int k = 0; k < nsrc; k++) vt_node_add_optional(&n, srcs[k]);
+    for (int i = 0; i < ni && i < VT_NODE_MAX_IPARAMS; i++) n.iparams[i] = iparams[i];
+    for (int i = 0; i < np && i < VT_EW_MAX_PARAMS; i++) n.params[i] = params[i];
+    return vt_node_submit(dev, &n);
 }
 
 void vt_node_add_optional(vt_node *n, const vt_tensor *t) {

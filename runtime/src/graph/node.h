@@ -147,6 +147,12 @@ vt_status vt_node_check(const vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this
  * waits). n may be rewritten by staging (access.c). */
 vt_status vt_node_submit(int dev, vt_node *n);
+/* Build and submit a multi-tensor node: outs[0..nout) as outputs,
+ * srcs[0..nsrc) as optional inputs (NULL: absent), in the kernel's own
+ * argument order; iparams[0..ni) and params[0..np) into the node's. */
+vt_status vt_node_submit_op(int dev, vt_node_kind kind, int32_t op, const char *name, const vt_tensor *const *outs,
+                            int nout, const vt_tensor *const *srcs, int nsrc, const int64_t *iparams, int ni,
+                            const double *params, int np);
 /* A convolution's parameters and precision into n's iparams, and back. */
 void vt_node_set_conv_params(vt_node *n, const vt_conv_params *p, vt_precision prec);
 vt_precision vt_node_conv_params(const vt_node *n, vt_conv_params *p);
