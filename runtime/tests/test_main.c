@@ -1,5 +1,5 @@
-/* test_main.c — runs every registered C test (optionally those whose name
- * contains argv[1]) and prints the "N passed, N failed" summary. */
+/* test_main.c — runs every registered C test (or those whose name contains
+ * one of the arguments) and prints the "N passed, N failed" summary. */
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -34,7 +34,9 @@ int main(int argc, char **argv) {
     /* Two devices, so cross-device work is tested (unless the caller says otherwise). */
     setenv("VTPU_NUM_DEVICES", "2", 0);
     for (int i = 0; i < n_tests; i++) {
-        if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
+        int chosen = argc <= 1; /* every test, or those whose name contains one of the arguments */
+        for (int a = 1; a < argc && !chosen; a++) chosen = strstr(tests[i].name, argv[a]) != NULL;
+        if (!chosen) continue;
         current_failed = 0;
         tests[i].fn();
         if (current_failed) {
