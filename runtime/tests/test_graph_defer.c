@@ -496,3 +496,26 @@ TEST(defer_foreach_optimizer_step_fuses_per_parameter) {
     for (int i = 0; i < NPARAM; i++)
         for (int k = 0; k < 4; k++) ht_free(&in[i][k]);
 }
+
+/* A chain mixing layouts (a transposed intermediate read next to a
+ * contiguous operand) is one group: the group walks every member in its
+ * first member's memory order, so tile t is the same elements for all. */
+TEST(defer_mixed_layout_chain_is_one_group) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    int64_t sq[2] = {37, 53};
+    prog p = {0};
+    int a = add_buf(&p, F, 2, sq, 0), w = add_buf(&p, F, 2, sq, 0), z = add_buf(&p, F, 2, sq, 0);
+    int y = add_buf(&p, F, 2, sq, 1); /* a transposed intermediate, freed before the flush */
+    p.buf[y].t.strides[0] = 1, p.buf[y].t.strides[1] = 37;
+    p.buf[a].t.strides[0] = 1, p.buf[a].t.strides[1] = 37; /* a transposed input too */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, y, a, -1, 0); /* y = a * 1.5, y laid out like a */
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, z, w, y, 0);  /* z = w + y: contiguous first operand */
+    add_step(&p, VT_NODE_UNARY, VT_EXP, F, z, z, 0, 0);
+    vt_fusion_stats st;
+    agree("mixed layouts", &p, &st);
+    CHECK_MSG(st.groups == 1 && st.nodes == 3, "groups %llu nodes %llu", (unsigned long long)st.groups,
+              (unsigned long long)st.nodes);
+    CHECK_MSG(st.bytes_elided == 37 * 53 * 4, "elided %llu", (unsigned long long)st.bytes_elided);
+    prog_free(&p);
+}

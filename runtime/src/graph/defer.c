@@ -98,7 +98,8 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
      * recorded before (queue.c), and the node reads the copy. */
     vt_status s = vt_uses_prepare(dev, n->name, u, m, &pr);
     if (s != VT_OK) return s;
-    vt_node_memory_order(n);
+    /* recorded in logical order: the group it joins picks the order of the
+     * visit for all its members (fuse.c), so views compare as the op's */
     pthread_once(&pend_once, pend_init);
     pending *p = &pend[dev];
     pthread_mutex_lock(&p->mu);

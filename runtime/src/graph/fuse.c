@@ -222,11 +222,19 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
      * reads its value has run (free_after[s] < i). */
     int free_after[VT_FUSE_MAX_NODES];
     const vt_access *written[VT_FUSE_MAX_NODES]; /* outputs of the members so far */
+    /* Every member walks the output in the memory order of the first's
+     * output (the same dims permuted alike in all of them), so tile t is
+     * the same elements for every member. */
+    int perm[VT_MAX_DIMS];
+    vt_node first;
+    memcpy(&first, &r[0]->n, vt_node_size(&r[0]->n));
+    const int permuted = vt_node_memory_perm(&first, perm);
     vt_status s = VT_OK;
     for (int i = 0; i < count && s == VT_OK; i++) {
         member *m = &g->m[i];
         vt_node n; /* this member's copy of the node, to plan from */
         memcpy(&n, &r[i]->n, vt_node_size(&r[i]->n));
+        if (permuted) vt_node_permute(&n, perm);
         m->name = n.name;
         memset(m->slot, -1, sizeof m->slot);
         /* inputs an earlier node of the group left in scratch */

@@ -1005,33 +1005,52 @@ static int goes_inside(vt_tensor *const *ops, int m, int a, int b) {
  * front to back instead of a run here and a run a page further. Inputs are
  * broadcast to out's dims first; host scalars stay 0-dim. Run after the
  * overlap checks (vt_uses_prepare), which judge the op's own views. */
-void vt_node_memory_order(vt_node *n) {
+/* out, then each tensor input broadcast to out's dims, into ops; 0 when n
+ * is not an elementwise node of 2 or more dims. */
+static int ordered_operands(vt_node *n, vt_tensor **ops) {
     vt_tensor *o = &n->out[0];
     const int nd = o->ndim;
-    if (!vt_node_kinds[n->kind].plan || nd < 2 || !n->nout || (n->absent & 1)) return;
-    vt_tensor *ops[1 + VT_NODE_MAX_SRC];
+    if (!vt_node_kinds[n->kind].plan || nd < 2 || !n->nout || (n->absent & 1)) return 0;
     int m = 0;
     ops[m++] = o;
     for (int k = 0; k < n->nsrc; k++) {
         if ((n->host >> k & 1) || !vt_node_has_src(n, k)) continue;
-        if (vt_broadcast_to(&n->src[k], nd, o->sizes, &n->src[k]) != VT_OK) return; /* the check passed: cannot fail */
+        if (vt_broadcast_to(&n->src[k], nd, o->sizes, &n->src[k]) != VT_OK) return 0; /* the check passed: cannot fail */
         ops[m++] = &n->src[k];
     }
-    int perm[VT_MAX_DIMS], moved = 0;
-    for (int d = 0; d < nd; d++) perm[d] = d;
-    for (int i = 1; i < nd; i++)
+    return m;
+}
+
+int vt_node_memory_perm(vt_node *n, int *perm) {
+    vt_tensor *ops[1 + VT_NODE_MAX_SRC];
+    const int m = ordered_operands(n, ops);
+    if (!m) return 0;
+    const vt_tensor *o = &n->out[0];
+    int moved = 0;
+    for (int d = 0; d < o->ndim; d++) perm[d] = d;
+    for (int i = 1; i < o->ndim; i++)
         for (int j = i; j > 0 && o->sizes[perm[j]] != 1 && goes_inside(ops, m, perm[j - 1], perm[j]); j--) {
             const int t = perm[j];
             perm[j] = perm[j - 1], perm[j - 1] = t;
             moved = 1;
         }
-    if (!moved) return;
+    return moved;
+}
+
+void vt_node_permute(vt_node *n, const int *perm) {
+    vt_tensor *ops[1 + VT_NODE_MAX_SRC];
+    const int m = ordered_operands(n, ops), nd = n->out[0].ndim;
     for (int k = 0; k < m; k++) {
         int64_t sz[VT_MAX_DIMS], st[VT_MAX_DIMS];
         for (int d = 0; d < nd; d++) sz[d] = ops[k]->sizes[perm[d]], st[d] = ops[k]->strides[perm[d]];
         memcpy(ops[k]->sizes, sz, (size_t)nd * sizeof sz[0]);
         memcpy(ops[k]->strides, st, (size_t)nd * sizeof st[0]);
     }
+}
+
+void vt_node_memory_order(vt_node *n) {
+    int perm[VT_MAX_DIMS];
+    if (vt_node_memory_perm(n, perm)) vt_node_permute(n, perm);
 }
 
 vt_status vt_node_submit(int dev, vt_node *n) {

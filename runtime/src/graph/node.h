@@ -161,6 +161,12 @@ void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x
 /* An elementwise node's dims, permuted alike in every operand so that its
  * elements are visited in out's memory order (no-op for other kinds). */
 void vt_node_memory_order(vt_node *n);
+/* The same in two steps, for a fusion group that walks all its members in
+ * its first member's order: perm[d] is the dim visited d-th (returns whether
+ * that differs from row-major; inputs are broadcast to out's dims), and
+ * every operand of an elementwise node of that out shape permuted by it. */
+int vt_node_memory_perm(vt_node *n, int *perm);
+void vt_node_permute(vt_node *n, const int *perm);
 /* Run n here and now, without the queue; ref: the scalar reference. A
  * node's host scalars are found wherever the node lives. */
 vt_status vt_node_run(vt_node *n);
