@@ -142,6 +142,8 @@ static inline int vt_node_has_out(const vt_node *n, int j) { return j < n->nout 
 static inline int vt_node_has_src(const vt_node *n, int k) {
     return k < n->nsrc && !(n->absent >> (VT_NODE_MAX_OUT + k) & 1);
 }
+/* n's compute dtype is one (node_kinds.c; host scalars are made in it). */
+vt_status vt_node_check_compute(const vt_node *n);
 /* n's check (errors are prefixed with n's name). */
 vt_status vt_node_check(const vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this
