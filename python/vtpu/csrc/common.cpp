@@ -145,31 +145,39 @@ void resize_out(const at::Tensor& out, c10::IntArrayRef shape,
   at::native::resize_output(out, shape);
 }
 
-void resize_elementwise_out(const at::Tensor& out, c10::IntArrayRef shape,
-                            std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
-  if (out.sizes() == shape) return;
+bool ew_result_strides(c10::IntArrayRef shape, const at::Tensor* const* inputs, size_t count, int64_t* strides) {
+  if (shape.size() < 2 || shape.size() > VT_MAX_DIMS || count > 4) return false;
   vt_tensor in[4];
   const vt_tensor* ins[4];
   int n = 0;
-  bool described = shape.size() <= VT_MAX_DIMS;
+  for (size_t i = 0; i < count; i++) {
+    const at::Tensor* t = inputs[i];
+    if (!t->defined()) continue;
+    if (t->dim() > VT_MAX_DIMS) return false;
+    in[n].ndim = static_cast<int32_t>(t->dim());
+    for (int64_t k = 0; k < t->dim(); k++) in[n].sizes[k] = t->size(k), in[n].strides[k] = t->stride(k);
+    ins[n] = &in[n];
+    n++;
+  }
+  vt_ew_result_strides(static_cast<int32_t>(shape.size()), shape.data(), n, ins, strides);
+  return true;
+}
+
+void resize_elementwise_out(const at::Tensor& out, c10::IntArrayRef shape,
+                            std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  if (out.sizes() == shape) return;
+  const at::Tensor* ts[4];
+  size_t n = 0;
   for (const at::Tensor& t : inputs) {
     if (!t.defined()) continue;
     TORCH_CHECK(!out.is_same(t), "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
     at::assert_no_partial_overlap(out, t);
-    if (n == 4 || t.dim() > VT_MAX_DIMS) {
-      described = described && n < 4;
-      continue;
-    }
-    in[n].ndim = static_cast<int32_t>(t.dim());
-    for (int64_t k = 0; k < t.dim(); k++) in[n].sizes[k] = t.size(k), in[n].strides[k] = t.stride(k);
-    ins[n] = &in[n];
-    n++;
+    if (n < 4) ts[n++] = &t;
   }
   at::native::resize_output(out, shape);
   // A resized out= takes the layout a new result would have, as on CPU.
-  if (!described || shape.size() < 2) return;
   int64_t strides[VT_MAX_DIMS];
-  vt_ew_result_strides(static_cast<int32_t>(shape.size()), shape.data(), n, ins, strides);
+  if (!ew_result_strides(shape, ts, n, strides)) return;
   const c10::IntArrayRef st(strides, shape.size());
   if (out.strides() != st) out.as_strided_(shape, st);
 }

@@ -83,6 +83,12 @@ at::Tensor host_alias_of(const at::Tensor& t);
 // refused op from resizing out before it is refused).
 void resize_out(const at::Tensor& out, c10::IntArrayRef shape,
                 std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs);
+// Strides of a new elementwise result of `shape` from inputs[0..n) (undefined
+// ones skipped), as TensorIterator lays it out (vt_ew_result_strides); false
+// when the result is simply contiguous (under 2 dims, or operands the C
+// descriptors cannot hold).
+bool ew_result_strides(c10::IntArrayRef shape, const at::Tensor* const* inputs, size_t n, int64_t* strides);
+
 // The same for an elementwise op, with TensorIterator's rules: an out that is
 // also an input cannot be resized ("output with shape [1] doesn't match the
 // broadcast shape [3]"), and a partial overlap is refused.

@@ -74,25 +74,11 @@ at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
   c10::OptionalDeviceGuard guard;
   if (current_device() != dev) guard.reset_device(c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev)));
   const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  vt_tensor in[4];
-  const vt_tensor* ins[4];
-  int n = 0;
-  bool described = nd <= VT_MAX_DIMS;
-  for (const at::Tensor* t : inputs) {
-    if (!t->defined() || n == 4) continue;
-    if (t->dim() > VT_MAX_DIMS) described = false;
-    if (!described) break;
-    vt_tensor& d = in[n];
-    d.ndim = static_cast<int32_t>(t->dim());
-    for (int64_t k = 0; k < t->dim(); k++) d.sizes[k] = t->size(k), d.strides[k] = t->stride(k);
-    ins[n] = &in[n];
-    n++;
-  }
-  if (!described || nd < 2) return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
   int64_t strides[VT_MAX_DIMS];
-  vt_ew_result_strides(static_cast<int32_t>(nd), shape.data(), n, ins, strides);
-  return at::detail::empty_strided_generic(shape, c10::IntArrayRef(strides, nd), device_allocator(), keys, dtype);
+  if (!ew_result_strides(shape, inputs.begin(), inputs.size(), strides))
+    return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
+  return at::detail::empty_strided_generic(shape, c10::IntArrayRef(strides, shape.size()), device_allocator(), keys,
+                                           dtype);
 }
 
 void check_cast(c10::ScalarType result, const at::Tensor& out) {
