@@ -269,6 +269,31 @@ TEST(kernels_mxu_transposed_a_same_bits_as_rows) {
     restore_engine();
 }
 
+/* The portable and AVX2 engines both add each product (exact in f32) to the
+ * sum in k order, one rounding per product, so with no denormal sums their
+ * bits agree exactly. Sizes cross the AVX2 kernel's 6-row strips (M 70),
+ * its 512-value K slices and the driver's 2048-value K blocks (K 2100). */
+TEST(kernels_mxu_avx2_same_bits_as_portable) {
+    if (!(vt_isa_available() & VT_ISA_AVX2)) return;
+    static const int64_t shapes[][3] = {{70, 2100, 40}, {6, 513, 16}, {1, 32, 1}, {37, 700, 53}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int p = 0; p < 3; p++) {
+            int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+            host_tensor a = mat(VT_F32, M, K), b = mat(VT_F32, K, N), o1 = mat(VT_F32, M, N), o2 = mat(VT_F32, M, N);
+            fill(&a, 0), fill(&b, 0);
+            vt_isa_force(0);
+            CHECK_OK(vt_matmul(&o1.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+            vt_isa_force(VT_ISA_AVX2);
+            CHECK_OK(vt_matmul(&o2.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
+            char what[160];
+            snprintf(what, sizeof what, "avx2 vs portable prec=%d %lldx%lldx%lld", p, (long long)M, (long long)K,
+                     (long long)N);
+            CHECK(ht_compare(what, &o2.t, &o1.t, -1) == 0);
+            ht_free(&a), ht_free(&b), ht_free(&o1), ht_free(&o2);
+        }
+    restore_engine();
+}
+
 TEST(kernels_mxu_large_parallel) {
     /* Big enough to use both cores, several tiles and K blocks. */
     host_tensor a = mat(VT_F32, 257, 600), b = mat(VT_F32, 600, 300);
