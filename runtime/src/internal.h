@@ -420,6 +420,7 @@ extern const vt_f32_binary_table vt_f32_binary_portable;
 extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;
 extern const vt_f32_act_table vt_f32_act_avx512;
+extern const vt_f32_act_table vt_f32_act_avx2;
 #endif
 #if defined(__x86_64__)
 void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);

@@ -171,12 +171,17 @@ TEST(kernels_attention_forward_backward_half) {
     }
 }
 
-TEST(kernels_attention_portable_paths) {
+/* The portable and AVX2 row kernels, whatever the best path here is. */
+TEST(kernels_attention_portable_and_avx2_paths) {
     unsigned active = vt_isa_active();
-    vt_isa_force(0);
-    for (size_t i = 0; i < N_CASES; i += 2) {
-        run_case(&cases[i], i, VT_F32, VT_PRECISION_DEFAULT, 1);
-        run_case(&cases[i], i, VT_F32, VT_PRECISION_HIGHEST, 1);
+    const unsigned paths[2] = {0, VT_ISA_AVX2};
+    for (int p = 0; p < 2; p++) {
+        if ((paths[p] & vt_isa_available()) != paths[p]) continue;
+        vt_isa_force(paths[p]);
+        for (size_t i = 0; i < N_CASES; i += p ? 1 : 2) {
+            run_case(&cases[i], i, VT_F32, VT_PRECISION_DEFAULT, 1);
+            run_case(&cases[i], i, VT_F32, VT_PRECISION_HIGHEST, 1);
+        }
     }
     vt_isa_force(active);
 }
@@ -281,4 +286,43 @@ TEST(kernels_attention_errors) {
                  VT_ERR_INVALID_ARGUMENT);
     ht_free(&m);
     free_setup(&s);
+}
+
+/* The rows' exp on every path against fp64 exp: within 2 ulp of the
+ * correctly rounded value (subnormal results included, where an ulp is
+ * 2^-149), +0 below -104, inf above the f32 range, NaN kept. 300 values
+ * span the whole range plus the edges, and 300 is not a multiple of 8 or
+ * 16, so vector tails are covered. */
+TEST(kernels_attention_row_exp_accuracy) {
+    const unsigned paths[3] = {0, VT_ISA_AVX2, vt_isa_default()};
+    enum { N = 300 };
+    float x[N];
+    for (int i = 0; i < N - 8; i++) x[i] = -110.0f + 200.0f * (float)i / (float)(N - 9);
+    const float edges[8] = {-104.5f, -103.9f, -87.4f, -0.0f, 1e-7f, 88.7f, 89.5f, NAN};
+    for (int i = 0; i < 8; i++) x[N - 8 + i] = edges[i];
+    for (int p = 0; p < 3; p++) {
+        if ((paths[p] & vt_isa_available()) != paths[p]) continue;
+        vt_isa_force(paths[p]);
+        float s[N];
+        memcpy(s, x, sizeof s);
+        vt_attn_rows_active()->exp_sum(s, N, 0.0f);
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            double ref = exp((double)x[i]);
+            float r = (float)ref;
+            int ok;
+            if (isnan(x[i])) ok = isnan(s[i]);
+            else if (x[i] < -104.0f) ok = s[i] == 0.0f;
+            else if (isinf(r)) ok = isinf(s[i]) && s[i] > 0;
+            else {
+                double ulp = fabs(r) < 0x1p-126 ? 0x1p-149 : fabs(nextafterf(r, INFINITY) - r);
+                ok = fabs((double)s[i] - ref) <= 2 * ulp;
+            }
+            if (!ok && bad++ < 3)
+                vt_test_fail(__FILE__, __LINE__, "path %s: exp(%.9g) = %.9g, fp64 %.9g", vt_isa_path(), (double)x[i],
+                             (double)s[i], ref);
+        }
+        CHECK(bad == 0);
+    }
+    vt_isa_force(vt_isa_default());
 }

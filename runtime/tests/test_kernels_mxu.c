@@ -236,17 +236,18 @@ TEST(kernels_mxu_layouts_batch_bias) {
     restore_engine();
 }
 
-/* A whose columns are contiguous (a weight gradient's X^T) has its own
- * packer: it must pack the same bits as the row-major A of equal values, on
- * every engine, dtype and precision, with specials, ragged M (not a multiple
- * of 16 or 32) and ragged K (not a multiple of 32), and stay within the
- * accumulation bound of the reference. */
+/* A whose columns are contiguous (a weight gradient's X^T) is packed chunk
+ * by chunk: it must pack the same bits as the row-major A of equal values,
+ * on every engine, dtype (f16 through the converting line reader) and
+ * precision, with specials, ragged M (not a multiple of 16 or 32) and
+ * ragged K (not a multiple of 32), and stay within the accumulation bound
+ * of the reference. */
 TEST(kernels_mxu_transposed_a_same_bits_as_rows) {
     static const int64_t shapes[][3] = {{17, 33, 15}, {48, 70, 40}, {5, 1, 3}, {33, 100, 64}, {64, 64, 32}};
-    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16, VT_F16}; /* f16: through the converting line reader */
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
-        for (size_t d = 0; d < 2; d++)
+        for (size_t d = 0; d < 3; d++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
                 for (int p = 0; p < 3; p++) {
                     int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];

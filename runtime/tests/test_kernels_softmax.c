@@ -100,6 +100,14 @@ TEST(softmax_matches_reference_portable) {
     vt_isa_force(vt_isa_default());
 }
 
+/* The AVX2 kernels on a machine whose best path is AVX-512 or AMX too. */
+TEST(softmax_matches_reference_avx2) {
+    if (!(vt_isa_available() & VT_ISA_AVX2)) return;
+    vt_isa_force(VT_ISA_AVX2);
+    softmax_all_shapes();
+    vt_isa_force(vt_isa_default());
+}
+
 TEST(softmax_half_to_float_and_large_rows) {
     int64_t s[2] = {5, 100003};
     softmax_case(VT_BF16, VT_F32, 2, s, 1, 0, 0);
@@ -127,8 +135,10 @@ TEST(softmax_in_place_and_empty) {
 }
 
 TEST(softmax_specials) {
-    for (int isa = 0; isa < 2; isa++) {
-        vt_isa_force(isa ? vt_isa_default() : 0);
+    const unsigned paths[3] = {0, VT_ISA_AVX2, vt_isa_default()};
+    for (int isa = 0; isa < 3; isa++) {
+        if ((paths[isa] & vt_isa_available()) != paths[isa]) continue;
+        vt_isa_force(paths[isa]);
         int64_t s[2] = {3, 20};
         host_tensor x = make(VT_F32, 2, s, 0), y = make(VT_F32, 2, s, 0);
         float *p = x.block;

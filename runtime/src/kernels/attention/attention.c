@@ -25,9 +25,10 @@ unsigned vt_attn_select_isa(unsigned mask) {
     const vt_attn_rows *r = &vt_attn_rows_portable;
 #if defined(__x86_64__)
     if (mask & VT_ISA_AVX512) r = &vt_attn_rows_avx512;
+    else if (mask & VT_ISA_AVX2) r = &vt_attn_rows_avx2;
 #endif
     atomic_store(&rows_active, r);
-    return r == &vt_attn_rows_portable ? 0u : VT_ISA_AVX512;
+    return r == &vt_attn_rows_portable ? 0u : r == &vt_attn_rows_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
 }
 
 const vt_attn_rows *vt_attn_rows_active(void) {

@@ -63,6 +63,7 @@ typedef struct vt_attn_rows {
 extern const vt_attn_rows vt_attn_rows_portable;
 #if defined(__x86_64__)
 extern const vt_attn_rows vt_attn_rows_avx512;
+extern const vt_attn_rows vt_attn_rows_avx2;
 #endif
 /* The table in use (best within vt_isa_active()). */
 const vt_attn_rows *vt_attn_rows_active(void);

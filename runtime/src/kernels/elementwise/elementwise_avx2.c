@@ -1,9 +1,11 @@
 /* elementwise_avx2.c — AVX2 versions of the contiguous f32 binary microkernels,
- * picked at run time by elementwise_ops.c. Plain IEEE add/sub/mul/div per
- * lane, so results are bit-identical to the portable loop. */
+ * picked at run time by elementwise_ops.c (plain IEEE add/sub/mul/div per
+ * lane, so results are bit-identical to the portable loop), and of the f32
+ * activations (elementwise_math.c). */
 #include <immintrin.h>
 
 #include "internal.h"
+#include "kernels/vmath_avx2.h"
 
 /* Outputs this large will not be reread from cache soon: streaming stores
  * skip the read-for-ownership and cut memory traffic by a quarter. */
@@ -40,3 +42,117 @@ F32_AVX2(mul_avx2, _mm256_mul_ps, *)
 F32_AVX2(div_avx2, _mm256_div_ps, /)
 
 const vt_f32_binary_table vt_f32_binary_avx2 = {add_avx2, sub_avx2, mul_avx2, div_avx2};
+
+/* ------------------------------------------------------------ activations
+ * The AVX-512 file's activation formulas on 8 lanes, with its exp (Cephes,
+ * kernels/vmath_avx2.h), tanh and erf. Tails run through masked loads and
+ * stores: every element sees one path. */
+
+static inline __m256 abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(88.8f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x)); /* NaN passes */
+    __m256 n, p = vt_avx2_exp_poly(x, &n, 0);
+    return vt_avx2_scalef(p, n);
+}
+
+static inline __m256 tanh8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 ax = abs8(x), z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745E-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954E-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531E-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036E-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422E-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 e = exp8(_mm256_add_ps(ax, ax));
+    __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    __m256 m = _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm256_or_ps(abs8(_mm256_blendv_ps(big, small, m)), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+}
+
+static inline __m256 erf8(__m256 x) {
+    const __m256 neg_zero = _mm256_set1_ps(-0.f), one = _mm256_set1_ps(1.0f);
+    __m256 sign = _mm256_and_ps(neg_zero, x), ax = abs8(x);
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), ax, one));
+    __m256 r = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), t, _mm256_set1_ps(-1.453152027f));
+    r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(1.421413741f));
+    r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(-0.284496736f));
+    r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(0.254829592f));
+    __m256 e = exp8(_mm256_xor_ps(neg_zero, _mm256_mul_ps(x, x)));
+    __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_xor_ps(neg_zero, e), t), r, one);
+    return _mm256_xor_ps(sign, y);
+}
+
+static inline __m256 silu8(__m256 x) {
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.f)))));
+}
+
+static inline __m256 gelu8(__m256 x) {
+    __m256 e = erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.707106781186547524f)));
+    __m256 r = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    /* +-inf give NaN, as CPU PyTorch's float gelu */
+    return _mm256_blendv_ps(r, _mm256_set1_ps(NAN), _mm256_cmp_ps(abs8(x), _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+}
+
+static inline __m256 gelu_tanh8(__m256 x) {
+    const __m256 beta = _mm256_set1_ps((float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5));
+    __m256 cube = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    __m256 inner = _mm256_mul_ps(beta, _mm256_add_ps(x, _mm256_mul_ps(_mm256_set1_ps(0.044715f), cube)));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), tanh8(inner)));
+}
+
+static inline __m256 silu_bw8(__m256 dy, __m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.f)))));
+    return _mm256_mul_ps(_mm256_mul_ps(dy, s), _mm256_add_ps(one, _mm256_mul_ps(x, _mm256_sub_ps(one, s))));
+}
+
+/* PyTorch's gelu_backward: dy * (cdf + x * pdf). */
+static inline __m256 gelu_bw8(__m256 dy, __m256 x) {
+    const __m256 half = _mm256_set1_ps(0.5f);
+    __m256 cdf = _mm256_mul_ps(
+        half, _mm256_add_ps(_mm256_set1_ps(1.0f), erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.707106781186547524f)))));
+    __m256 pdf = _mm256_mul_ps(_mm256_set1_ps((float)(1.12837916709551257390 * 0.707106781186547524400844362104849039 * 0.5)),
+                               exp8(_mm256_mul_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(-0.5f))));
+    return _mm256_mul_ps(dy, _mm256_fmadd_ps(x, pdf, cdf));
+}
+
+static inline __m256 gelu_tanh_bw8(__m256 dy, __m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 beta = _mm256_set1_ps((float)(1.41421356237309504880 * 1.12837916709551257390 * 0.5));
+    const __m256 kappa = _mm256_set1_ps(0.044715f);
+    __m256 x_sq = _mm256_mul_ps(x, x), x_cube = _mm256_mul_ps(x_sq, x);
+    __m256 th = tanh8(_mm256_mul_ps(beta, _mm256_add_ps(x, _mm256_mul_ps(kappa, x_cube))));
+    __m256 left = _mm256_mul_ps(half, x), right = _mm256_add_ps(one, th);
+    __m256 left_d = _mm256_mul_ps(half, right);
+    __m256 tanh_d = _mm256_sub_ps(one, _mm256_mul_ps(th, th));
+    __m256 inner_d = _mm256_mul_ps(beta, _mm256_add_ps(one, _mm256_mul_ps(_mm256_set1_ps(3.0f), _mm256_mul_ps(kappa, x_sq))));
+    __m256 right_d = _mm256_mul_ps(_mm256_mul_ps(left, tanh_d), inner_d);
+    return _mm256_mul_ps(dy, _mm256_add_ps(left_d, right_d));
+}
+
+#define LD8(p) vt_avx2_load((p) + i, k)
+#define ACT_LOOP8(n, out, E)                                                                                   \
+    for (int64_t i = 0; i < (n); i += 8) {                                                                     \
+        const __m256i k = vt_avx2_tail((n) - i);                                                               \
+        vt_avx2_store((out) + i, k, E);                                                                        \
+    }
+#define ACT_UNARY8(NAME, F)                                                                                    \
+    static void NAME(int64_t n, float *out, const float *x) { ACT_LOOP8(n, out, F(LD8(x))) }
+#define ACT_BINARY8(NAME, F)                                                                                   \
+    static void NAME(int64_t n, float *out, const float *g, const float *x) { ACT_LOOP8(n, out, F(LD8(g), LD8(x))) }
+ACT_UNARY8(silu_avx2, silu8)
+ACT_UNARY8(gelu_avx2, gelu8)
+ACT_UNARY8(gelu_tanh_avx2, gelu_tanh8)
+ACT_UNARY8(tanh_avx2, tanh8)
+ACT_BINARY8(silu_bw_avx2, silu_bw8)
+ACT_BINARY8(gelu_bw_avx2, gelu_bw8)
+ACT_BINARY8(gelu_tanh_bw_avx2, gelu_tanh_bw8)
+static void addcmul_avx2(int64_t n, float *out, const float *a, const float *b, const float *c, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    ACT_LOOP8(n, out, _mm256_add_ps(LD8(a), _mm256_mul_ps(_mm256_mul_ps(vv, LD8(b)), LD8(c))))
+}
+
+const vt_f32_act_table vt_f32_act_avx2 = {silu_avx2,    gelu_avx2,         gelu_tanh_avx2, silu_bw_avx2,
+                                          gelu_bw_avx2, gelu_tanh_bw_avx2, addcmul_avx2,   tanh_avx2};

@@ -283,9 +283,10 @@ unsigned vt_elementwise_act_select_isa(unsigned mask) {
     const vt_f32_act_table *t = &act_portable;
 #if defined(__x86_64__)
     if (mask & VT_ISA_AVX512) t = &vt_f32_act_avx512;
+    else if (mask & VT_ISA_AVX2) t = &vt_f32_act_avx2;
 #endif
     atomic_store_explicit(&act_active, t, memory_order_release);
-    return t == &act_portable ? 0u : VT_ISA_AVX512;
+    return t == &act_portable ? 0u : t == &vt_f32_act_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
 }
 
 const vt_f32_act_table *vt_f32_act(void) {

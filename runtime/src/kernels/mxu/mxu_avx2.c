@@ -5,23 +5,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "mxu_local.h"
 
 static inline __m256i set1(uint32_t v) { return _mm256_set1_epi32((int)v); }
-
-/* vt_mxu_rne_ftz and vt_mxu_trunc_ftz on 8 lanes (bf16 in the high half). */
-static inline __m256i rne_ftz8(__m256i u) {
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, set1(0x7fffffffu)), set1(0x7f800000u));
-    __m256i den = _mm256_cmpeq_epi32(_mm256_and_si256(u, set1(0x7f800000u)), _mm256_setzero_si256());
-    __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(set1(0x7fffu), _mm256_and_si256(_mm256_srli_epi32(u, 16), set1(1))));
-    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, set1(0x00400000u)), nan);
-    r = _mm256_blendv_epi8(r, _mm256_and_si256(u, set1(0x80000000u)), den);
-    return _mm256_and_si256(r, set1(0xffff0000u));
-}
-static inline __m256i trunc_ftz8(__m256i u) {
-    __m256i den = _mm256_cmpeq_epi32(_mm256_and_si256(u, set1(0x7f800000u)), _mm256_setzero_si256());
-    return _mm256_blendv_epi8(_mm256_and_si256(u, set1(0xffff0000u)), _mm256_and_si256(u, set1(0x80000000u)), den);
-}
 
 /* 16 parts (two vectors of f32 bits) to 16 contiguous bf16. */
 static inline void store16(uint16_t *dst, __m256i p0, __m256i p1) {
@@ -30,18 +16,11 @@ static inline void store16(uint16_t *dst, __m256i p0, __m256i p1) {
 }
 
 static inline void split8(__m256 x, vt_precision prec, __m256i *hi, __m256i *mid, __m256i *lo) {
-    __m256i u = _mm256_castps_si256(x);
-    if (prec == VT_PRECISION_DEFAULT) {
-        *hi = rne_ftz8(u);
-        return;
-    }
-    *hi = trunc_ftz8(u);
-    __m256 r = _mm256_sub_ps(x, _mm256_castsi256_ps(*hi));
-    if (prec == VT_PRECISION_HIGHEST) {
-        *mid = trunc_ftz8(_mm256_castps_si256(r));
-        r = _mm256_sub_ps(r, _mm256_castsi256_ps(*mid));
-    }
-    *lo = rne_ftz8(_mm256_castps_si256(r));
+    __m256i parts[3];
+    int n = vt_mxu_split8(x, prec, parts);
+    *hi = parts[0];
+    if (n == 2) *lo = parts[1];
+    if (n == 3) *mid = parts[1], *lo = parts[2];
 }
 
 void vt_mxu_split_avx2(const float *restrict x, int64_t n, int64_t npad, vt_precision prec, uint16_t *restrict hi,

@@ -48,6 +48,46 @@ static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {
 }
 #endif
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+
+/* The same on 8 lanes with AVX2. */
+static inline __m256i vt_mxu_set1_8(uint32_t v) { return _mm256_set1_epi32((int)v); }
+static inline __m256i vt_mxu_rne_ftz8(__m256i u) {
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, vt_mxu_set1_8(0x7fffffffu)), vt_mxu_set1_8(0x7f800000u));
+    __m256i den = _mm256_cmpeq_epi32(_mm256_and_si256(u, vt_mxu_set1_8(0x7f800000u)), _mm256_setzero_si256());
+    __m256i r = _mm256_add_epi32(
+        u, _mm256_add_epi32(vt_mxu_set1_8(0x7fffu), _mm256_and_si256(_mm256_srli_epi32(u, 16), vt_mxu_set1_8(1))));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, vt_mxu_set1_8(0x00400000u)), nan);
+    r = _mm256_blendv_epi8(r, _mm256_and_si256(u, vt_mxu_set1_8(0x80000000u)), den);
+    return _mm256_and_si256(r, vt_mxu_set1_8(0xffff0000u));
+}
+static inline __m256i vt_mxu_trunc_ftz8(__m256i u) {
+    __m256i den = _mm256_cmpeq_epi32(_mm256_and_si256(u, vt_mxu_set1_8(0x7f800000u)), _mm256_setzero_si256());
+    return _mm256_blendv_epi8(_mm256_and_si256(u, vt_mxu_set1_8(0xffff0000u)),
+                              _mm256_and_si256(u, vt_mxu_set1_8(0x80000000u)), den);
+}
+/* The bf16 parts of 8 floats (f32 bits, low halves zero) for segment g of
+ * prec (hi; hi, lo; hi, mid, lo); returns the number of segments. */
+static inline int vt_mxu_split8(__m256 x, vt_precision prec, __m256i parts[3]) {
+    __m256i u = _mm256_castps_si256(x);
+    if (prec == VT_PRECISION_DEFAULT) {
+        parts[0] = vt_mxu_rne_ftz8(u);
+        return 1;
+    }
+    parts[0] = vt_mxu_trunc_ftz8(u);
+    __m256 r = _mm256_sub_ps(x, _mm256_castsi256_ps(parts[0]));
+    if (prec == VT_PRECISION_HIGH) {
+        parts[1] = vt_mxu_rne_ftz8(_mm256_castps_si256(r));
+        return 2;
+    }
+    parts[1] = vt_mxu_trunc_ftz8(_mm256_castps_si256(r));
+    r = _mm256_sub_ps(r, _mm256_castsi256_ps(parts[1]));
+    parts[2] = vt_mxu_rne_ftz8(_mm256_castps_si256(r));
+    return 3;
+}
+#endif
+
 #if defined(__x86_64__)
 /* Row r (0..15) of an A panel: the kt chunks of every segment g go to
  * dst + (g*kt + c)*VT_MXU_CHUNK + r*32. seg[g] is the part (0 hi, 1 mid,

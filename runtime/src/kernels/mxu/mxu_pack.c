@@ -60,15 +60,12 @@ static int direct_line(const vt_mxu_engine *e, const vt_tensor *t, int64_t elem_
 }
 
 /* A is packed chunk by chunk across all its panels when its columns are
- * contiguous and the engine has the transposing packer; else panel by
- * panel, row by row. */
-static int a_by_columns(const vt_mxu_engine *e, const vt_tensor *a) {
-    return a->strides[1] != 1 && a->strides[0] == 1 && direct_line(e, a, 1);
-}
+ * contiguous (a weight gradient's X^T); else panel by panel, row by row. */
+static int a_by_columns(const vt_tensor *a) { return a->strides[1] != 1 && a->strides[0] == 1; }
 
 int64_t vt_mxu_pack_tasks(const vt_mxu_packed *p, const vt_mxu_engine *e, const vt_tensor *a, const vt_tensor *b,
                           int64_t *na) {
-    *na = a_by_columns(e, a) ? p->kt : p->Mp / 16;
+    *na = a_by_columns(a) ? p->kt : p->Mp / 16;
     return *na + (b_by_columns(b) ? p->Np / 16 : p->kt);
 }
 
@@ -156,24 +153,49 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
 /* One 32-K chunk of every A panel, for an A whose columns are contiguous
  * (a_by_columns). Chunk by chunk, the 32 storage rows it reads are read
  * end to end; panel by panel, every panel touched all K rows, a page apart
- * each, and the TLB misses cost more than the packing. */
-static void pack_a_chunk(const vt_mxu_packed *p, vt_precision prec, const vt_tensor *a, int64_t c) {
-#if defined(__x86_64__)
+ * each, and the TLB misses cost more than the packing. The AVX-512 engines
+ * transpose in registers; the others split 16 contiguous values of each k
+ * with the engine's split and scatter the parts into the panel's rows. */
+static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
+                         int64_t c, scratch *s) {
     const int *seg = slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
     size_t es = vt_dtype_size(a->dtype);
-    for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
-        /* 32 interleaved streams, a page apart: the hardware prefetchers do
-         * not follow them all, so ask for the lines 8 panels ahead. */
-        if (m0 + 128 < p->M)
-            for (int64_t k = c * 32; k < c * 32 + 32 && k < p->K; k++)
-                __builtin_prefetch((const char *)a->data + (a->offset + m0 + 128 + k * a->strides[1]) * (int64_t)es);
-        vt_mxu_line x = line_at(a, m0, p->M, 1, p->M - m0 < 16 ? p->M - m0 : 16);
-        vt_mxu_pack_a_cols_avx512(x, a->strides[1], p->K, prec, p->kt, nseg, seg, p->a + (m0 / 16) * p->a_panel, c);
+#if defined(__x86_64__)
+    if (direct_line(e, a, 1)) {
+        for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
+            /* 32 interleaved streams, a page apart: the hardware prefetchers
+             * do not follow them all, so ask for the lines 8 panels ahead. */
+            if (m0 + 128 < p->M)
+                for (int64_t k = c * 32; k < c * 32 + 32 && k < p->K; k++)
+                    __builtin_prefetch((const char *)a->data + (a->offset + m0 + 128 + k * a->strides[1]) * (int64_t)es);
+            vt_mxu_line x = line_at(a, m0, p->M, 1, p->M - m0 < 16 ? p->M - m0 : 16);
+            vt_mxu_pack_a_cols_avx512(x, a->strides[1], p->K, prec, p->kt, nseg, seg, p->a + (m0 / 16) * p->a_panel,
+                                      c);
+        }
+        return;
     }
-#else
-    (void)p, (void)prec, (void)a, (void)c;
 #endif
+    (void)es;
+    for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
+        uint16_t *dst = p->a + (m0 / 16) * p->a_panel + c * VT_MXU_CHUNK;
+        int64_t rows = p->M - m0 < 16 ? p->M - m0 : 16;
+        for (int64_t kk = 0; kk < 32; kk++) {
+            int64_t k = c * 32 + kk;
+            if (rows <= 0 || k >= p->K) { /* padding: +0 */
+                for (int i = 0; i < 3; i++) fill_u16(s->part[i], 0, 16);
+            } else {
+                const float *x = read_line(a, a->offset + m0 + k * a->strides[1], 1, rows, s->line);
+                e->split(x, rows, 16, prec, s->part[0], prec == VT_PRECISION_HIGHEST ? s->part[1] : NULL,
+                         prec == VT_PRECISION_DEFAULT ? NULL : s->part[2]);
+            }
+            for (int g = 0; g < nseg; g++) {
+                const uint16_t *src = s->part[seg[g]];
+                uint16_t *d = dst + g * p->kt * VT_MXU_CHUNK + kk;
+                for (int r = 0; r < 16; r++) d[r * 32] = src[r];
+            }
+        }
+    }
 }
 
 /* One 32-row chunk of B over all columns, by pairs of rows: the engine's zip
@@ -240,7 +262,7 @@ void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precisi
     scratch s0, s1;
     scratch_at(&s0, mem, n);
     scratch_at(&s1, (char *)mem + n * 10, n);
-    if (task < na && a_by_columns(e, a)) pack_a_chunk(p, prec, a, task);
+    if (task < na && a_by_columns(a)) pack_a_chunk(p, e, prec, a, task, &s0);
     else if (task < na) pack_a_panel(p, e, prec, a, task, &s0);
     else if (b_by_columns(b)) pack_b_panel(p, e, prec, b, task - na, &s0);
     else pack_b_chunk(p, e, prec, b, task - na, &s0, &s1);

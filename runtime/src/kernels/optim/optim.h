@@ -52,6 +52,7 @@ typedef struct optim_table {
 extern const optim_table optim_table_portable;
 #if defined(__x86_64__)
 extern const optim_table optim_table_avx512;
+extern const optim_table optim_table_avx2;
 #endif
 const optim_table *optim_active_table(void);
 

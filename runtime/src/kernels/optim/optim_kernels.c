@@ -28,9 +28,10 @@ unsigned vt_optim_select_isa(unsigned mask) {
     const optim_table *t = &optim_table_portable;
 #if defined(__x86_64__)
     if (mask & VT_ISA_AVX512) t = &optim_table_avx512;
+    else if (mask & VT_ISA_AVX2) t = &optim_table_avx2;
 #endif
     atomic_store_explicit(&active, t, memory_order_release);
-    return t == &optim_table_portable ? 0u : VT_ISA_AVX512;
+    return t == &optim_table_portable ? 0u : t == &optim_table_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
 }
 
 const optim_table *optim_active_table(void) {

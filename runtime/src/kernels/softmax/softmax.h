@@ -28,6 +28,7 @@ typedef struct vt_sm_table {
 extern const vt_sm_table vt_sm_portable;
 #if defined(__x86_64__)
 extern const vt_sm_table vt_sm_avx512;
+extern const vt_sm_table vt_sm_avx2;
 #endif
 
 /* Checks shared by the kernels and the queued ops (fail at the op). */
