@@ -425,6 +425,8 @@ extern const vt_f32_act_table vt_f32_act_avx2;
 #if defined(__x86_64__)
 void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
+void vt_cvt_bf16_f32_avx2(const uint16_t *src, float *dst, int64_t n);
+void vt_cvt_f32_bf16_avx2(const float *src, uint16_t *dst, int64_t n);
 #endif
 
 /* ---- kernels: scalar references (kernels/elementwise/elementwise_ref.c)
@@ -628,6 +630,8 @@ const char *vt_reduce_op_name(vt_reduce_op op);
 #if defined(__x86_64__)
 void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out);
 void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
+void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out);
+void vt_reduce_lanes_add_f32_avx2(float *acc, const float *x, int64_t ng);
 #endif
 const char *vt_scan_op_name(vt_scan_op op);
 /* Scalar references: plain fp64 / int64 loops in logical order, one output

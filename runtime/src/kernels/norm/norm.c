@@ -25,7 +25,7 @@ typedef struct norm_geo {
 static _Atomic unsigned norm_isa = ~0u;
 
 unsigned vt_norm_select_isa(unsigned mask) {
-    const unsigned isa = mask & VT_ISA_AVX512;
+    const unsigned isa = mask & VT_ISA_AVX512 ? VT_ISA_AVX512 : mask & VT_ISA_AVX2;
     atomic_store(&norm_isa, isa);
     return isa;
 }
@@ -38,6 +38,7 @@ static const vt_norm_f32_kernels *f32_kernels(void) {
     }
 #if defined(__x86_64__)
     if (isa & VT_ISA_AVX512) return &vt_norm_f32_avx512;
+    if (isa & VT_ISA_AVX2) return &vt_norm_f32_avx2;
 #endif
     return &vt_norm_f32_portable;
 }

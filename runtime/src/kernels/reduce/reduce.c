@@ -466,7 +466,7 @@ static void pass_range(void *ctx, int64_t b, int64_t e) {
 static _Atomic unsigned reduce_isa = ~0u;
 
 unsigned vt_reduce_select_isa(unsigned mask) {
-    const unsigned isa = mask & VT_ISA_AVX512;
+    const unsigned isa = mask & VT_ISA_AVX512 ? VT_ISA_AVX512 : mask & VT_ISA_AVX2;
     atomic_store(&reduce_isa, isa);
     return isa;
 }
@@ -485,6 +485,9 @@ static void run_pass(red_pass *ps) {
     if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX512)) {
         ps->blocks_f32 = vt_reduce_blocks_f32_avx512;
         ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx512;
+    } else if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX2)) {
+        ps->blocks_f32 = vt_reduce_blocks_f32_avx2;
+        ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx2;
     }
 #endif
     int64_t items = pl->groups * pl->S;

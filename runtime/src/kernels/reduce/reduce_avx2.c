@@ -1,0 +1,31 @@
+/* reduce_avx2.c — AVX2 versions of the two f32 summation loops that bound
+ * vt_reduce's bandwidth. The 16 lanes of the portable loops are two
+ * vectors here: same lanes, same order, same folding, so every ISA gives
+ * bit-identical sums. */
+#include <immintrin.h>
+
+#include "internal.h"
+
+/* out[b] = sum of x[b*256 .. b*256+256): lane l adds x[16i + l] in order,
+ * then lanes fold pairwise (l + l+8, then +4, +2, +1). */
+void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out) {
+    for (int64_t b = 0; b < nblocks; b++) {
+        const float *p = x + b * VT_REDUCE_SUM_BLOCK;
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(p + i));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(p + i + 8));
+        }
+        __m256 h = _mm256_add_ps(lo, hi);
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_add_ss(q, _mm_movehdup_ps(q));
+        out[b] = _mm_cvtss_f32(q);
+    }
+}
+
+/* acc[l] += x[l] for ng groups of 16 lanes. */
+void vt_reduce_lanes_add_f32_avx2(float *acc, const float *x, int64_t ng) {
+    for (int64_t g = 0; g < ng * 16; g += 8)
+        _mm256_storeu_ps(acc + g, _mm256_add_ps(_mm256_loadu_ps(acc + g), _mm256_loadu_ps(x + g)));
+}
