@@ -116,8 +116,9 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         ELEM;                                                                                                     \
     }
 
-/* A broadcast index (index_select, index_add...) moves whole runs at once. */
-#define IX_RUN(G, T0, ELEM)                                                                                       \
+/* A broadcast index (index_select, index_add...) moves whole runs at once;
+ * a copy moves a contiguous run that does not overlap itself with memcpy. */
+#define IX_RUN(G, T0, CP, ELEM)                                                                                   \
     for (int64_t i = i0; i < i1; i++) {                                                                           \
         int64_t j = 0;                                                                                            \
         int64_t k = ix_load(b2, is64, o2 + i * d2);                                                               \
@@ -128,7 +129,10 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         }                                                                                                         \
         T0 *dd = b0 + ((G) ? i * d0 : k * xs);                                                                    \
         const T0 *ss = b1 + ((G) ? k * xs : i * d1);                                                              \
-        if (r0 == 1 && r1 == 1) {                                                                                 \
+        if ((CP) && r0 == 1 && r1 == 1 &&                                                                         \
+            ((uintptr_t)(dd + n) <= (uintptr_t)ss || (uintptr_t)(ss + n) <= (uintptr_t)dd)) {                     \
+            memcpy(dd, ss, (size_t)n * sizeof(T0)); /* a disjoint row of a copy: the element loop's result */    \
+        } else if (r0 == 1 && r1 == 1) {                                                                          \
             for (; j < n; j++) {                                                                                  \
                 T0 *d = dd + j;                                                                                   \
                 const T0 *s = ss + j;                                                                             \
@@ -143,7 +147,7 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         }                                                                                                         \
     }
 
-#define IX_FN(NAME, G, T0, ELEM)                                                                                  \
+#define IX_FN(NAME, G, T0, CP, ELEM)                                                                              \
     static int64_t NAME(const ix_walk *w, const int64_t *off, int64_t n, int64_t i0, int64_t i1, int iouter,     \
                         const void *alpha, int64_t *badv) {                                                       \
         T0 *b0 = (T0 *)w->base[0] + off[0];                                                                       \
@@ -155,7 +159,7 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         const int wrap = w->wrap, is64 = w->is64;                                                                 \
         (void)alpha, (void)d0, (void)d1;                                                                          \
         if (iouter && r2 == 0) {                                                                                  \
-            IX_RUN(G, T0, ELEM)                                                                                   \
+            IX_RUN(G, T0, CP, ELEM)                                                                               \
         } else if (iouter) {                                                                                      \
             for (int64_t i = i0; i < i1; i++)                                                                     \
                 for (int64_t j = 0; j < n; j++) IX_STEP(G, T0, ELEM)                                              \
@@ -167,14 +171,14 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
     }
 
 #define COPY_ELEM (*d = *s)
-IX_FN(gather_1, 1, uint8_t, COPY_ELEM)
-IX_FN(gather_2, 1, uint16_t, COPY_ELEM)
-IX_FN(gather_4, 1, uint32_t, COPY_ELEM)
-IX_FN(gather_8, 1, uint64_t, COPY_ELEM)
-IX_FN(scatter_1, 0, uint8_t, COPY_ELEM)
-IX_FN(scatter_2, 0, uint16_t, COPY_ELEM)
-IX_FN(scatter_4, 0, uint32_t, COPY_ELEM)
-IX_FN(scatter_8, 0, uint64_t, COPY_ELEM)
+IX_FN(gather_1, 1, uint8_t, 1, COPY_ELEM)
+IX_FN(gather_2, 1, uint16_t, 1, COPY_ELEM)
+IX_FN(gather_4, 1, uint32_t, 1, COPY_ELEM)
+IX_FN(gather_8, 1, uint64_t, 1, COPY_ELEM)
+IX_FN(scatter_1, 0, uint8_t, 1, COPY_ELEM)
+IX_FN(scatter_2, 0, uint16_t, 1, COPY_ELEM)
+IX_FN(scatter_4, 0, uint32_t, 1, COPY_ELEM)
+IX_FN(scatter_8, 0, uint64_t, 1, COPY_ELEM)
 
 /* Reductions: load to the class type A, combine, store (rounding once). */
 #define F_SUM(a, b) ((a) + al * (b))
@@ -191,10 +195,10 @@ IX_FN(scatter_8, 0, uint64_t, COPY_ELEM)
 #define ST_BOOL(x) ((uint8_t)((x) != 0))
 
 #define IX_RED4(SFX, T0, A, LD, ST, P)                                                                            \
-    IX_FN(red_sum_##SFX, 0, T0, A al = *(const A *)alpha; RED_ELEM(A, LD, ST, P##_SUM))                           \
-    IX_FN(red_prod_##SFX, 0, T0, RED_ELEM(A, LD, ST, P##_PROD))                                                   \
-    IX_FN(red_max_##SFX, 0, T0, RED_ELEM(A, LD, ST, P##_MAX))                                                     \
-    IX_FN(red_min_##SFX, 0, T0, RED_ELEM(A, LD, ST, P##_MIN))
+    IX_FN(red_sum_##SFX, 0, T0, 0, A al = *(const A *)alpha; RED_ELEM(A, LD, ST, P##_SUM))                           \
+    IX_FN(red_prod_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_PROD))                                                   \
+    IX_FN(red_max_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_MAX))                                                     \
+    IX_FN(red_min_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_MIN))
 
 static inline float ld_f16(uint16_t h) { return vt_f16_to_f32(h); }
 static inline uint16_t st_f16(float f) { return vt_f32_to_f16(f); }
