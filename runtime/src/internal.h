@@ -545,11 +545,12 @@ static inline uint16_t vt_mxu_f64_to_f16(double d) { return vt_f32_to_f16(vt_mxu
  * n*2 + k%2, the VNNI order): one AMX B tile. */
 #define VT_MXU_CHUNK 512 /* bf16 elements per 32-K chunk of a 16-wide panel */
 
-/* Block kernel: the mb x nb block of C (multiples of 32) += A B over kc
- * chunks. a: first A panel (next panel a + as), b:
- * first B panel (next b + bs), c: f32 with row stride ldc. acc == 0 starts
- * the sum from -0.0 (so all -0 products give -0, like a sequential sum);
- * otherwise C's contents are the starting value. Allocation-free. */
+/* Block kernel: the mb x nb block of C (multiples of 32; mb any count for
+ * an engine with rows_any) += A B over kc chunks. a: first A panel (next
+ * panel a + as), b: first B panel (next b + bs), c: f32 with row stride
+ * ldc. acc == 0 starts the sum from +0 (as an MXU accumulator does);
+ * otherwise C's contents are the starting value. It allocates nothing per
+ * call (the AVX2 kernel keeps one buffer per thread). */
 typedef void (*vt_mxu_block_fn)(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                                 const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc);
 /* Split n f32 values into bf16 parts (per vt_mxu_split), written as bf16 to
@@ -567,6 +568,7 @@ typedef struct vt_mxu_engine {
     vt_mxu_block_fn block;
     vt_mxu_split_fn split;
     vt_mxu_zip_fn zip;
+    int rows_any; /* block computes exactly mb rows, any count: the driver skips M's padding rows */
 } vt_mxu_engine;
 extern const vt_mxu_engine vt_mxu_engine_scalar;
 #if defined(__x86_64__)

@@ -235,6 +235,10 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
             tile *x = &tl[t];
             x->m0 = (t0 + t) * MC, x->n0 = (u / j->ngm) * NC;
             x->mb = p->Mp - x->m0 < MC ? p->Mp - x->m0 : MC, x->nb = p->Np - x->n0 < NC ? p->Np - x->n0 : NC;
+            /* M's padding rows (up to 31, all of them but one for a
+             * matrix-vector product) cost as much as real ones; an engine
+             * that takes any row count skips them (m0 < M always). */
+            if (j->e->rows_any && p->M - x->m0 < x->mb) x->mb = p->M - x->m0;
             /* C accumulates in out when the whole tile is inside it: the
              * f32 sum is the result, so the copy would only move bytes. */
             x->direct = j->direct && x->m0 + x->mb <= p->M && x->n0 + x->nb <= p->N;

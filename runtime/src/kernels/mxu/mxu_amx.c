@@ -62,4 +62,4 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
 }
 
 const vt_mxu_engine vt_mxu_engine_amx = {"amx", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16 | VT_ISA_AMX,
-                                         block_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512};
+                                         block_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0};

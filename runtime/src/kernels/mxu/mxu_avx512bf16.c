@@ -44,4 +44,4 @@ static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t 
 }
 
 const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,
-                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512};
+                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0};
