@@ -91,7 +91,7 @@ static inline __m256 silu8(__m256 x) {
 static inline __m256 gelu8(__m256 x) {
     __m256 e = erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.707106781186547524f)));
     __m256 r = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-    /* +-inf give NaN, as CPU PyTorch's float gelu */
+    /* +-inf give NaN on every vtpu path, as CPU PyTorch's AVX-512 float gelu (its AVX2 one gives +inf at +inf) */
     return _mm256_blendv_ps(r, _mm256_set1_ps(NAN), _mm256_cmp_ps(abs8(x), _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
 }
 
