@@ -62,12 +62,6 @@ static void bwd_ds_avx2(float *ds, const float *p, const float *dp, int64_t n, f
     }
 }
 
-/* 16 parts (f32 bits, low halves zero) as 16 contiguous bf16. */
-static inline __m256i narrow16(__m256i p0, __m256i p1) {
-    __m256i v = _mm256_packus_epi32(_mm256_srli_epi32(p0, 16), _mm256_srli_epi32(p1, 16));
-    return _mm256_permute4x64_epi64(v, 0xD8);
-}
-
 /* cols is a multiple of 16, as for the AVX-512 packer. */
 static void pack_a_avx2(const float *x, int64_t ldx, int64_t rows, int64_t cols, vt_precision prec, int64_t kt,
                         int64_t c0, uint16_t *dst, int64_t panel) {
@@ -80,7 +74,7 @@ static void pack_a_avx2(const float *x, int64_t ldx, int64_t rows, int64_t cols,
             vt_mxu_split8(_mm256_loadu_ps(xr + k + 8), prec, p1);
             uint16_t *o = pr + (k / 32) * VT_MXU_CHUNK + k % 32;
             for (int g = 0; g < nseg; g++)
-                _mm256_storeu_si256((__m256i *)(o + g * kt * VT_MXU_CHUNK), narrow16(p0[g], p1[g]));
+                _mm256_storeu_si256((__m256i *)(o + g * kt * VT_MXU_CHUNK), vt_mxu_narrow16(p0[g], p1[g]));
         }
     }
 }

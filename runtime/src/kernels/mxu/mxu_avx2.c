@@ -7,22 +7,6 @@
 
 #include "mxu_local.h"
 
-static inline __m256i set1(uint32_t v) { return _mm256_set1_epi32((int)v); }
-
-/* 16 parts (two vectors of f32 bits) to 16 contiguous bf16. */
-static inline void store16(uint16_t *dst, __m256i p0, __m256i p1) {
-    __m256i v = _mm256_packus_epi32(_mm256_srli_epi32(p0, 16), _mm256_srli_epi32(p1, 16));
-    _mm256_storeu_si256((__m256i *)dst, _mm256_permute4x64_epi64(v, 0xD8));
-}
-
-static inline void split8(__m256 x, vt_precision prec, __m256i *hi, __m256i *mid, __m256i *lo) {
-    __m256i parts[3];
-    int n = vt_mxu_split8(x, prec, parts);
-    *hi = parts[0];
-    if (n == 2) *lo = parts[1];
-    if (n == 3) *mid = parts[1], *lo = parts[2];
-}
-
 void vt_mxu_split_avx2(const float *restrict x, int64_t n, int64_t npad, vt_precision prec, uint16_t *restrict hi,
                        uint16_t *restrict mid, uint16_t *restrict lo) {
     for (int64_t i = 0; i < npad; i += 16) {
@@ -32,12 +16,13 @@ void vt_mxu_split_avx2(const float *restrict x, int64_t n, int64_t npad, vt_prec
             for (int64_t t = 0; t < 16; t++) tail[t] = i + t < n ? x[i + t] : 0.0f;
             src = tail;
         }
-        __m256i h0, h1, m0 = _mm256_setzero_si256(), m1 = m0, l0 = m0, l1 = m0;
-        split8(_mm256_loadu_ps(src), prec, &h0, &m0, &l0);
-        split8(_mm256_loadu_ps(src + 8), prec, &h1, &m1, &l1);
-        store16(hi + i, h0, h1);
-        if (mid) store16(mid + i, m0, m1);
-        if (lo) store16(lo + i, l0, l1);
+        __m256i p0[3], p1[3];
+        int nseg = vt_mxu_split8(_mm256_loadu_ps(src), prec, p0);
+        vt_mxu_split8(_mm256_loadu_ps(src + 8), prec, p1);
+        /* parts in order hi(, mid), lo: mid only for HIGHEST, lo past DEFAULT */
+        _mm256_storeu_si256((__m256i *)(hi + i), vt_mxu_narrow16(p0[0], p1[0]));
+        if (mid) _mm256_storeu_si256((__m256i *)(mid + i), vt_mxu_narrow16(p0[1], p1[1]));
+        if (lo) _mm256_storeu_si256((__m256i *)(lo + i), vt_mxu_narrow16(p0[nseg - 1], p1[nseg - 1]));
     }
 }
 
@@ -83,7 +68,7 @@ static inline void widen_a(int64_t kcs, int64_t mb, const uint16_t *restrict a, 
 
 /* One 16-column panel: pair j of a chunk holds (k even, k odd) per column. */
 static inline void widen_b(int64_t kcs, const uint16_t *restrict b, float *restrict bw) {
-    const __m256i himask = set1(0xffff0000u);
+    const __m256i himask = vt_mxu_set1_8(0xffff0000u);
     for (int64_t ch = 0; ch < kcs; ch++)
         for (int j = 0; j < 16; j++) {
             const uint16_t *p = b + ch * VT_MXU_CHUNK + j * 32;

@@ -86,6 +86,11 @@ static inline int vt_mxu_split8(__m256 x, vt_precision prec, __m256i parts[3]) {
     parts[2] = vt_mxu_rne_ftz8(_mm256_castps_si256(r));
     return 3;
 }
+/* 16 parts (two vectors of f32 bits, low halves zero) as 16 contiguous bf16. */
+static inline __m256i vt_mxu_narrow16(__m256i p0, __m256i p1) {
+    __m256i v = _mm256_packus_epi32(_mm256_srli_epi32(p0, 16), _mm256_srli_epi32(p1, 16));
+    return _mm256_permute4x64_epi64(v, 0xD8);
+}
 #endif
 
 #if defined(__x86_64__)

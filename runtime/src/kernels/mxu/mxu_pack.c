@@ -160,9 +160,9 @@ static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
                          int64_t c, scratch *s) {
     const int *seg = slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
-    size_t es = vt_dtype_size(a->dtype);
 #if defined(__x86_64__)
     if (direct_line(e, a, 1)) {
+        size_t es = vt_dtype_size(a->dtype);
         for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
             /* 32 interleaved streams, a page apart: the hardware prefetchers
              * do not follow them all, so ask for the lines 8 panels ahead. */
@@ -176,7 +176,6 @@ static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
         return;
     }
 #endif
-    (void)es;
     for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
         uint16_t *dst = p->a + (m0 / 16) * p->a_panel + c * VT_MXU_CHUNK;
         int64_t rows = p->M - m0 < 16 ? p->M - m0 : 16;
