@@ -43,6 +43,8 @@ uint16_t vt_f32_to_f16(float f);
 static inline char *vt_base(const vt_tensor *t) {
     return t->data ? (char *)t->data + t->offset * (int64_t)vt_dtype_size(t->dtype) : NULL;
 }
+/* Whether t broadcasts to sizes[0..ndim): VT_OK or PyTorch's error. */
+vt_status vt_broadcast_check(const vt_tensor *t, int32_t ndim, const int64_t *sizes);
 /* Broadcast t's view to the shape (ndim, sizes) of an output: right-aligned,
  * size-1 dims get stride 0. VT_ERR_INVALID_ARGUMENT if not broadcastable. */
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out);
@@ -345,6 +347,11 @@ typedef struct vt_ew_plan {
     _Alignas(64) unsigned char ctx[VT_EW_PLAN_BYTES]; /* starts with a vt_ew_head */
 } vt_ew_plan;
 static inline vt_ew_head *vt_ew_plan_head(vt_ew_plan *p) { return (vt_ew_head *)(void *)p->ctx; }
+/* The plans trust their operands: checked by the node's check, or by
+ * vt_ew_validate (valid descriptors, inputs that broadcast to out, a valid
+ * compute dtype) in the direct entry points (vt_binary_ex...). */
+vt_status vt_ew_validate(const vt_tensor *out, int nin, const vt_tensor *const *in, vt_dtype compute,
+                         const char *what);
 vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
                         const double *params);
 vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,

@@ -371,6 +371,23 @@ TEST(kernels_elementwise_bad_args) {
     neg.sizes[0] = -1;
     CHECK_STATUS(vt_unary(VT_NEG, &neg, &a.t, VT_F32), VT_ERR_INVALID_ARGUMENT);
     (void)s3; (void)s4;
+    /* The plans trust their operands: every direct entry point checks them
+     * first (a [3] input does not broadcast to a [4] output; a non-empty
+     * tensor needs data; the compute dtype must exist). */
+    vt_tensor nodata = o.t;
+    nodata.data = NULL;
+    const vt_scalar one = vt_scalar_from_int(1);
+    CHECK_STATUS(vt_binary(VT_ADD, &o.t, &a.t, &o.t, VT_F32, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "must match the size") != NULL);
+    CHECK_STATUS(vt_binary(VT_ADD, &o.t, &o.t, &nodata, VT_F32, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_binary(VT_ADD, &o.t, &o.t, &o.t, (vt_dtype)42, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_ternary(VT_ADDCMUL, &o.t, &o.t, &o.t, &a.t, VT_F32, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_ternary(VT_ADDCMUL, &nodata, &o.t, &o.t, &o.t, VT_F32, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_where(&o.t, &o.t, &a.t, &o.t), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_copy(&o.t, &a.t), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_copy(&nodata, &o.t), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_fill(&nodata, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_fill(&neg, one), VT_ERR_INVALID_ARGUMENT);
     CHECK(strcmp(vt_binary_op_name(VT_DIV_FLOOR), "div_floor") == 0);
     CHECK(strcmp(vt_unary_op_name(VT_ISFINITE), "isfinite") == 0);
     ht_free(&a); ht_free(&o);

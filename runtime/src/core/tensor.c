@@ -151,13 +151,10 @@ vt_tensor vt_contiguous_like(const vt_tensor *like, void *data) {
     return t;
 }
 
-vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out) {
+vt_status vt_broadcast_check(const vt_tensor *t, int32_t ndim, const int64_t *sizes) {
     if (t->ndim > ndim)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "cannot broadcast a %d-dim tensor to %d dims", (int)t->ndim,
                             (int)ndim);
-    /* Field by field: a struct copy of the 16-dim descriptor costs more
-     * than the few dims an op has (this runs several times per op). Checked
-     * first, then written from the last dim down, so out may be t itself. */
     const int32_t lead = ndim - t->ndim;
     for (int32_t i = lead; i < ndim; i++) {
         const int64_t s = t->sizes[i - lead];
@@ -167,6 +164,16 @@ vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes
                                 "non-singleton dimension %d",
                                 (long long)s, (long long)sizes[i], (int)i);
     }
+    return VT_OK;
+}
+
+vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out) {
+    /* Field by field: a struct copy of the 16-dim descriptor costs more
+     * than the few dims an op has (this runs several times per op). Checked
+     * first, then written from the last dim down, so out may be t itself. */
+    vt_status s = vt_broadcast_check(t, ndim, sizes);
+    if (s != VT_OK) return s;
+    const int32_t lead = ndim - t->ndim;
     out->data = t->data;
     out->dtype = t->dtype;
     out->offset = t->offset;

@@ -26,8 +26,7 @@ vt_status vt_check_operand(const char *name, const vt_tensor *t, const char *wha
 vt_status vt_check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
     vt_status s = vt_check_operand(name, t, what);
     if (s != VT_OK) return s;
-    vt_tensor view;
-    s = vt_broadcast_to(t, out->ndim, out->sizes, &view);
+    s = vt_broadcast_check(t, out->ndim, out->sizes);
     return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
 }
 

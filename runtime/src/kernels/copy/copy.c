@@ -203,24 +203,10 @@ static void copy_range(void *vctx, int64_t b, int64_t e) {
     vt_iter_blocks(&c->h.it, b, e, copy_block, c);
 }
 
-/* Checks shared by the elementwise entry points: valid descriptors and each
- * input broadcastable to out's shape (bcast receives the broadcast views). */
-static vt_status prepare(const vt_tensor *out, int nin, const vt_tensor *const *in, vt_tensor *bcast,
-                         const char *what) {
-    vt_status s = vt_tensor_validate(out, what);
-    if (s) return s;
-    bcast[0] = *out;
-    for (int k = 0; k < nin; k++) {
-        if ((s = vt_tensor_validate(in[k], what))) return s;
-        if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &bcast[k + 1]))) return s;
-    }
-    return VT_OK;
-}
-
 vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src) {
     vt_tensor ops[2];
-    const vt_tensor *in[1] = {src};
-    vt_status s = prepare(dst, 1, in, ops, "copy");
+    ops[0] = *dst;
+    vt_status s = vt_broadcast_to(src, dst->ndim, dst->sizes, &ops[1]);
     if (s) return s;
     copy_ctx *c = (copy_ctx *)p->ctx;
     vt_iter_init(&c->h.it, 2, ops);
@@ -233,7 +219,9 @@ vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src
 
 vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src) {
     vt_ew_plan p;
-    vt_status s = vt_copy_plan(&p, dst, src);
+    const vt_tensor *in[1] = {src};
+    vt_status s = vt_ew_validate(dst, 1, in, VT_BOOL, "copy");
+    if (s == VT_OK) s = vt_copy_plan(&p, dst, src);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
@@ -277,8 +265,6 @@ static void fill_range(void *vctx, int64_t b, int64_t e) {
 }
 
 vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) {
-    vt_status s = vt_tensor_validate(out, "fill");
-    if (s) return s;
     fill_ctx *c = (fill_ctx *)p->ctx;
     memset(c->value, 0, sizeof c->value);
     if (value.is_float)
@@ -293,6 +279,7 @@ vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) {
 
 vt_status vt_fill(const vt_tensor *out, vt_scalar value) {
     vt_ew_plan p;
-    vt_status s = vt_fill_plan(&p, out, value);
+    vt_status s = vt_tensor_validate(out, "fill");
+    if (s == VT_OK) s = vt_fill_plan(&p, out, value);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }

@@ -184,16 +184,23 @@ static void ew_range(void *vctx, int64_t b, int64_t e) {
     vt_iter_blocks(&c->h.it, b, e, ew_block, c);
 }
 
-static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int nin, const vt_tensor *const *in,
-                            vt_dtype compute, const char *what) {
+vt_status vt_ew_validate(const vt_tensor *out, int nin, const vt_tensor *const *in, vt_dtype compute,
+                         const char *what) {
     vt_status s = vt_tensor_validate(out, what);
-    if (s) return s;
-    if ((unsigned)compute >= VT_DTYPE_COUNT)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
+    for (int k = 0; k < nin && s == VT_OK; k++)
+        if ((s = vt_tensor_validate(in[k], what)) == VT_OK) s = vt_broadcast_check(in[k], out->ndim, out->sizes);
+    if (s == VT_OK && (unsigned)compute >= VT_DTYPE_COUNT)
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
+    return s;
+}
+
+/* The operands were checked (vt_ew_validate, or the node's check). */
+static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int nin, const vt_tensor *const *in,
+                            vt_dtype compute) {
+    vt_status s;
     vt_tensor ops[4];
     vt_tensor_copy(&ops[0], out);
     for (int k = 0; k < nin; k++) {
-        if ((s = vt_tensor_validate(in[k], what))) return s;
         if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
         c->in_dt[k] = in[k]->dtype;
     }
@@ -243,7 +250,7 @@ vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, con
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
     ew_ctx *c = (ew_ctx *)p->ctx;
     const vt_tensor *in[1] = {a};
-    vt_status s = ew_prepare(p, c, out, 1, in, compute, unary_names[op]);
+    vt_status s = ew_prepare(p, c, out, 1, in, compute);
     if (s) return s;
     vt_compute_class cls;
     c->cls_dt = class_dtype(compute, &cls);
@@ -264,7 +271,9 @@ vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, con
 vt_status vt_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
                       const double *params) {
     vt_ew_plan p;
-    vt_status s = vt_unary_plan(&p, op, out, a, compute, params);
+    const vt_tensor *in[1] = {a};
+    vt_status s = vt_ew_validate(out, 1, in, compute, vt_unary_op_name(op));
+    if (s == VT_OK) s = vt_unary_plan(&p, op, out, a, compute, params);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
@@ -278,7 +287,7 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
     ew_ctx *c = (ew_ctx *)p->ctx;
     const vt_tensor *in[2] = {a, b};
-    vt_status s = ew_prepare(p, c, out, 2, in, compute, binary_names[op]);
+    vt_status s = ew_prepare(p, c, out, 2, in, compute);
     if (s) return s;
     vt_compute_class cls;
     c->cls_dt = class_dtype(compute, &cls);
@@ -298,7 +307,9 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
 vt_status vt_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                        vt_dtype compute, vt_scalar alpha, const double *params) {
     vt_ew_plan p;
-    vt_status s = vt_binary_plan(&p, op, out, a, b, compute, alpha, params);
+    const vt_tensor *in[2] = {a, b};
+    vt_status s = vt_ew_validate(out, 2, in, compute, vt_binary_op_name(op));
+    if (s == VT_OK) s = vt_binary_plan(&p, op, out, a, b, compute, alpha, params);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
@@ -313,7 +324,7 @@ vt_status vt_ternary_plan(vt_ew_plan *p, vt_ternary_op op, const vt_tensor *out,
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "ternary: invalid op %d", (int)op);
     ew_ctx *c = (ew_ctx *)p->ctx;
     const vt_tensor *in[3] = {a, b, cc};
-    vt_status s = ew_prepare(p, c, out, 3, in, compute, ternary_names[op]);
+    vt_status s = ew_prepare(p, c, out, 3, in, compute);
     if (s) return s;
     vt_compute_class cls;
     c->cls_dt = class_dtype(compute, &cls);
@@ -331,7 +342,9 @@ vt_status vt_ternary_plan(vt_ew_plan *p, vt_ternary_op op, const vt_tensor *out,
 vt_status vt_ternary(vt_ternary_op op, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                      const vt_tensor *cc, vt_dtype compute, vt_scalar alpha) {
     vt_ew_plan p;
-    vt_status s = vt_ternary_plan(&p, op, out, a, b, cc, compute, alpha);
+    const vt_tensor *in[3] = {a, b, cc};
+    vt_status s = vt_ew_validate(out, 3, in, compute, vt_ternary_op_name(op));
+    if (s == VT_OK) s = vt_ternary_plan(&p, op, out, a, b, cc, compute, alpha);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
@@ -366,14 +379,11 @@ static void where_range(void *vctx, int64_t b, int64_t e) {
 vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a,
                         const vt_tensor *b) {
     const vt_tensor *in[3] = {cond, a, b};
-    vt_status s = vt_tensor_validate(out, "where");
-    if (s) return s;
+    vt_status s;
     vt_tensor ops[4];
     vt_tensor_copy(&ops[0], out);
-    for (int k = 0; k < 3; k++) {
-        if ((s = vt_tensor_validate(in[k], "where"))) return s;
+    for (int k = 0; k < 3; k++)
         if ((s = vt_broadcast_to(in[k], out->ndim, out->sizes, &ops[k + 1]))) return s;
-    }
     where_ctx *c = (where_ctx *)p->ctx;
     vt_iter_init(&c->h.it, 4, ops);
     atomic_init(&c->h.failed, 0);
@@ -387,7 +397,9 @@ vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *co
 
 vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b) {
     vt_ew_plan p;
-    vt_status s = vt_where_plan(&p, out, cond, a, b);
+    const vt_tensor *in[3] = {cond, a, b};
+    vt_status s = vt_ew_validate(out, 3, in, VT_BOOL, "where");
+    if (s == VT_OK) s = vt_where_plan(&p, out, cond, a, b);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
