@@ -45,13 +45,14 @@ bool to_vt_dtype(c10::ScalarType st, vt_dtype* out) {
 }
 
 bool describe(const at::Tensor& t, vt_tensor* out) {
-  if (t.dim() > VT_MAX_DIMS || !to_vt_dtype(t.scalar_type(), &out->dtype)) return false;
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  if (sizes.size() > VT_MAX_DIMS || !to_vt_dtype(t.scalar_type(), &out->dtype)) return false;
   out->data = t.numel() ? t.data_ptr() : nullptr;
   out->offset = 0;
-  out->ndim = static_cast<int32_t>(t.dim());
-  for (int64_t i = 0; i < t.dim(); i++) {
-    out->sizes[i] = t.size(i);
-    out->strides[i] = t.stride(i);
+  out->ndim = static_cast<int32_t>(sizes.size());
+  for (size_t i = 0; i < sizes.size(); i++) {
+    out->sizes[i] = sizes[i];
+    out->strides[i] = strides[i];
   }
   return true;
 }
@@ -153,9 +154,10 @@ bool ew_result_strides(c10::IntArrayRef shape, const at::Tensor* const* inputs, 
   for (size_t i = 0; i < count; i++) {
     const at::Tensor* t = inputs[i];
     if (!t->defined()) continue;
-    if (t->dim() > VT_MAX_DIMS) return false;
-    in[n].ndim = static_cast<int32_t>(t->dim());
-    for (int64_t k = 0; k < t->dim(); k++) in[n].sizes[k] = t->size(k), in[n].strides[k] = t->stride(k);
+    const c10::IntArrayRef sizes = t->sizes(), st = t->strides();
+    if (sizes.size() > VT_MAX_DIMS) return false;
+    in[n].ndim = static_cast<int32_t>(sizes.size());
+    for (size_t k = 0; k < sizes.size(); k++) in[n].sizes[k] = sizes[k], in[n].strides[k] = st[k];
     ins[n] = &in[n];
     n++;
   }

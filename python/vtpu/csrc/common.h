@@ -39,6 +39,12 @@ void ensure_init();
 // (complex, unsigned wider than 8 bits, float8...).
 bool to_vt_dtype(c10::ScalarType st, vt_dtype* out);
 
+// at::result_type(a, b). Operands of one dtype give that dtype (the common
+// case, answered here instead of through the dispatcher).
+inline c10::ScalarType common_dtype(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() ? a.scalar_type() : at::result_type(a, b);
+}
+
 // Describe t (any device: device memory is host-addressable) as a C view.
 // Returns false when the runtime cannot take it (dtype or too many dims).
 bool describe(const at::Tensor& t, vt_tensor* out);

@@ -101,9 +101,10 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   const bool out_given = out.defined();
   if (inplace) out = a;
   const int dev = common_device({&a, &o, &out});
+  const bool host_a = is_host_scalar(a), host_o = is_host_scalar(o);
   if (inplace)
-    TORCH_CHECK(!is_host_scalar(a), "vtpu: in-place op on a CPU tensor");
-  c10::ScalarType common = at::result_type(a, o);
+    TORCH_CHECK(!host_a, "vtpu: in-place op on a CPU tensor");
+  c10::ScalarType common = common_dtype(a, o);
   if ((b.kind == Kind::TrueDiv || b.kind == Kind::FloatOnly) && c10::isIntegralType(common, /*includeBool=*/true))
     common = c10::typeMetaToScalarType(c10::get_default_dtype());
   if (b.kind == Kind::Activation)
@@ -112,7 +113,7 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   if (b.kind == Kind::Bitwise)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(common, /*includeBool=*/true), "\"", b.name + 6,
                                 "\" not implemented for '", c10::toString(common), "'");
-  if ((b.op == VT_CLAMP_MIN || b.op == VT_CLAMP_MAX) && is_host_scalar(o)) check_scalar_fits(o.item(), common);
+  if ((b.op == VT_CLAMP_MIN || b.op == VT_CLAMP_MAX) && host_o) check_scalar_fits(o.item(), common);
   if (b.op == VT_HEAVISIDE) {
     TORCH_CHECK(!a.is_complex() && !o.is_complex(), "heaviside is not yet implemented for complex tensors.");
     TORCH_CHECK(a.scalar_type() == o.scalar_type(), "heaviside is not yet implemented for tensors with different dtypes.");
@@ -149,17 +150,16 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   vt_tensor to{}, ta{}, tb{};
   // activation gradients have float kernels only; integer ones go to the fallback
   const bool native = supported(common) && (b.kind != Kind::Gradient || c10::isFloatingType(common)) &&
-                      describe(out, &to) && (is_host_scalar(a) || describe(a, &ta)) &&
-                      (is_host_scalar(o) || describe(o, &tb));
+                      describe(out, &to) && (host_a || describe(a, &ta)) && (host_o || describe(o, &tb));
   VT_FALLBACK_UNLESS(native, lacking({a, o, out}));
   const vt_dtype compute = vt_of(common);
   const bool fl = vt_dtype_is_float(compute) != 0;
   vt_scalar sa{}, sb{};
-  if (is_host_scalar(a)) sa = make_scalar(a.item(), fl);
-  if (is_host_scalar(o)) sb = make_scalar(o.item(), fl);
+  if (host_a) sa = make_scalar(a.item(), fl);
+  if (host_o) sb = make_scalar(o.item(), fl);
   const vt_scalar al = make_scalar(alpha, fl);
-  check(vt_op_binary_ex(dev, b.name, b.op, &to, is_host_scalar(a) ? nullptr : &ta, is_host_scalar(a) ? &sa : nullptr,
-                        is_host_scalar(o) ? nullptr : &tb, is_host_scalar(o) ? &sb : nullptr, compute, al, params));
+  check(vt_op_binary_ex(dev, b.name, b.op, &to, host_a ? nullptr : &ta, host_a ? &sa : nullptr, host_o ? nullptr : &tb,
+                        host_o ? &sb : nullptr, compute, al, params));
   return out;
 }
 
@@ -502,7 +502,7 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   const at::Tensor ca = is_host_scalar(cond) ? cond.to(device) : cond;
   const at::Tensor aa = is_host_scalar(a) ? a.to(device) : a;
   const at::Tensor bb = is_host_scalar(b) ? b.to(device) : b;
-  const c10::ScalarType result = at::result_type(a, b);
+  const c10::ScalarType result = common_dtype(a, b);
   const auto shape = at::infer_size(at::infer_size(cond.sizes(), a.sizes()), b.sizes());
   if (out.defined()) {
     check_cast(result, out);
