@@ -349,7 +349,8 @@ typedef struct vt_ew_plan {
 static inline vt_ew_head *vt_ew_plan_head(vt_ew_plan *p) { return (vt_ew_head *)(void *)p->ctx; }
 /* The plans trust their operands: checked by the node's check, or by
  * vt_ew_validate (valid descriptors, inputs that broadcast to out, a valid
- * compute dtype) in the direct entry points (vt_binary_ex...). */
+ * compute dtype, or -1 for ops without one: copy, where) in the direct
+ * entry points (vt_binary_ex...). */
 vt_status vt_ew_validate(const vt_tensor *out, int nin, const vt_tensor *const *in, vt_dtype compute,
                          const char *what);
 vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,

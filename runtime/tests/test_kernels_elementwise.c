@@ -388,6 +388,9 @@ TEST(kernels_elementwise_bad_args) {
     CHECK_STATUS(vt_copy(&nodata, &o.t), VT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(vt_fill(&nodata, one), VT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(vt_fill(&neg, one), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_copy(NULL, &o.t), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_where(NULL, &o.t, &o.t, &o.t), VT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(vt_binary(VT_ADD, &o.t, &o.t, NULL, VT_F32, one), VT_ERR_INVALID_ARGUMENT);
     CHECK(strcmp(vt_binary_op_name(VT_DIV_FLOOR), "div_floor") == 0);
     CHECK(strcmp(vt_unary_op_name(VT_ISFINITE), "isfinite") == 0);
     ht_free(&a); ht_free(&o);

@@ -220,7 +220,7 @@ vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src
 vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src) {
     vt_ew_plan p;
     const vt_tensor *in[1] = {src};
-    vt_status s = vt_ew_validate(dst, 1, in, VT_BOOL, "copy");
+    vt_status s = vt_ew_validate(dst, 1, in, (vt_dtype)-1, "copy");
     if (s == VT_OK) s = vt_copy_plan(&p, dst, src);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }

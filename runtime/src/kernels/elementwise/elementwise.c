@@ -189,7 +189,7 @@ vt_status vt_ew_validate(const vt_tensor *out, int nin, const vt_tensor *const *
     vt_status s = vt_tensor_validate(out, what);
     for (int k = 0; k < nin && s == VT_OK; k++)
         if ((s = vt_tensor_validate(in[k], what)) == VT_OK) s = vt_broadcast_check(in[k], out->ndim, out->sizes);
-    if (s == VT_OK && (unsigned)compute >= VT_DTYPE_COUNT)
+    if (s == VT_OK && (int)compute != -1 && (unsigned)compute >= VT_DTYPE_COUNT)
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
     return s;
 }
@@ -398,7 +398,7 @@ vt_status vt_where_plan(vt_ew_plan *p, const vt_tensor *out, const vt_tensor *co
 vt_status vt_where(const vt_tensor *out, const vt_tensor *cond, const vt_tensor *a, const vt_tensor *b) {
     vt_ew_plan p;
     const vt_tensor *in[3] = {cond, a, b};
-    vt_status s = vt_ew_validate(out, 3, in, VT_BOOL, "where");
+    vt_status s = vt_ew_validate(out, 3, in, (vt_dtype)-1, "where");
     if (s == VT_OK) s = vt_where_plan(&p, out, cond, a, b);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
