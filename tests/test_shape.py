@@ -41,14 +41,33 @@ def test_cat_promotion_legacy_empty_and_errors():
         same(torch.cat([a.to("tpu"), b.to("tpu")], 1), torch.cat([a, b], 1))
         same(torch.cat([a.to("tpu"), torch.empty(0).to("tpu")], 0), torch.cat([a, torch.empty(0)], 0))
         same(torch.cat([a.bfloat16().to("tpu"), a.half().to("tpu")]), torch.cat([a.bfloat16(), a.half()]))
-    for bad in ([a, make((4, 4), torch.float32)], [a, make((3,), torch.float32)]):
-        with pytest.raises(RuntimeError) as want:
-            torch.cat(bad, 1)
-        with pytest.raises(RuntimeError) as got:
-            torch.cat([t.to("tpu") for t in bad], 1)
-        # The checks are PyTorch's meta kernel's: the same error type as CPU,
-        # worded as the meta kernel words it.
-        assert got.type is want.type
+    # PyTorch's checks in its order: the same error type and message as CPU
+    one, i32 = make((2,), torch.float32, 3), torch.empty(2, dtype=torch.int32)
+    for bad, dim, out in (([a, make((4, 4), torch.float32)], 1, None), ([a, make((3,), torch.float32)], 1, None),
+                          ([torch.tensor(1.0)], 0, None), ([one], 3, None), ([], 0, None), ([one], 0, i32)):
+        with pytest.raises(Exception) as want:
+            torch.cat(bad, dim, **({"out": out} if out is not None else {}))
+        with pytest.raises(Exception) as got:
+            tout = {"out": out.to("tpu")} if out is not None else {}
+            torch.cat([t.to("tpu") for t in bad], dim, **tout)
+        assert got.type is want.type and str(got.value) == str(want.value), (got.value, want.value)
+
+
+def test_cat_layout_like_cpu():
+    """The result's strides are CPU's: channels-last when every input is,
+    contiguous when the formats differ, legacy empty inputs skipped."""
+    cl = [make((2, 3, 4, 5), torch.float32, k).to(memory_format=torch.channels_last) for k in range(2)]
+    cl3 = [make((2, 3, 2, 4, 5), torch.float32, k).to(memory_format=torch.channels_last_3d) for k in range(2)]
+    cases = [(cl, 1), (cl, 0), ([cl[0], cl[1].contiguous()], 1), (cl3, 2),
+             ([make((1, 3, 1, 1), torch.float32, 1), make((1, 3, 1, 1), torch.float32, 2)], 0),
+             ([torch.empty(0), make((2, 3), torch.float32, 3), torch.empty(0)], 1), ([torch.empty(0)] * 2, 0),
+             ([make((2, 0), torch.float32, 4), make((2, 3), torch.float32, 5)], 1)]
+    with vtpu.cpu_fallback(False):
+        for xs, dim in cases:
+            want = torch.cat(xs, dim)
+            got = torch.cat([x.to("tpu") for x in xs], dim)
+            assert got.stride() == want.stride(), (got.stride(), want.stride())
+            same(got, want)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
