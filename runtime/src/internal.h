@@ -45,6 +45,12 @@ static inline char *vt_base(const vt_tensor *t) {
 }
 /* Whether t broadcasts to sizes[0..ndim): VT_OK or PyTorch's error. */
 vt_status vt_broadcast_check(const vt_tensor *t, int32_t ndim, const int64_t *sizes);
+/* The operand checks every op runs when it is built (node checks) or
+ * called directly (vt_ew_validate): a descriptor that is valid and has data
+ * (errors name the op and the operand), and an input that also broadcasts
+ * to the output's shape. */
+vt_status vt_check_operand(const char *name, const vt_tensor *t, const char *what);
+vt_status vt_check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out);
 /* Broadcast t's view to the shape (ndim, sizes) of an output: right-aligned,
  * size-1 dims get stride 0. VT_ERR_INVALID_ARGUMENT if not broadcastable. */
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out);

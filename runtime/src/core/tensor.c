@@ -167,6 +167,22 @@ vt_status vt_broadcast_check(const vt_tensor *t, int32_t ndim, const int64_t *si
     return VT_OK;
 }
 
+vt_status vt_check_operand(const char *name, const vt_tensor *t, const char *what) {
+    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
+    vt_status s = vt_tensor_validate(t, what);
+    if (s != VT_OK) return vt_error_prefix(s, name);
+    if (!t->data && vt_tensor_numel(t) > 0)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", name, what);
+    return VT_OK;
+}
+
+vt_status vt_check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
+    vt_status s = vt_check_operand(name, t, what);
+    if (s != VT_OK) return s;
+    s = vt_broadcast_check(t, out->ndim, out->sizes);
+    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
+}
+
 vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes, vt_tensor *out) {
     /* Field by field: a struct copy of the 16-dim descriptor costs more
      * than the few dims an op has (this runs several times per op). Checked

@@ -119,12 +119,6 @@ static inline size_t vt_node_size(const vt_node *n) {
     return offsetof(vt_node, src) + (size_t)n->nsrc * sizeof(vt_tensor);
 }
 
-/* The operand checks every op runs when it is built: a descriptor that is
- * valid and has data (errors name the op and the operand), and an input
- * that also broadcasts to the output's shape. */
-vt_status vt_check_operand(const char *name, const vt_tensor *t, const char *what);
-vt_status vt_check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out);
-
 /* A new node of kind on the user's op name. */
 void vt_node_init(vt_node *n, vt_node_kind kind, int32_t op, const char *name);
 /* Output j of n (NULL: an optional output not asked for). */

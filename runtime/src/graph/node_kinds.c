@@ -14,22 +14,6 @@
 
 /* ------------------------------------------------------------ checks */
 
-vt_status vt_check_operand(const char *name, const vt_tensor *t, const char *what) {
-    if (!t) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, what);
-    vt_status s = vt_tensor_validate(t, what);
-    if (s != VT_OK) return vt_error_prefix(s, name);
-    if (!t->data && vt_tensor_numel(t) > 0)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s has no data", name, what);
-    return VT_OK;
-}
-
-vt_status vt_check_input(const char *name, const vt_tensor *t, const char *what, const vt_tensor *out) {
-    vt_status s = vt_check_operand(name, t, what);
-    if (s != VT_OK) return s;
-    s = vt_broadcast_check(t, out->ndim, out->sizes);
-    return s == VT_OK ? VT_OK : vt_error_prefix(s, name);
-}
-
 vt_status vt_node_check_compute(const vt_node *n) {
     if ((int)n->compute < 0 || n->compute >= VT_DTYPE_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", n->name, (int)n->compute);

@@ -279,7 +279,7 @@ vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) {
 
 vt_status vt_fill(const vt_tensor *out, vt_scalar value) {
     vt_ew_plan p;
-    vt_status s = vt_tensor_validate(out, "fill");
+    vt_status s = vt_ew_validate(out, 0, NULL, (vt_dtype)-1, "fill");
     if (s == VT_OK) s = vt_fill_plan(&p, out, value);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }

@@ -186,9 +186,8 @@ static void ew_range(void *vctx, int64_t b, int64_t e) {
 
 vt_status vt_ew_validate(const vt_tensor *out, int nin, const vt_tensor *const *in, vt_dtype compute,
                          const char *what) {
-    vt_status s = vt_tensor_validate(out, what);
-    for (int k = 0; k < nin && s == VT_OK; k++)
-        if ((s = vt_tensor_validate(in[k], what)) == VT_OK) s = vt_broadcast_check(in[k], out->ndim, out->sizes);
+    vt_status s = vt_check_operand(what, out, "out");
+    for (int k = 0; k < nin && s == VT_OK; k++) s = vt_check_input(what, in[k], "input", out);
     if (s == VT_OK && (int)compute != -1 && (unsigned)compute >= VT_DTYPE_COUNT)
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid compute dtype %d", what, (int)compute);
     return s;
