@@ -67,7 +67,7 @@ def test_flushes_at_host_reads_other_ops_sync_and_mode_switch(stats):
         assert stats()["flushes"] == 0  # recorded, not run
         assert y[2].item() == 6.0  # a host read flushes
         z = y + 1
-        s = z.sum()  # a reduction is not recorded: it runs after z
+        s = z.sum()  # recorded too: it ends z's group
         assert s.item() == 51.0
         w = z * 2
         torch.tpu.synchronize()
@@ -80,6 +80,49 @@ def test_flushes_at_host_reads_other_ops_sync_and_mode_switch(stats):
         v = x + 5
         print_text = str(v)  # printing reads the host copy
     assert "10." in print_text
+
+
+def test_reduction_ends_the_group_and_its_dead_input_is_never_written(stats):
+    x = torch.randn(512, 1000).to("tpu")
+
+    def f(x):
+        rows = (torch.tanh(x * 1.5) + 1).sum(dim=1)  # a walk along rows
+        cols = torch.exp(x - 1).amax(dim=0)  # lanes across columns
+        return rows, cols, (x * x).mean(), (x + 2).norm()
+
+    ref = run("strict", f, x)
+    vtpu.reset_fusion_stats()
+    got = run("defer_and_fuse", f, x)
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)  # each element computed as in Strict, summed in the same order
+    s = stats()
+    # The row sums, the mean and the norm are fed by their groups: of those
+    # only the results are written. The column max reads lanes of 128
+    # values per row, too few per read to feed: its exponentials are
+    # written, then reduced on their own.
+    assert s["groups"] == 5 and s["nodes"] == 11 and s["fused_nodes"] == 10
+    assert s["bytes_written"] == (512 + 1000 + 1 + 1) * 4 + x.numel() * 4
+    assert s["bytes_elided"] == 6 * x.numel() * 4
+    cpu = f(x.cpu())
+    for a, b in zip(got, cpu):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
+
+
+def test_reduction_fusion_keeps_dtypes_views_and_live_inputs(stats):
+    x = torch.randn(64, 300).to("tpu")
+    i = torch.randint(-5, 5, (64, 300)).to("tpu")
+
+    def f(x, i):
+        h = (x * 2).to(torch.bfloat16)  # a cast in the group, a float32 sum of bfloat16
+        live = x.sin()  # kept by the caller: written, and still fed to its sum
+        return (h.sum(dim=1, dtype=torch.float32), (i * 3).sum(), (x + 1).view(-1).sum(), live.sum(dim=0), live)
+
+    ref = run("strict", f, x, i)
+    got = run("defer_and_fuse", f, x, i)
+    for a, b in zip(got, ref):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    for a, b in zip(got, f(x.cpu(), i.cpu())):
+        torch.testing.assert_close(a, b, rtol=1e-2 if a.dtype == torch.bfloat16 else 1e-5, atol=1e-3)
 
 
 def test_rng_matches_strict_stream():
@@ -259,3 +302,12 @@ def test_trace_shows_fused_groups_and_strict_ops(tmp_path):
     assert len(spans) == len(t.events) and spans[0]["name"] == g["name"]
     assert "fused" in t.summary()
     del y, z
+    rows = torch.randn(100, 1030).to("tpu")
+    with vtpu.trace() as t:
+        with vtpu.eager_mode("defer_and_fuse"):
+            s = (rows * 2).exp().sum(dim=1)
+        torch.tpu.synchronize()
+    (g,) = t.groups()
+    assert g["nodes"] == 3 and g["name"] == "fused: aten::mul + aten::exp + aten::sum"
+    assert g["bytes"] == 100 * 4  # the sums: the products and exponentials are never written
+    del s

@@ -640,6 +640,27 @@ vt_status vt_reduce_arg_check(int is_max, const vt_tensor *values, const vt_tens
                               int dim);
 vt_status vt_scan_check(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute);
 const char *vt_reduce_op_name(vt_reduce_op op);
+/* A reduction fed by a producer instead of memory (a DeferAndFuse group's
+ * chain, graph/fuse.c): read(ctx, first, m) returns the m values of in's
+ * dtype at element offsets first, first + 1, ... from vt_base(in), which
+ * the reduction would otherwise load; m <= VT_REDUCE_SOURCE_MAX, and the
+ * values stay valid until the next read on the same thread. */
+typedef struct vt_reduce_source {
+    const void *(*read)(void *ctx, int64_t first, int64_t m);
+    void *ctx;
+} vt_reduce_source;
+#define VT_REDUCE_SOURCE_MAX 1024
+#define VT_REDUCE_SOURCE_RUN 256
+/* Whether a source can feed this (checked) reduction: it reads each element
+ * of in once (one pass: not var, std or logsumexp), in runs of at least
+ * VT_REDUCE_SOURCE_RUN consecutive elements (or up to VT_REDUCE_SOURCE_MAX
+ * when the reduced extent is longer), and in is dense with nonnegative
+ * strides. */
+int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask);
+/* vt_reduce on arguments vt_reduce_check accepted (a checked node's),
+ * reading in through src (NULL: from memory). */
+vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
+                        vt_dtype compute, double param, const vt_reduce_source *src);
 /* f32 summation loops with per-ISA versions (bit-identical to the portable
  * ones): block sums of VT_REDUCE_SUM_BLOCK values, lane-wise row adds. */
 #define VT_REDUCE_SUM_BLOCK 256

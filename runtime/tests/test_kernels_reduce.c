@@ -3,6 +3,8 @@
  * middle and multiple dims at awkward sizes, non-contiguous operands,
  * specials, empty extents, thread-count and ISA independence, the queued
  * ops and their errors. */
+#include <stdatomic.h>
+
 #include "test_kernels_util.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -399,6 +401,76 @@ TEST(kernels_reduce_thread_and_isa_independent) {
         }
         ht_free(&in);
     }
+}
+
+/* A source that hands out the input's own memory and counts the reads of
+ * each element. */
+typedef struct mem_source {
+    const char *base;
+    size_t es;
+    _Atomic int *reads;
+} mem_source;
+
+static const void *mem_read(void *ctx, int64_t first, int64_t m) {
+    mem_source *ms = ctx;
+    for (int64_t i = 0; i < m; i++) atomic_fetch_add(&ms->reads[first + i], 1);
+    return ms->base + first * (int64_t)ms->es;
+}
+
+/* A reduction fed by a source gives what it gives from memory, bit for bit,
+ * for every op, geometry and layout; where vt_reduce_takes_source says so
+ * it asks for every element exactly once, and it refuses two-pass ops and
+ * inputs that are not dense. */
+TEST(kernels_reduce_from_a_source) {
+    static const shape_case cases[] = {
+        {1, {3001}, 1},          {2, {256, 1031}, 2},  {2, {1031, 256}, 1}, {2, {1000, 8}, 2},
+        {2, {7, 3}, 3},          {3, {13, 5, 1031}, 2}, {3, {13, 5, 1031}, 5}, {3, {40, 30, 9}, 4},
+        {2, {100, 100}, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int layout = 0; layout < 3; layout++) {
+            const shape_case *c = &cases[k];
+            host_tensor in = make_input(VT_F32, c->nd, c->sizes, layout);
+            fill_rand(&in, 0, 0);
+            const int64_t span = ht_block_elems(&in);
+            _Atomic int *reads = calloc((size_t)span, sizeof *reads);
+            for (int op = 0; op < VT_REDUCE_OP_COUNT; op++) {
+                const double p = op == VT_REDUCE_NORM ? 3 : op == VT_REDUCE_VAR || op == VT_REDUCE_STD ? 1 : 0;
+                host_tensor a = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
+                host_tensor b = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
+                CHECK_OK(vt_reduce((vt_reduce_op)op, &a.t, &in.t, c->mask, VT_F32, p));
+                for (int64_t i = 0; i < span; i++) atomic_store(&reads[i], 0);
+                mem_source ms = {vt_base(&in.t), 4, reads + in.t.offset};
+                const vt_reduce_source src = {mem_read, &ms};
+                CHECK_OK(vt_reduce_run((vt_reduce_op)op, &b.t, &in.t, c->mask, VT_F32, p, &src));
+                char what[96];
+                snprintf(what, sizeof what, "%s case %zu layout %d", op_names[op], k, layout);
+                CHECK(ht_compare(what, &a.t, &b.t, -1) == 0);
+                const int takes = vt_reduce_takes_source((vt_reduce_op)op, &b.t, &in.t, c->mask);
+                const int two_pass = op == VT_REDUCE_VAR || op == VT_REDUCE_STD || op == VT_REDUCE_LOGSUMEXP;
+                CHECK_MSG(!takes || (!two_pass && layout != 2), "%s: takes a source", what);
+                if (takes) {
+                    int64_t wrong = 0;
+                    for (int64_t i = 0; i < vt_tensor_numel(&in.t); i++) {
+                        int64_t off = 0, li = i;
+                        for (int d = in.t.ndim - 1; d >= 0; d--)
+                            off += li % in.t.sizes[d] * in.t.strides[d], li /= in.t.sizes[d];
+                        wrong += atomic_load(&ms.reads[off]) != 1;
+                    }
+                    CHECK_MSG(wrong == 0, "%s: %lld elements not read exactly once", what, (long long)wrong);
+                }
+                ht_free(&a);
+                ht_free(&b);
+            }
+            /* the contiguous one-pass reductions of everything do take one */
+            if (layout == 0 && c->mask == (1ull << c->nd) - 1 && vt_tensor_numel(&in.t) >= VT_REDUCE_SOURCE_RUN) {
+                host_tensor o = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
+                CHECK(vt_reduce_takes_source(VT_REDUCE_SUM, &o.t, &in.t, c->mask));
+                ht_free(&o);
+            }
+            free(reads);
+            ht_free(&in);
+        }
 }
 
 TEST(kernels_reduce_errors) {

@@ -46,6 +46,12 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g);
  * other), so running the group tile by tile computes what running its
  * nodes one after another does. */
 int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r);
+/* Whether r is a reduction, which may end a group instead of joining it. */
+int vt_fuse_is_reduce(const vt_rec *r);
+/* Whether reduction r can end the group with the uses t: it reads, once
+ * each, all the elements of a buffer the group writes, through one view,
+ * and touches nothing else of the group's. */
+int vt_fuse_takes_reduce(const vt_fuse_uses *t, const vt_rec *r);
 /* r joins the group. */
 void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r);
 /* Test hook: of the host allocations flushes make from now on (a flush's
@@ -56,8 +62,10 @@ void vt_defer_fail_alloc_for_test(int skip);
 int vt_defer_alloc_fails(void);
 /* Queue the group g[0..count) (in program order) on dev as one command.
  * elide[i]: g[i]'s output was freed before the flush and nothing after the
- * group reads it, so it lives in L1 scratch only. Adds to *st what the
- * group writes. */
+ * group reads it, so it lives in L1 scratch only. A group whose last node
+ * is a reduction runs as the reduction fed by the group's tiles, or, where
+ * its input's layout does not allow that, as two commands. Adds to *st
+ * what the group writes. */
 vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *elide,
                           vt_fusion_stats *st);
 

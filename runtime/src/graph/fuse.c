@@ -6,7 +6,16 @@
  * whose buffer is dead (freed before the flush, read by nothing after the
  * group) goes to a scratch tile instead of memory: the group never writes
  * it. Each node runs its own microkernels on the same elements in the same
- * order as Strict does, so results are bit-identical. */
+ * order as Strict does, so results are bit-identical.
+ *
+ * A group may end in a reduction of what it computes (a one-pass
+ * vt_reduce: sum, mean, prod, amax, amin, any, all, norm). Then the
+ * reduction drives the group: where it would load a run of its input it
+ * asks the group for it (vt_reduce_source), and the group runs its plans on
+ * that run. The reduction reads every element once, so every member still
+ * computes every element once, and it sums in the order its geometry alone
+ * fixes, so the result is bit-identical to Strict's; a dead input of the
+ * reduction is never written. */
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -62,6 +71,19 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g) {
     vt_fuse_add(t, g);
 }
 
+int vt_fuse_is_reduce(const vt_rec *r) { return r->n.kind == VT_NODE_REDUCE; }
+
+int vt_fuse_takes_reduce(const vt_fuse_uses *t, const vt_rec *r) {
+    const int a = r->acc_of_src[0];
+    if (a < 0 || use_of(t, r->acc[0].block) >= 0) return 0; /* the group does not touch its output */
+    const int i = use_of(t, r->acc[a].block);
+    if (i < 0 || !t->u[i].write || t->u[i].mixed) return 0;
+    /* it reads the memory the group writes, all of it, each element once */
+    const vt_tensor *v = &r->n.src[0], *w = t->u[i].view;
+    return vt_base(v) == vt_base(w) && vt_tensor_numel(v) == vt_tensor_numel(w) && vt_view_is_dense(w) &&
+           vt_reduce_takes_source((vt_reduce_op)r->n.op, &r->n.out[0], v, (uint64_t)r->n.iparams[0]);
+}
+
 int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
     const vt_tensor *o = &r->n.out[0], *go = &g->n.out[0];
     if (o->ndim != go->ndim) return 0;
@@ -97,56 +119,73 @@ typedef struct group {
     int64_t numel, tile;
     size_t slot_es; /* largest element of a scratch output */
     uint64_t bytes; /* what the group writes to memory */
+    uint64_t run;   /* this run's number, for the threads' copies of the plans */
     atomic_int failed_at; /* the first node whose kernel failed (count: none) */
     atomic_int no_memory;
+    /* A trailing reduction fed by the group (NULL: none); the group's
+     * values it reads are in scratch slot red_slot, or in memory at
+     * red_mem (red_slot -1), red_es bytes each. */
+    vt_node *red;
+    const char *red_mem;
+    size_t red_es;
+    int red_slot;
     member m[];
 } group;
 
-/* Run the group on output elements [b, e): per thread, its own copy of the
- * plans (their scratch operands rebased on each tile) and scratch tiles. */
-static void group_range(void *ctx, int64_t b, int64_t e) {
-    group *g = ctx;
-    const size_t plans = sizeof(vt_ew_plan) * (size_t)g->count;
-    /* a tile never spans more than this thread's range */
-    const int64_t tile = e - b < g->tile ? e - b : g->tile;
-    const size_t slot_bytes = ((size_t)tile * g->slot_es + 63) & ~(size_t)63;
-    /* Each thread keeps its tile memory from group to group: a fresh
-     * allocation of this size would be fresh pages, faulted in per run. */
-    static _Thread_local unsigned char *kept;
-    static _Thread_local size_t kept_bytes;
-    const size_t need = plans + slot_bytes * (size_t)g->nslots;
+/* Each thread keeps its copy of a group's plans and its scratch tiles from
+ * group to group: a fresh allocation of this size would be fresh pages,
+ * faulted in per run. primed: the run whose plans the copy holds (0: none). */
+static _Thread_local unsigned char *kept;
+static _Thread_local size_t kept_bytes;
+static _Thread_local uint64_t primed;
+static atomic_uint_fast64_t runs;
+
+static size_t slot_size(const group *g, int64_t tile) { return ((size_t)tile * g->slot_es + 63) & ~(size_t)63; }
+
+/* This thread's copy of g's plans, followed by its scratch slots for tiles
+ * of `tile` elements; NULL (noted in g) when host memory ran out. */
+static vt_ew_plan *thread_plans(group *g, int64_t tile) {
+    const size_t need = sizeof(vt_ew_plan) * (size_t)g->count + slot_size(g, tile) * (size_t)g->nslots;
     if (vt_defer_alloc_fails()) {
         atomic_store(&g->no_memory, 1);
-        return;
+        return NULL;
     }
     if (need > kept_bytes) {
         unsigned char *grown = aligned_alloc(64, (need + 63) & ~(size_t)63);
         if (!grown) {
             atomic_store(&g->no_memory, 1);
-            return;
+            return NULL;
         }
         free(kept);
         kept = grown;
         kept_bytes = need;
     }
-    unsigned char *mem = kept;
-    vt_ew_plan *lp = (vt_ew_plan *)(void *)mem;
-    unsigned char *slots = mem + plans;
+    vt_ew_plan *lp = (vt_ew_plan *)(void *)kept;
     for (int i = 0; i < g->count; i++) lp[i] = g->m[i].plan;
-    for (int64_t t = b; t < e; t += tile) {
-        const int64_t te = e - t < tile ? e : t + tile;
-        for (int i = 0; i < g->count; i++) {
-            vt_ew_head *h = vt_ew_plan_head(&lp[i]);
-            for (int k = 0; k < h->it.nops; k++) {
-                const int s = g->m[i].slot[k];
-                /* element t of the contiguous scratch operand is the tile's first */
-                if (s >= 0)
-                    h->it.base[k] = (char *)(uintptr_t)((uintptr_t)(slots + slot_bytes * (size_t)s) -
-                                                        (uintptr_t)t * (uintptr_t)h->it.elsize[k]);
-            }
-            lp[i].range(lp[i].ctx, t, te);
+    primed = g->run;
+    return lp;
+}
+
+static unsigned char *thread_slots(const group *g) { return kept + sizeof(vt_ew_plan) * (size_t)g->count; }
+
+/* Every member's plan on output elements [t, te), in order; the scratch
+ * operands rebased so that element t is the first of their slot. */
+static void run_tile(const group *g, vt_ew_plan *lp, unsigned char *slots, size_t slot_bytes, int64_t t,
+                     int64_t te) {
+    for (int i = 0; i < g->count; i++) {
+        vt_ew_head *h = vt_ew_plan_head(&lp[i]);
+        for (int k = 0; k < h->it.nops; k++) {
+            const int s = g->m[i].slot[k];
+            if (s >= 0)
+                h->it.base[k] = (char *)(uintptr_t)((uintptr_t)(slots + slot_bytes * (size_t)s) -
+                                                    (uintptr_t)t * (uintptr_t)h->it.elsize[k]);
         }
+        lp[i].range(lp[i].ctx, t, te);
     }
+}
+
+/* The first member whose kernel failed on this thread, into g. */
+static void note_failure(group *g, vt_ew_plan *lp) {
     for (int i = 0; i < g->count; i++) {
         if (!atomic_load_explicit(&vt_ew_plan_head(&lp[i])->failed, memory_order_relaxed)) continue;
         int cur = atomic_load(&g->failed_at);
@@ -155,20 +194,57 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
     }
 }
 
+/* Run the group on output elements [b, e), tile by tile. */
+static void group_range(void *ctx, int64_t b, int64_t e) {
+    group *g = ctx;
+    /* a tile never spans more than this thread's range */
+    const int64_t tile = e - b < g->tile ? e - b : g->tile;
+    vt_ew_plan *lp = thread_plans(g, tile);
+    if (!lp) return;
+    for (int64_t t = b; t < e; t += tile) run_tile(g, lp, thread_slots(g), slot_size(g, tile), t, e - t < tile ? e : t + tile);
+    note_failure(g, lp);
+}
+
+/* The reduction's input elements [first, first + m): the group run on them. */
+static const void *group_read(void *ctx, int64_t first, int64_t m) {
+    static const alignas(64) unsigned char zeros[VT_REDUCE_SOURCE_MAX * MAX_ES];
+    group *g = ctx;
+    vt_ew_plan *lp = primed == g->run ? (vt_ew_plan *)(void *)kept : thread_plans(g, VT_REDUCE_SOURCE_MAX);
+    if (!lp) return zeros; /* the group fails with no_memory */
+    const size_t slot_bytes = slot_size(g, VT_REDUCE_SOURCE_MAX);
+    run_tile(g, lp, thread_slots(g), slot_bytes, first, first + m);
+    note_failure(g, lp);
+    return g->red_slot >= 0 ? (const void *)(thread_slots(g) + slot_bytes * (size_t)g->red_slot)
+                            : (const void *)(g->red_mem + first * (int64_t)g->red_es);
+}
+
 /* For a trace: "fused: aten::mul + aten::add + ...", the shape, the bytes. */
 static void describe(const group *g) {
     char name[160], shape[48];
     size_t at = (size_t)snprintf(name, sizeof name, "%s", g->count > 1 ? "fused: " : "");
     for (int i = 0; i < g->count && at < sizeof name; i++)
         at += (size_t)snprintf(name + at, sizeof name - at, i ? " + %s" : "%s", g->m[i].name);
+    if (g->red && at < sizeof name) snprintf(name + at, sizeof name - at, " + %s", g->red->name);
     vt_shape_string(&g->shape, shape, sizeof shape);
-    vt_command_describe(name, shape, g->count, g->bytes);
+    vt_command_describe(name, shape, g->count + (g->red != NULL), g->bytes);
 }
 
 static vt_status group_kernel(void *args) {
     group *g = *(group **)args;
     if (vt_tracing()) describe(g);
-    if (g->numel > 0) vt_parallel_for(g->numel, VT_ELEMENTWISE_GRAIN, group_range, g);
+    g->run = atomic_fetch_add(&runs, 1) + 1;
+    if (g->red) {
+        const vt_node *n = g->red;
+        const vt_reduce_source src = {group_read, g};
+        vt_status s = vt_reduce_run((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0],
+                                    n->compute, n->params[0], &src);
+        if (s != VT_OK) {
+            vt_command_failed_op(n->name);
+            return s;
+        }
+    } else if (g->numel > 0) {
+        vt_parallel_for(g->numel, VT_ELEMENTWISE_GRAIN, group_range, g);
+    }
     if (atomic_load(&g->no_memory)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "out of host memory for fused tiles");
     const int f = atomic_load(&g->failed_at);
     if (f < g->count) {
@@ -190,15 +266,19 @@ typedef struct scratch_value {
     int slot;
 } scratch_value;
 
-vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide, vt_fusion_stats *st) {
+/* Queue the elementwise members r[0..count) as one group command; red: a
+ * reduction the group feeds (NULL: none), of the values member q writes. */
+static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
+                               const vt_rec *red, int q, vt_fusion_stats *st) {
+    const size_t head = sizeof(group) + sizeof(member) * (size_t)count;
     group *g = vt_defer_alloc_fails()
                    ? NULL
-                   : aligned_alloc(64, (sizeof(group) + sizeof(member) * (size_t)count + 63) & ~(size_t)63);
+                   : aligned_alloc(64, (head + (red ? sizeof(vt_node) : 0) + 63) & ~(size_t)63);
     vt_prepared p;
     memset(&p, 0, sizeof p);
     p.acc = p.inline_acc;
     p.scratch = p.inline_scratch;
-    int nacc = 0;
+    int nacc = red ? red->nacc : 0;
     for (int i = 0; i < count; i++) nacc += r[i]->nacc;
     if (nacc > VT_ACCESS_INLINE) p.acc = malloc(sizeof(vt_access) * (size_t)nacc);
     if (!g || !p.acc) {
@@ -214,6 +294,8 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
     /* one node alone has nothing to keep in cache: one tile per thread */
     g->tile = count > 1 || elide[0] ? TILE : g->numel;
     g->slot_es = 1;
+    g->red = NULL;
+    g->red_slot = -1;
     atomic_init(&g->failed_at, count);
     atomic_init(&g->no_memory, 0);
     scratch_value live[VT_FUSE_MAX_NODES];
@@ -257,10 +339,12 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
             for (int j = i + 1; j < count; j++)
                 for (int k = 1; k < r[j]->nacc; k++)
                     if (r[j]->acc[k].block == o->block && r[j]->acc[k].gen == o->gen) last = j;
+            if (i == q) last = count; /* the reduction reads it after every member */
             int slot = 0;
             while (slot < g->nslots && free_after[slot] >= i) slot++;
             if (slot == g->nslots) g->nslots++;
             free_after[slot] = last;
+            if (i == q) g->red_slot = slot;
             live[nlive++] = (scratch_value){o->block, o->gen, n.out[0], slot};
             m->slot[0] = (int8_t)slot;
             n.out[0] = scratch_view(&n.out[0]);
@@ -293,11 +377,77 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
         if (p.acc != p.inline_acc) free(p.acc);
         return s;
     }
+    if (red) {
+        g->red = (vt_node *)(void *)((unsigned char *)g + head);
+        memcpy(g->red, &red->n, vt_node_size(&red->n));
+        g->red_mem = vt_base(&red->n.src[0]);
+        g->red_es = vt_dtype_size(red->n.src[0].dtype);
+        const uint64_t bytes = (uint64_t)vt_tensor_numel(&red->n.out[0]) * vt_dtype_size(red->n.out[0].dtype);
+        p.acc[p.n++] = red->acc[0];
+        st->bytes_written += bytes;
+        g->bytes += bytes;
+        /* its input is the group's own result (enqueue_group's caller found
+         * which member writes it) */
+    }
+    const int nodes = count + (red != NULL);
     st->groups++;
-    if (count > 1) st->fused_nodes += (uint64_t)count;
+    if (nodes > 1) st->fused_nodes += (uint64_t)nodes;
     p.payload = g;
     /* a few microseconds of work may run on this thread when the queue is idle */
-    const int small = g->numel * count <= 4 * VT_ELEMENTWISE_GRAIN;
+    const int small = g->numel * nodes <= 4 * VT_ELEMENTWISE_GRAIN;
     return vt_enqueue_prepared(dev, r[0]->n.name, group_kernel, &g, sizeof g, &p,
                                VT_ENQ_ASYNC | (small ? VT_ENQ_INLINE_OK : 0));
+}
+
+/* A recorded node queued as a command of its own. */
+static vt_status enqueue_alone(int dev, const vt_rec *r, vt_fusion_stats *st) {
+    vt_node n;
+    memcpy(&n, &r->n, vt_node_size(&r->n));
+    vt_prepared p;
+    memset(&p, 0, sizeof p);
+    p.acc = p.inline_acc;
+    p.scratch = p.inline_scratch;
+    p.n = r->nacc;
+    memcpy(p.acc, r->acc, sizeof(vt_access) * (size_t)r->nacc);
+    st->groups++;
+    for (int j = 0; j < n.nout; j++)
+        if (vt_node_has_out(&n, j))
+            st->bytes_written += (uint64_t)vt_tensor_numel(&n.out[j]) * vt_dtype_size(n.out[j].dtype);
+    return vt_node_enqueue(dev, &n, &p, VT_ENQ_ASYNC);
+}
+
+/* Whether the reduction red can read what member q of the group r writes
+ * through the group: the group visits q's output in its memory order (q's
+ * output is dense in the order of r[0]'s, which the group walks), so the
+ * reduction's element offset is the group's element index. */
+static int feeds(const vt_rec *const *r, int q, const vt_rec *red) {
+    vt_node first;
+    memcpy(&first, &r[0]->n, vt_node_size(&r[0]->n));
+    int perm[VT_MAX_DIMS];
+    const int permuted = vt_node_memory_perm(&first, perm);
+    vt_tensor v;
+    vt_tensor_copy(&v, &r[q]->n.out[0]);
+    if (permuted)
+        for (int d = 0; d < v.ndim; d++)
+            v.sizes[d] = r[q]->n.out[0].sizes[perm[d]], v.strides[d] = r[q]->n.out[0].strides[perm[d]];
+    return vt_tensor_is_contiguous(&v) && vt_base(&v) == vt_base(&red->n.src[0]) &&
+           vt_tensor_numel(&v) == vt_tensor_numel(&red->n.src[0]);
+}
+
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
+                          vt_fusion_stats *st) {
+    const vt_rec *red = vt_fuse_is_reduce(r[count - 1]) ? r[count - 1] : NULL;
+    if (!red) return enqueue_group(dev, r, count, elide, NULL, -1, st);
+    if (count == 1) return enqueue_alone(dev, red, st);
+    const int ne = count - 1;
+    const vt_access *in = &red->acc[red->acc_of_src[0]];
+    int q = ne - 1;
+    while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;
+    if (q >= 0 && feeds(r, q, red)) return enqueue_group(dev, r, ne, elide, red, q, st);
+    /* the reduction reads memory: what it reads is written there first */
+    unsigned char keep[VT_FUSE_MAX_NODES];
+    for (int i = 0; i < ne; i++)
+        keep[i] = elide[i] && !(r[i]->acc[0].block == in->block && r[i]->acc[0].gen == in->gen);
+    vt_status s = enqueue_group(dev, r, ne, keep, NULL, -1, st);
+    return s == VT_OK ? enqueue_alone(dev, red, st) : s;
 }

@@ -144,7 +144,8 @@ static vt_status fill_ref(const vt_node *n) {
 }
 
 static vt_status reduce_run(const vt_node *n) {
-    return vt_reduce((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute, n->params[0]);
+    return vt_reduce_run((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute,
+                         n->params[0], NULL);
 }
 static vt_status reduce_ref(const vt_node *n) {
     return vt_ref_reduce((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute,

@@ -12,6 +12,7 @@ enum { MAP_ID, MAP_ABS, MAP_SQUARE, MAP_NONZERO, MAP_POW, MAP_SUBSQ, MAP_EXPSUB 
 enum { ID_ZERO, ID_ONE, ID_LOWEST, ID_HIGHEST };
 
 #define CH 1024        /* values staged per chunk (inner walk) */
+_Static_assert(CH <= VT_REDUCE_SOURCE_MAX, "a source is asked for at most VT_REDUCE_SOURCE_MAX values");
 #define VW 128         /* lanes of a vertical tile */
 #define VB 16          /* rows a vertical tile adds before they enter the cascade */
 #define LV 24          /* cascade levels of a vertical tile: 2^27 rows before the top level saturates */
@@ -46,6 +47,7 @@ typedef struct red_pass {
     const void *c; /* per-output constant of the class type (MAP_SUBSQ, MAP_EXPSUB) or NULL */
     void *res;     /* per-output results, class type */
     void *parts;   /* per-item partials when S > 1 */
+    const vt_reduce_source *src; /* where the input's values come from (NULL: memory) */
     /* f32 sum loops of the active ISA (NULL: portable), float class only */
     void (*blocks_f32)(const float *x, int64_t nblocks, float *out);
     void (*lanes_add_f32)(float *acc, const float *x, int64_t ng);
@@ -172,16 +174,33 @@ static int64_t red_advance(const red_plan *pl, int64_t *idx, int64_t off, int64_
 
 /* Convert m values at p (stride in elements) to the pass's class type,
  * through the compute dtype as "inputs are converted to compute" says. */
-static const void *stage(const red_pass *ps, const char *p, int64_t stride, int64_t m, void *buf, void *tmp,
-                         int allow_direct) {
+static void convert_in(const red_pass *ps, const void *p, int64_t stride, int64_t m, void *buf, void *tmp) {
     const red_plan *pl = ps->pl;
-    if (allow_direct && ps->direct && stride == 1) return p;
     if (pl->in_dt == pl->compute || pl->compute == ps->cls_dt) {
         vt_convert(pl->in_dt, p, stride, ps->cls_dt, buf, 1, m);
     } else {
         vt_convert(pl->in_dt, p, stride, pl->compute, tmp, 1, m);
         vt_convert(pl->compute, tmp, 1, ps->cls_dt, buf, 1, m);
     }
+}
+
+static const void *stage(const red_pass *ps, const char *p, int64_t stride, int64_t m, void *buf, void *tmp,
+                         int allow_direct) {
+    const red_plan *pl = ps->pl;
+    if (ps->src) { /* the values at p come from the source */
+        const int64_t first = (p - pl->in_base) / (int64_t)pl->in_es;
+        if (stride != 1 && m > 1) { /* vt_reduce_takes_source said no such runs: one value at a time */
+            const size_t es = vt_dtype_size(ps->cls_dt);
+            for (int64_t i = 0; i < m; i++)
+                convert_in(ps, ps->src->read(ps->src->ctx, first + i * stride, 1), 1, 1, (char *)buf + i * (int64_t)es,
+                           tmp);
+            return buf;
+        }
+        p = ps->src->read(ps->src->ctx, first, m);
+        stride = 1;
+    }
+    if (allow_direct && ps->direct && stride == 1) return p;
+    convert_in(ps, p, stride, m, buf, tmp);
     return buf;
 }
 
@@ -618,10 +637,30 @@ static void to_constants(red_job *jb) {
     }
 }
 
+static int one_pass(vt_reduce_op op) {
+    return op != VT_REDUCE_VAR && op != VT_REDUCE_STD && op != VT_REDUCE_LOGSUMEXP;
+}
+
+int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask) {
+    if (!one_pass(op) || !vt_view_is_dense(in)) return 0;
+    for (int d = 0; d < in->ndim; d++)
+        if (in->strides[d] < 0) return 0;
+    red_plan pl;
+    plan_init(&pl, out, in, in->ndim > 0 ? dims_mask : 0);
+    /* Runs of consecutive elements along the reduced dims, long enough that
+     * a source's cost per read is small against the run's work: lanes
+     * across columns read VW values per row, too few. */
+    return !pl.vertical && pl.nout > 0 && pl.rin[pl.nr - 1] == 1 && pl.rsz[pl.nr - 1] >= VT_REDUCE_SOURCE_RUN;
+}
+
 vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask, vt_dtype compute,
                     double param) {
     vt_status s = vt_reduce_check(op, out, in, dims_mask, compute, param);
-    if (s != VT_OK) return s;
+    return s == VT_OK ? vt_reduce_run(op, out, in, dims_mask, compute, param, NULL) : s;
+}
+
+vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
+                        vt_dtype compute, double param, const vt_reduce_source *src) {
     red_job jb;
     plan_init(&jb.pl, out, in, in->ndim > 0 ? dims_mask : 0);
     jb.pl.compute = compute;
@@ -639,6 +678,7 @@ vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, 
     ps.cls = jb.cls;
     ps.cls_dt = jb.cls_dt;
     ps.p = param;
+    ps.src = src;
     int passes = 1;
     switch (op) {
     case VT_REDUCE_PROD: ps.cmb = CMB_PROD, ps.ident = ID_ONE; break;
