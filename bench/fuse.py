@@ -2,7 +2,8 @@
 then scale and bias: 11 ATen ops) on "tpu" in Strict and in DeferAndFuse, against
 PyTorch CPU eager and Inductor (torch.compile on CPU), in one run; then the
 same chain on a 4096 x 4096 matrix ending in a reduction, per row (a walk
-along rows) and per column (lanes across columns, as a bias gradient is).
+along rows) and per column (lanes across columns, as a bias gradient is);
+then attention probabilities written out (scale, causal mask, softmax).
 Targets (issue 11): the chain in DeferAndFuse >= 3x CPU eager and >= 1.0x
 Inductor (goal 1.2x)."""
 
@@ -28,6 +29,12 @@ def row_sums(x, bias):
 
 def col_sums(x, bias):
     return chain(x, bias).sum(dim=0)
+
+
+def masked_softmax(s, future):
+    """Attention probabilities as code without a fused attention kernel
+    writes them: scale, causal mask (future: the positions to hide), softmax."""
+    return torch.softmax((s * 0.125).masked_fill(future, float("-inf")), -1)
 
 
 def measure(name, fn, x_cpu, b_cpu):
@@ -69,7 +76,9 @@ def main():
     m, b = torch.randn(4096, 4096), torch.randn(4096)
     rows = measure("chain + sum(dim=1)", row_sums, m, b)
     cols = measure("chain + sum(dim=0)", col_sums, m, b)
-    save("fuse", {"n": N, **flat, "row_sums": rows, "col_sums": cols},
+    causal = torch.ones(512, 512, dtype=torch.bool).tril()
+    att = measure("scale + mask + softmax, 64x512x512", masked_softmax, torch.randn(64, 512, 512), ~causal)
+    save("fuse", {"n": N, **flat, "row_sums": rows, "col_sums": cols, "masked_softmax": att},
          bars={"cpu eager": flat["cpu_s"] * 1e3, "inductor": flat["inductor_s"] * 1e3,
                "tpu strict": flat["strict_s"] * 1e3, "tpu defer_and_fuse": flat["defer_s"] * 1e3})
 

@@ -125,6 +125,66 @@ def test_reduction_fusion_keeps_dtypes_views_and_live_inputs(stats):
         torch.testing.assert_close(a, b, rtol=1e-2 if a.dtype == torch.bfloat16 else 1e-5, atol=1e-3)
 
 
+def test_attention_written_out_fuses_scale_mask_and_softmax():
+    q, k = torch.randn(2, 4, 300, 32).to("tpu"), torch.randn(2, 4, 300, 32).to("tpu")
+    causal = torch.ones(300, 300, dtype=torch.bool).tril().to("tpu")
+
+    def f(q, k, causal):  # the attention of code written before fused attention kernels
+        s = (q @ k.transpose(-1, -2)) * 0.125
+        s = s.masked_fill(~causal, float("-inf"))
+        return torch.softmax(s, -1), torch.log_softmax(s * 2, -1)
+
+    ref = run("strict", f, q, k, causal)
+    with vtpu.trace() as t:
+        got = run("defer_and_fuse", f, q, k, causal)
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
+    names = [g["name"] for g in t.groups()]
+    # the mask fill and the softmax: one pass; the scaled scores of the log_softmax are never written
+    assert "fused: aten::masked_fill_ + aten::_softmax" in names
+    assert "fused: aten::mul + aten::_log_softmax" in names
+    for a, b in zip(got, f(q.cpu(), k.cpu(), causal.cpu())):
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)  # one bf16 pass per product, as on a TPU
+
+    # With the mask made beforehand the whole chain is one pass that writes
+    # the probabilities only (the softmax's output may take the freed block
+    # of the scaled scores, which the pass never writes).
+    s = torch.randn(4, 300, 300).to("tpu")
+    future = (~causal).clone()
+
+    def probs(s):
+        return torch.softmax((s * 0.125).masked_fill(future, float("-inf")), -1)
+
+    ref = run("strict", probs, s)
+    vtpu.reset_fusion_stats()
+    with vtpu.trace() as t:
+        got = run("defer_and_fuse", probs, s)
+    assert torch.equal(got, ref)
+    (g,) = t.groups()
+    assert g["name"] == "fused: aten::mul + aten::copy_ + aten::masked_fill_ + aten::_softmax"
+    assert g["bytes"] == s.numel() * 4 and vtpu.fusion_stats()["bytes_elided"] == 3 * s.numel() * 4
+
+
+def test_masked_fill_matches_cpu_in_place_aliased_and_expanded():
+    x = torch.randn(5, 7)
+    m = torch.rand(5, 7) > 0.5
+    for mode in ("strict", "defer_and_fuse"):
+        with vtpu.eager_mode(mode):
+            t = x.to("tpu")
+            a = t.masked_fill(m.to("tpu"), 2.5)
+            b = t.clone().masked_fill_(m[0].to("tpu"), torch.tensor(-1.0, dtype=torch.float64).to("tpu"))
+            c = (t > 0).masked_fill((t > 0), False)  # the mask is self
+            i = torch.arange(35).view(5, 7).to("tpu").masked_fill(m.to("tpu"), 3.7)  # the value cast to int64
+            assert torch.equal(a.cpu(), x.masked_fill(m, 2.5))
+            assert torch.equal(b.cpu(), x.clone().masked_fill_(m[0], torch.tensor(-1.0, dtype=torch.float64)))
+            assert not c.cpu().any()
+            assert torch.equal(i.cpu(), torch.arange(35).view(5, 7).masked_fill(m, 3))
+            row = torch.zeros(7).to("tpu").expand(5, 7)  # repeated elements: CPU fills them, warning
+            with pytest.warns(UserWarning, match="expanded"):
+                row.masked_fill_(torch.ones(5, 7, dtype=torch.bool).to("tpu"), 4.0)
+            assert torch.equal(row.cpu(), torch.full((5, 7), 4.0))
+
+
 def test_rng_matches_strict_stream():
     def f(x):
         torch.manual_seed(7)

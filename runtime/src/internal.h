@@ -628,6 +628,22 @@ vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_ten
 void vt_mxu_gemm_f64(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
                      double beta);
 
+/* ---- kernels fed by a producer
+ * A kernel whose input comes from a producer instead of memory (a
+ * DeferAndFuse group, graph/fuse.c): read(ctx, first, m) returns the m
+ * values of the input's dtype at element offsets first, first + 1, ...
+ * from vt_base(input), the ones the kernel would otherwise load; m <=
+ * VT_SOURCE_MAX, and the values stay valid until the next read on the same
+ * thread. A kernel takes a source only where it reads each element once,
+ * in runs of at least VT_SOURCE_RUN consecutive elements (fewer would cost
+ * more per read than the fusion saves). */
+typedef struct vt_source {
+    const void *(*read)(void *ctx, int64_t first, int64_t m);
+    void *ctx;
+} vt_source;
+#define VT_SOURCE_MAX 1024
+#define VT_SOURCE_RUN 256
+
 /* ---- kernels: reductions and scans (kernels/reduce*.c, kernels/reduce/scan.c) */
 /* Wrap a possibly negative dim into [0, ndim) as PyTorch does (a 0-dim
  * tensor accepts 0 and -1); VT_ERR_INDEX "Dimension out of range ..." else. */
@@ -640,27 +656,15 @@ vt_status vt_reduce_arg_check(int is_max, const vt_tensor *values, const vt_tens
                               int dim);
 vt_status vt_scan_check(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, int dim, vt_dtype compute);
 const char *vt_reduce_op_name(vt_reduce_op op);
-/* A reduction fed by a producer instead of memory (a DeferAndFuse group's
- * chain, graph/fuse.c): read(ctx, first, m) returns the m values of in's
- * dtype at element offsets first, first + 1, ... from vt_base(in), which
- * the reduction would otherwise load; m <= VT_REDUCE_SOURCE_MAX, and the
- * values stay valid until the next read on the same thread. */
-typedef struct vt_reduce_source {
-    const void *(*read)(void *ctx, int64_t first, int64_t m);
-    void *ctx;
-} vt_reduce_source;
-#define VT_REDUCE_SOURCE_MAX 1024
-#define VT_REDUCE_SOURCE_RUN 256
-/* Whether a source can feed this (checked) reduction: it reads each element
- * of in once (one pass: not var, std or logsumexp), in runs of at least
- * VT_REDUCE_SOURCE_RUN consecutive elements (or up to VT_REDUCE_SOURCE_MAX
- * when the reduced extent is longer), and in is dense with nonnegative
- * strides. */
+/* Whether a source (vt_source) can feed this (checked) reduction: it
+ * reads each element of in once (one pass: not var, std or logsumexp), in
+ * runs of at least VT_SOURCE_RUN consecutive elements, and in is dense with
+ * nonnegative strides. */
 int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask);
 /* vt_reduce on arguments vt_reduce_check accepted (a checked node's),
  * reading in through src (NULL: from memory). */
 vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
-                        vt_dtype compute, double param, const vt_reduce_source *src);
+                        vt_dtype compute, double param, const vt_source *src);
 /* f32 summation loops with per-ISA versions (bit-identical to the portable
  * ones): block sums of VT_REDUCE_SUM_BLOCK values, lane-wise row adds. */
 #define VT_REDUCE_SUM_BLOCK 256

@@ -6,7 +6,7 @@
  * (at::assert_no_overlap); fills of repeated elements are allowed. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "graph/node.h"
 #include "kernels/index/index.h"
 
 static vt_status pre(int dev, const char *name) {
@@ -326,9 +326,29 @@ vt_status vt_op_nonzero(int dev, const char *name, const vt_tensor *out, const v
     return mask_enqueue(dev, name, 1, out, in, NULL, NULL, vt_scalar_from_int(0));
 }
 
+/* out = where(mask, value, out): an elementwise node, so DeferAndFuse
+ * records it and fuses it with what computes out (the scores of an
+ * attention written out: a scale, the mask, a softmax). An out with
+ * repeated elements (an expanded tensor, which CPU fills with a
+ * deprecation warning) cannot be an elementwise output: the mask kernel
+ * fills it. */
 vt_status vt_op_masked_fill(int dev, const char *name, const vt_tensor *out, const vt_tensor *mask,
                             const vt_tensor *value_t, vt_scalar value) {
-    return mask_enqueue(dev, name, 2, out, NULL, mask, value_t, value);
+    if (!name) name = "vt_op_masked_fill";
+    if (!out || !mask || vt_view_internal_overlap(out))
+        return mask_enqueue(dev, name, 2, out, NULL, mask, value_t, value);
+    vt_status s = ix_check_mask(name, mask);
+    if (s == VT_OK && value_t && vt_tensor_numel(value_t) != 1)
+        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: value must have one element", name);
+    if (s != VT_OK) return s;
+    vt_node n;
+    vt_node_init(&n, VT_NODE_WHERE, 0, name);
+    n.compute = out->dtype; /* a host value is held in out's dtype, as the mask kernel converts it */
+    vt_node_add_out(&n, out);
+    s = vt_node_add_src(&n, mask, NULL);
+    if (s == VT_OK) s = value_t ? vt_node_add_src(&n, value_t, NULL) : vt_node_add_src(&n, NULL, &value);
+    if (s == VT_OK) s = vt_node_add_src(&n, out, NULL);
+    return s == VT_OK ? vt_node_submit(dev, &n) : s;
 }
 
 vt_status vt_op_masked_select(int dev, const char *name, const vt_tensor *out, const vt_tensor *in,

@@ -19,7 +19,7 @@ typedef struct step {
     int out;
     int src[3];
     vt_dtype compute;
-    uint64_t mask; /* a reduction's dims */
+    uint64_t mask; /* a reduction's dims; a softmax's dim */
     double param;  /* a reduction's parameter */
 } step;
 
@@ -40,7 +40,7 @@ static void build_node(vt_node *n, const step *st, host_tensor *b) {
     const double params[VT_EW_MAX_PARAMS] = {1.0, 20.0, 1.0, 0.0};
     memcpy(n->params, params, sizeof params);
     vt_node_add_out(n, &b[st->out].t);
-    if (st->kind == VT_NODE_REDUCE) {
+    if (st->kind == VT_NODE_REDUCE || st->kind == VT_NODE_SOFTMAX) {
         n->iparams[0] = (int64_t)st->mask;
         n->params[0] = st->param;
         CHECK_OK(vt_node_add_src(n, &b[st->src[0]].t, NULL));
@@ -791,4 +791,61 @@ TEST(defer_reduction_group_errors) {
               "%s", vt_last_error());
     CHECK_OK(vt_synchronize(0));
     ht_free(&x), ht_free(&z), ht_free(&q), ht_free(&r);
+}
+
+/* A softmax or log_softmax along a contiguous dim of at least 256 values
+ * ends the group that computes its input: the input, dead, is never
+ * written, and the result is Strict's bit for bit, in f32, f64 and bf16.
+ * Along a strided dim, or along lines of fewer values, it is not fed: it
+ * runs after its group, which writes its input. */
+TEST(defer_softmax_ends_a_group_fed_by_its_tiles) {
+    CHECK_OK(vt_init());
+    static const vt_dtype dts[] = {VT_F32, VT_F64, VT_BF16};
+    static const struct {
+        int64_t rows, cols;
+        int dim, fed;
+    } cases[] = {{37, 1031, 1, 1}, {37, 1031, -1, 1}, {300, 77, 1, 0}, {1031, 37, 0, 0}, {1, 5000, 1, 1}};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+            for (int log = 0; log < 2; log++) {
+                const vt_dtype D = dts[di], C = D == VT_BF16 ? VT_F32 : D;
+                int64_t sh[2] = {cases[ci].rows, cases[ci].cols};
+                prog p = {0};
+                int x = add_buf(&p, D, 2, sh, 0), t0 = add_buf(&p, D, 2, sh, 1), t1 = add_buf(&p, D, 2, sh, 1);
+                int y = add_buf(&p, D, 2, sh, 0);
+                add_step(&p, VT_NODE_BINARY, VT_MUL, C, t0, x, -1, 0);
+                add_step(&p, VT_NODE_BINARY, VT_ADD, C, t1, t0, x, 0);
+                p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, log, y, {t1, 0, 0}, C, (uint64_t)(int64_t)cases[ci].dim, 0};
+                char what[96];
+                snprintf(what, sizeof what, "%s %s %lldx%lld dim %d", vt_dtype_name(D), log ? "log_softmax" : "softmax",
+                         (long long)sh[0], (long long)sh[1], cases[ci].dim);
+                vt_fusion_stats st;
+                if (!agree(what, &p, &st)) {
+                    prog_free(&p);
+                    return;
+                }
+                const uint64_t bytes = (uint64_t)sh[0] * sh[1] * vt_dtype_size(D);
+                if (cases[ci].fed)
+                    CHECK_MSG(st.groups == 1 && st.fused_nodes == 3 && st.bytes_written == bytes &&
+                                  st.bytes_elided == 2 * bytes,
+                              "%s: groups %llu fused %llu written %llu elided %llu", what, STATS(st));
+                else
+                    CHECK_MSG(st.groups == 2 && st.fused_nodes == 2 && st.bytes_written == 2 * bytes &&
+                                  st.bytes_elided == bytes,
+                              "%s: groups %llu fused %llu written %llu elided %llu", what, STATS(st));
+                prog_free(&p);
+            }
+    /* y = softmax(exp(y^T)): the group reads y through another view while
+     * the softmax would write it row by row, so the two run apart. */
+    int64_t sq[2] = {300, 300};
+    prog p = {0};
+    int y = add_buf(&p, VT_F32, 2, sq, 0), yt = add_buf(&p, VT_F32, 2, sq, 0), t = add_buf(&p, VT_F32, 2, sq, 1);
+    p.alias[yt] = y + 1;
+    p.buf[yt].t.strides[0] = 1, p.buf[yt].t.strides[1] = 300;
+    add_step(&p, VT_NODE_UNARY, VT_EXP, VT_F32, t, yt, 0, 0);
+    p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, 0, y, {t, 0, 0}, VT_F32, 1, 0};
+    vt_fusion_stats st;
+    agree("softmax over what its group reads", &p, &st);
+    CHECK_MSG(st.groups == 2 && st.fused_nodes == 0, "groups %llu fused %llu written %llu elided %llu", STATS(st));
+    prog_free(&p);
 }

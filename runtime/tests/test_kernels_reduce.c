@@ -441,7 +441,7 @@ TEST(kernels_reduce_from_a_source) {
                 CHECK_OK(vt_reduce((vt_reduce_op)op, &a.t, &in.t, c->mask, VT_F32, p));
                 for (int64_t i = 0; i < span; i++) atomic_store(&reads[i], 0);
                 mem_source ms = {vt_base(&in.t), 4, reads + in.t.offset};
-                const vt_reduce_source src = {mem_read, &ms};
+                const vt_source src = {mem_read, &ms};
                 CHECK_OK(vt_reduce_run((vt_reduce_op)op, &b.t, &in.t, c->mask, VT_F32, p, &src));
                 char what[96];
                 snprintf(what, sizeof what, "%s case %zu layout %d", op_names[op], k, layout);
@@ -463,7 +463,7 @@ TEST(kernels_reduce_from_a_source) {
                 ht_free(&b);
             }
             /* the contiguous one-pass reductions of everything do take one */
-            if (layout == 0 && c->mask == (1ull << c->nd) - 1 && vt_tensor_numel(&in.t) >= VT_REDUCE_SOURCE_RUN) {
+            if (layout == 0 && c->mask == (1ull << c->nd) - 1 && vt_tensor_numel(&in.t) >= VT_SOURCE_RUN) {
                 host_tensor o = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
                 CHECK(vt_reduce_takes_source(VT_REDUCE_SUM, &o.t, &in.t, c->mask));
                 ht_free(&o);

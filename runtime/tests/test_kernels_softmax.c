@@ -159,6 +159,58 @@ TEST(softmax_specials) {
     vt_isa_force(vt_isa_default());
 }
 
+/* A source that hands out the input's own memory and counts each element's reads. */
+typedef struct mem_source {
+    const char *base;
+    size_t es;
+    int *reads;
+} mem_source;
+
+static const void *mem_read(void *ctx, int64_t first, int64_t m) {
+    mem_source *ms = ctx;
+    for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
+    return ms->base + first * (int64_t)ms->es;
+}
+
+/* Fed by a source, softmax gives what it gives from memory, bit for bit,
+ * reading each element once; it takes one only for lines of at least
+ * VT_SOURCE_RUN values along a contiguous dim of a dense input. */
+TEST(softmax_from_a_source) {
+    static const struct {
+        int nd;
+        int64_t sizes[3];
+        int dim;
+    } cases[] = {{2, {37, 1031}, 1}, {3, {3, 5, 2500}, -1}, {2, {300, 77}, 1}, {2, {1031, 300}, 0}, {1, {4097}, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int layout = 0; layout < 3; layout++)
+            for (size_t di = 0; di < sizeof float_dts / sizeof float_dts[0]; di++) {
+                const vt_dtype dt = float_dts[di];
+                host_tensor in = make(dt, cases[k].nd, cases[k].sizes, layout);
+                host_tensor a = make(dt, cases[k].nd, cases[k].sizes, 0), b = make(dt, cases[k].nd, cases[k].sizes, 0);
+                fill(&in, -5, 5);
+                const int takes = vt_softmax_takes_source(&b.t, &in.t, cases[k].dim);
+                const int d = cases[k].dim < 0 ? cases[k].nd - 1 : cases[k].dim;
+                const int64_t C = cases[k].sizes[d];
+                const int contiguous_dim = layout != 2 && in.t.strides[d] == 1; /* layout 2 is not dense */
+                char what[96];
+                snprintf(what, sizeof what, "%s case %zu layout %d", vt_dtype_name(dt), k, layout);
+                CHECK_MSG(takes == (contiguous_dim && C >= VT_SOURCE_RUN), "%s: takes %d", what, takes);
+                for (int log = 0; log < 2 && takes; log++) {
+                    CHECK_OK(vt_softmax(&a.t, &in.t, cases[k].dim, log));
+                    int *reads = calloc((size_t)ht_block_elems(&in), sizeof *reads);
+                    mem_source ms = {vt_base(&in.t), vt_dtype_size(dt), reads};
+                    const vt_source src = {mem_read, &ms};
+                    CHECK_OK(vt_softmax_run(&b.t, &in.t, cases[k].dim, log, &src));
+                    CHECK(ht_compare(what, &a.t, &b.t, -1) == 0);
+                    int64_t wrong = 0;
+                    for (int64_t i = 0; i < vt_tensor_numel(&in.t); i++) wrong += reads[i] != 1;
+                    CHECK_MSG(wrong == 0, "%s: %lld elements not read exactly once", what, (long long)wrong);
+                    free(reads);
+                }
+                ht_free(&in), ht_free(&a), ht_free(&b);
+            }
+}
+
 TEST(softmax_errors) {
     int64_t s[2] = {3, 4}, s2[2] = {4, 3};
     host_tensor x = make(VT_F32, 2, s, 0), y = make(VT_F32, 2, s2, 0), xi = make(VT_I32, 2, s, 0);

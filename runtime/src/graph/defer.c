@@ -66,14 +66,9 @@ static int fusable_kind(vt_node_kind k) {
     }
 }
 
-/* Recorded: elementwise nodes, and the one-pass reductions that may end a
- * fusion group (fuse.c). */
-static int recorded(const vt_node *n) {
-    if (fusable_kind(n->kind)) return 1;
-    if (n->kind != VT_NODE_REDUCE) return 0;
-    const vt_reduce_op op = (vt_reduce_op)n->op;
-    return op != VT_REDUCE_VAR && op != VT_REDUCE_STD && op != VT_REDUCE_LOGSUMEXP;
-}
+/* Recorded: elementwise nodes, and the kinds that may end a fusion group
+ * (reductions, softmax: fuse.c), run alone where they do not. */
+static int recorded(const vt_node *n) { return fusable_kind(n->kind) || vt_node_kinds[n->kind].run_from != NULL; }
 
 int vt_defer_wants(const vt_node *n, vt_eager_mode mode) {
     return mode == VT_EAGER_DEFER_AND_FUSE && recorded(n) && !vt_on_queue_worker();
@@ -207,7 +202,7 @@ typedef struct group_rec {
 
 typedef struct open_group {
     int id;                 /* index into the flush's groups */
-    int closed;             /* ends in a reduction: nothing joins it */
+    int closed;             /* ends in a reduction or softmax: nothing joins it */
     uint64_t rmask, wmask;  /* one bit per block hash, read / written */
     vt_fuse_uses uses;
 } open_group;
@@ -240,17 +235,17 @@ static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *
     int ngroups = 0, nopen = 0; /* open[(ngroups - 1 - j) % OPEN_GROUPS] is the j-th newest */
     for (int i = 0; i < n; i++) {
         int joined = -1;
-        const int reduce = vt_fuse_is_reduce(&recs[i]);
+        const int tail = vt_fuse_is_tail(&recs[i]);
         for (int j = 0; j < nopen; j++) {
             open_group *o = &open[(ngroups - 1 - j) % OPEN_GROUPS];
             group_rec *g = &groups[o->id];
             if (!o->closed && g->count < VT_FUSE_MAX_NODES &&
-                (reduce ? vt_fuse_takes_reduce(&o->uses, &recs[i])
+                (tail ? vt_fuse_takes_tail(&o->uses, &recs[i])
                         : vt_fuse_fits(&o->uses, &recs[g->member[0]], &recs[i]))) {
                 joined = o->id;
                 vt_fuse_add(&o->uses, &recs[i]);
                 masks_add(o, &recs[i]);
-                o->closed = reduce;
+                o->closed = tail;
                 break;
             }
             if (conflicts(o, &recs[i])) break;
@@ -259,7 +254,7 @@ static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *
             joined = ngroups++;
             open_group *o = &open[joined % OPEN_GROUPS];
             o->id = joined;
-            o->closed = reduce;
+            o->closed = tail;
             o->rmask = o->wmask = 0;
             vt_fuse_begin(&o->uses, &recs[i]);
             masks_add(o, &recs[i]);

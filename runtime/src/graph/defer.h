@@ -46,12 +46,14 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g);
  * other), so running the group tile by tile computes what running its
  * nodes one after another does. */
 int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r);
-/* Whether r is a reduction, which may end a group instead of joining it. */
-int vt_fuse_is_reduce(const vt_rec *r);
-/* Whether reduction r can end the group with the uses t: it reads, once
- * each, all the elements of a buffer the group writes, through one view,
- * and touches nothing else of the group's. */
-int vt_fuse_takes_reduce(const vt_fuse_uses *t, const vt_rec *r);
+/* Whether r may end a group instead of joining it: a kind whose input can
+ * come from a producer (a reduction, a softmax: vt_node_kind_def.run_from). */
+int vt_fuse_is_tail(const vt_rec *r);
+/* Whether r can end the group with the uses t: it reads, once each, all
+ * the elements of a buffer the group writes, through one view, in runs its
+ * kind can be fed. (Whether the group leaves the memory it writes alone is
+ * known at the flush: vt_fuse_enqueue runs the two apart if not.) */
+int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r);
 /* r joins the group. */
 void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r);
 /* Test hook: of the host allocations flushes make from now on (a flush's
@@ -63,8 +65,8 @@ int vt_defer_alloc_fails(void);
 /* Queue the group g[0..count) (in program order) on dev as one command.
  * elide[i]: g[i]'s output was freed before the flush and nothing after the
  * group reads it, so it lives in L1 scratch only. A group whose last node
- * is a reduction runs as the reduction fed by the group's tiles, or, where
- * its input's layout does not allow that, as two commands. Adds to *st
+ * is a tail (a reduction, a softmax) runs as that node fed by the group's
+ * tiles, or, where its input's layout does not allow that, as two commands. Adds to *st
  * what the group writes. */
 vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *elide,
                           vt_fusion_stats *st);

@@ -8,14 +8,14 @@
  * it. Each node runs its own microkernels on the same elements in the same
  * order as Strict does, so results are bit-identical.
  *
- * A group may end in a reduction of what it computes (a one-pass
- * vt_reduce: sum, mean, prod, amax, amin, any, all, norm). Then the
- * reduction drives the group: where it would load a run of its input it
- * asks the group for it (vt_reduce_source), and the group runs its plans on
- * that run. The reduction reads every element once, so every member still
- * computes every element once, and it sums in the order its geometry alone
- * fixes, so the result is bit-identical to Strict's; a dead input of the
- * reduction is never written. */
+ * A group may end in a tail: a node that reads all of what the group
+ * computes, once each element (a one-pass reduction: sum, mean, prod,
+ * amax, amin, any, all, norm; a softmax or log_softmax along a contiguous
+ * dim). Then the tail drives the group: where it would load a run of its
+ * input it asks the group for it (vt_source), and the group runs its plans
+ * on that run. So every member still computes every element once; the
+ * tail's order of operations depends on its geometry alone, so the result
+ * is bit-identical to Strict's; a dead input of the tail is never written. */
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -71,17 +71,17 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g) {
     vt_fuse_add(t, g);
 }
 
-int vt_fuse_is_reduce(const vt_rec *r) { return r->n.kind == VT_NODE_REDUCE; }
+int vt_fuse_is_tail(const vt_rec *r) { return vt_node_kinds[r->n.kind].run_from != NULL; }
 
-int vt_fuse_takes_reduce(const vt_fuse_uses *t, const vt_rec *r) {
+int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r) {
     const int a = r->acc_of_src[0];
-    if (a < 0 || use_of(t, r->acc[0].block) >= 0) return 0; /* the group does not touch its output */
+    if (a < 0) return 0;
     const int i = use_of(t, r->acc[a].block);
     if (i < 0 || !t->u[i].write || t->u[i].mixed) return 0;
     /* it reads the memory the group writes, all of it, each element once */
     const vt_tensor *v = &r->n.src[0], *w = t->u[i].view;
     return vt_base(v) == vt_base(w) && vt_tensor_numel(v) == vt_tensor_numel(w) && vt_view_is_dense(w) &&
-           vt_reduce_takes_source((vt_reduce_op)r->n.op, &r->n.out[0], v, (uint64_t)r->n.iparams[0]);
+           vt_node_kinds[r->n.kind].fed(&r->n);
 }
 
 int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
@@ -122,13 +122,14 @@ typedef struct group {
     uint64_t run;   /* this run's number, for the threads' copies of the plans */
     atomic_int failed_at; /* the first node whose kernel failed (count: none) */
     atomic_int no_memory;
-    /* A trailing reduction fed by the group (NULL: none); the group's
-     * values it reads are in scratch slot red_slot, or in memory at
-     * red_mem (red_slot -1), red_es bytes each. */
-    vt_node *red;
-    const char *red_mem;
-    size_t red_es;
-    int red_slot;
+    atomic_int bad_read; /* the tail asked for elements outside the group's */
+    /* A tail fed by the group (NULL: none); the group's
+     * values it reads are in scratch slot tail_slot, or in memory at
+     * tail_mem (tail_slot -1), tail_es bytes each. */
+    vt_node *tail;
+    const char *tail_mem;
+    size_t tail_es;
+    int tail_slot;
     member m[];
 } group;
 
@@ -205,39 +206,42 @@ static void group_range(void *ctx, int64_t b, int64_t e) {
     note_failure(g, lp);
 }
 
-/* The reduction's input elements [first, first + m): the group run on them. */
+/* The tail's input elements [first, first + m): the group run on them. */
 static const void *group_read(void *ctx, int64_t first, int64_t m) {
-    static const alignas(64) unsigned char zeros[VT_REDUCE_SOURCE_MAX * MAX_ES];
+    static const alignas(64) unsigned char zeros[VT_SOURCE_MAX * MAX_ES];
     group *g = ctx;
-    vt_ew_plan *lp = primed == g->run ? (vt_ew_plan *)(void *)kept : thread_plans(g, VT_REDUCE_SOURCE_MAX);
+    if (first < 0 || m < 1 || m > VT_SOURCE_MAX || first > g->numel - m) { /* a kernel bug, never silent */
+        atomic_store(&g->bad_read, 1);
+        return zeros;
+    }
+    vt_ew_plan *lp = primed == g->run ? (vt_ew_plan *)(void *)kept : thread_plans(g, VT_SOURCE_MAX);
     if (!lp) return zeros; /* the group fails with no_memory */
-    const size_t slot_bytes = slot_size(g, VT_REDUCE_SOURCE_MAX);
+    const size_t slot_bytes = slot_size(g, VT_SOURCE_MAX);
     run_tile(g, lp, thread_slots(g), slot_bytes, first, first + m);
     note_failure(g, lp);
-    return g->red_slot >= 0 ? (const void *)(thread_slots(g) + slot_bytes * (size_t)g->red_slot)
-                            : (const void *)(g->red_mem + first * (int64_t)g->red_es);
+    return g->tail_slot >= 0 ? (const void *)(thread_slots(g) + slot_bytes * (size_t)g->tail_slot)
+                            : (const void *)(g->tail_mem + first * (int64_t)g->tail_es);
 }
 
 /* For a trace: "fused: aten::mul + aten::add + ...", the shape, the bytes. */
 static void describe(const group *g) {
     char name[160], shape[48];
-    size_t at = (size_t)snprintf(name, sizeof name, "%s", g->count > 1 ? "fused: " : "");
+    size_t at = (size_t)snprintf(name, sizeof name, "%s", g->count + (g->tail != NULL) > 1 ? "fused: " : "");
     for (int i = 0; i < g->count && at < sizeof name; i++)
         at += (size_t)snprintf(name + at, sizeof name - at, i ? " + %s" : "%s", g->m[i].name);
-    if (g->red && at < sizeof name) snprintf(name + at, sizeof name - at, " + %s", g->red->name);
+    if (g->tail && at < sizeof name) snprintf(name + at, sizeof name - at, " + %s", g->tail->name);
     vt_shape_string(&g->shape, shape, sizeof shape);
-    vt_command_describe(name, shape, g->count + (g->red != NULL), g->bytes);
+    vt_command_describe(name, shape, g->count + (g->tail != NULL), g->bytes);
 }
 
 static vt_status group_kernel(void *args) {
     group *g = *(group **)args;
     if (vt_tracing()) describe(g);
     g->run = atomic_fetch_add(&runs, 1) + 1;
-    if (g->red) {
-        const vt_node *n = g->red;
-        const vt_reduce_source src = {group_read, g};
-        vt_status s = vt_reduce_run((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0],
-                                    n->compute, n->params[0], &src);
+    if (g->tail) {
+        const vt_node *n = g->tail;
+        const vt_source src = {group_read, g};
+        vt_status s = vt_node_kinds[n->kind].run_from(n, &src);
         if (s != VT_OK) {
             vt_command_failed_op(n->name);
             return s;
@@ -246,6 +250,8 @@ static vt_status group_kernel(void *args) {
         vt_parallel_for(g->numel, VT_ELEMENTWISE_GRAIN, group_range, g);
     }
     if (atomic_load(&g->no_memory)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "out of host memory for fused tiles");
+    if (atomic_load(&g->bad_read))
+        return vt_set_error(VT_ERR_INTERNAL, "%s read outside the fused values it was given", g->tail->name);
     const int f = atomic_load(&g->failed_at);
     if (f < g->count) {
         vt_command_failed_op(g->m[f].name);
@@ -266,19 +272,19 @@ typedef struct scratch_value {
     int slot;
 } scratch_value;
 
-/* Queue the elementwise members r[0..count) as one group command; red: a
- * reduction the group feeds (NULL: none), of the values member q writes. */
+/* Queue the elementwise members r[0..count) as one group command; tail: a
+ * tail the group feeds (NULL: none), with the values member q writes. */
 static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
-                               const vt_rec *red, int q, vt_fusion_stats *st) {
+                               const vt_rec *tail, int q, vt_fusion_stats *st) {
     const size_t head = sizeof(group) + sizeof(member) * (size_t)count;
     group *g = vt_defer_alloc_fails()
                    ? NULL
-                   : aligned_alloc(64, (head + (red ? sizeof(vt_node) : 0) + 63) & ~(size_t)63);
+                   : aligned_alloc(64, (head + (tail ? sizeof(vt_node) : 0) + 63) & ~(size_t)63);
     vt_prepared p;
     memset(&p, 0, sizeof p);
     p.acc = p.inline_acc;
     p.scratch = p.inline_scratch;
-    int nacc = red ? red->nacc : 0;
+    int nacc = tail ? tail->nacc : 0;
     for (int i = 0; i < count; i++) nacc += r[i]->nacc;
     if (nacc > VT_ACCESS_INLINE) p.acc = malloc(sizeof(vt_access) * (size_t)nacc);
     if (!g || !p.acc) {
@@ -294,10 +300,11 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     /* one node alone has nothing to keep in cache: one tile per thread */
     g->tile = count > 1 || elide[0] ? TILE : g->numel;
     g->slot_es = 1;
-    g->red = NULL;
-    g->red_slot = -1;
+    g->tail = NULL;
+    g->tail_slot = -1;
     atomic_init(&g->failed_at, count);
     atomic_init(&g->no_memory, 0);
+    atomic_init(&g->bad_read, 0);
     scratch_value live[VT_FUSE_MAX_NODES];
     int nlive = 0;
     /* Scratch slots are reused: a slot is free once the last member that
@@ -339,12 +346,12 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
             for (int j = i + 1; j < count; j++)
                 for (int k = 1; k < r[j]->nacc; k++)
                     if (r[j]->acc[k].block == o->block && r[j]->acc[k].gen == o->gen) last = j;
-            if (i == q) last = count; /* the reduction reads it after every member */
+            if (i == q) last = count; /* the tail reads it after every member */
             int slot = 0;
             while (slot < g->nslots && free_after[slot] >= i) slot++;
             if (slot == g->nslots) g->nslots++;
             free_after[slot] = last;
-            if (i == q) g->red_slot = slot;
+            if (i == q) g->tail_slot = slot;
             live[nlive++] = (scratch_value){o->block, o->gen, n.out[0], slot};
             m->slot[0] = (int8_t)slot;
             n.out[0] = scratch_view(&n.out[0]);
@@ -377,19 +384,19 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         if (p.acc != p.inline_acc) free(p.acc);
         return s;
     }
-    if (red) {
-        g->red = (vt_node *)(void *)((unsigned char *)g + head);
-        memcpy(g->red, &red->n, vt_node_size(&red->n));
-        g->red_mem = vt_base(&red->n.src[0]);
-        g->red_es = vt_dtype_size(red->n.src[0].dtype);
-        const uint64_t bytes = (uint64_t)vt_tensor_numel(&red->n.out[0]) * vt_dtype_size(red->n.out[0].dtype);
-        p.acc[p.n++] = red->acc[0];
+    if (tail) {
+        g->tail = (vt_node *)(void *)((unsigned char *)g + head);
+        memcpy(g->tail, &tail->n, vt_node_size(&tail->n));
+        g->tail_mem = vt_base(&tail->n.src[0]);
+        g->tail_es = vt_dtype_size(tail->n.src[0].dtype);
+        const uint64_t bytes = (uint64_t)vt_tensor_numel(&tail->n.out[0]) * vt_dtype_size(tail->n.out[0].dtype);
+        p.acc[p.n++] = tail->acc[0];
         st->bytes_written += bytes;
         g->bytes += bytes;
-        /* its input is the group's own result (enqueue_group's caller found
-         * which member writes it) */
+        /* its input is the group's own result (vt_fuse_enqueue found which
+         * member writes it) */
     }
-    const int nodes = count + (red != NULL);
+    const int nodes = count + (tail != NULL);
     st->groups++;
     if (nodes > 1) st->fused_nodes += (uint64_t)nodes;
     p.payload = g;
@@ -416,11 +423,11 @@ static vt_status enqueue_alone(int dev, const vt_rec *r, vt_fusion_stats *st) {
     return vt_node_enqueue(dev, &n, &p, VT_ENQ_ASYNC);
 }
 
-/* Whether the reduction red can read what member q of the group r writes
- * through the group: the group visits q's output in its memory order (q's
- * output is dense in the order of r[0]'s, which the group walks), so the
- * reduction's element offset is the group's element index. */
-static int feeds(const vt_rec *const *r, int q, const vt_rec *red) {
+/* Whether tail can read what member q of the group r writes through the
+ * group: the group visits q's output in its memory order (q's output is
+ * dense in the order of r[0]'s, which the group walks), so the tail's
+ * element offset is the group's element index. */
+static int feeds(const vt_rec *const *r, int q, const vt_rec *tail) {
     vt_node first;
     memcpy(&first, &r[0]->n, vt_node_size(&r[0]->n));
     int perm[VT_MAX_DIMS];
@@ -430,24 +437,44 @@ static int feeds(const vt_rec *const *r, int q, const vt_rec *red) {
     if (permuted)
         for (int d = 0; d < v.ndim; d++)
             v.sizes[d] = r[q]->n.out[0].sizes[perm[d]], v.strides[d] = r[q]->n.out[0].strides[perm[d]];
-    return vt_tensor_is_contiguous(&v) && vt_base(&v) == vt_base(&red->n.src[0]) &&
-           vt_tensor_numel(&v) == vt_tensor_numel(&red->n.src[0]);
+    return vt_tensor_is_contiguous(&v) && vt_base(&v) == vt_base(&tail->n.src[0]) &&
+           vt_tensor_numel(&v) == vt_tensor_numel(&tail->n.src[0]);
+}
+
+/* Whether the group r[0..ne) reads or writes memory of block: an output
+ * that is not elided, or an input that is not the group's own result. (Its
+ * tail may write a block the group uses only through a dead allocation:
+ * the freed block of an elided intermediate, handed out again.) */
+static int touches(const vt_rec *const *r, int ne, const unsigned char *elide, const void *block) {
+    for (int i = 0; i < ne; i++) {
+        const vt_access *o = &r[i]->acc[0];
+        if (o->block == block && !(elide[i] && vt_dtype_size(r[i]->n.out[0].dtype) <= MAX_ES)) return 1;
+        for (int k = 1; k < r[i]->nacc; k++) {
+            const vt_access *in = &r[i]->acc[k];
+            if (in->block != block) continue;
+            int own = 0;
+            for (int j = 0; j < i && !own; j++) own = r[j]->acc[0].block == block && r[j]->acc[0].gen == in->gen;
+            if (!own) return 1;
+        }
+    }
+    return 0;
 }
 
 vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
                           vt_fusion_stats *st) {
-    const vt_rec *red = vt_fuse_is_reduce(r[count - 1]) ? r[count - 1] : NULL;
-    if (!red) return enqueue_group(dev, r, count, elide, NULL, -1, st);
-    if (count == 1) return enqueue_alone(dev, red, st);
+    const vt_rec *tail = vt_fuse_is_tail(r[count - 1]) ? r[count - 1] : NULL;
+    if (!tail) return enqueue_group(dev, r, count, elide, NULL, -1, st);
+    if (count == 1) return enqueue_alone(dev, tail, st);
     const int ne = count - 1;
-    const vt_access *in = &red->acc[red->acc_of_src[0]];
+    const vt_access *in = &tail->acc[tail->acc_of_src[0]];
     int q = ne - 1;
     while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;
-    if (q >= 0 && feeds(r, q, red)) return enqueue_group(dev, r, ne, elide, red, q, st);
-    /* the reduction reads memory: what it reads is written there first */
+    if (q >= 0 && feeds(r, q, tail) && !touches(r, ne, elide, tail->acc[0].block))
+        return enqueue_group(dev, r, ne, elide, tail, q, st);
+    /* the tail reads memory: what it reads is written there first */
     unsigned char keep[VT_FUSE_MAX_NODES];
     for (int i = 0; i < ne; i++)
         keep[i] = elide[i] && !(r[i]->acc[0].block == in->block && r[i]->acc[0].gen == in->gen);
     vt_status s = enqueue_group(dev, r, ne, keep, NULL, -1, st);
-    return s == VT_OK ? enqueue_alone(dev, red, st) : s;
+    return s == VT_OK ? enqueue_alone(dev, tail, st) : s;
 }

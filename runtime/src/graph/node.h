@@ -10,7 +10,12 @@
  *   plan   for elementwise kinds, the kernel as a plan over a range of
  *          output elements (run is plan + vt_ew_plan_run; the fuser runs
  *          plans tile by tile), else NULL;
- *   read   how the kernel reads its inputs (access.c's VT_USE_* flags).
+ *   read   how the kernel reads its inputs (access.c's VT_USE_* flags);
+ *   fed, run_from
+ *          for kinds whose input src[0] may come from a producer (the
+ *          DeferAndFuse group that computes it, graph/fuse.c): whether a
+ *          vt_source can feed this node, and the kernel reading src[0]
+ *          through one; else NULL.
  * A node's payload is the node itself: queue-owned once enqueued, never
  * freed by its kernel, so a node can be run again. */
 #ifndef VTPU_GRAPH_NODE_H
@@ -110,6 +115,8 @@ typedef struct vt_node_kind_def {
     vt_status (*plan)(const vt_node *n, vt_ew_plan *p); /* operands: out[0], then src[k] */
     unsigned read;  /* VT_USE_* flags of each input */
     unsigned write; /* VT_USE_* flags of each output */
+    int (*fed)(const vt_node *n);
+    vt_status (*run_from)(const vt_node *n, const vt_source *src);
 } vt_node_kind_def;
 
 extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];

@@ -143,9 +143,13 @@ static vt_status fill_ref(const vt_node *n) {
     return vt_ref_copy(&n->out[0], &v);
 }
 
-static vt_status reduce_run(const vt_node *n) {
+static vt_status reduce_run_from(const vt_node *n, const vt_source *src) {
     return vt_reduce_run((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute,
-                         n->params[0], NULL);
+                         n->params[0], src);
+}
+static vt_status reduce_run(const vt_node *n) { return reduce_run_from(n, NULL); }
+static int reduce_fed(const vt_node *n) {
+    return vt_reduce_takes_source((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0]);
 }
 static vt_status reduce_ref(const vt_node *n) {
     return vt_ref_reduce((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0], n->compute,
@@ -179,9 +183,11 @@ static vt_status softmax_backward_check(const vt_node *n) {
     return s != VT_OK ? s
                       : named(n, vt_softmax_backward_check(&n->out[0], &n->src[0], &n->src[1], (int)n->iparams[0], &d));
 }
-static vt_status softmax_run(const vt_node *n) {
-    return vt_softmax(&n->out[0], &n->src[0], (int)n->iparams[0], n->op);
+static vt_status softmax_run_from(const vt_node *n, const vt_source *src) {
+    return vt_softmax_run(&n->out[0], &n->src[0], (int)n->iparams[0], n->op, src);
 }
+static vt_status softmax_run(const vt_node *n) { return softmax_run_from(n, NULL); }
+static int softmax_fed(const vt_node *n) { return vt_softmax_takes_source(&n->out[0], &n->src[0], (int)n->iparams[0]); }
 static vt_status softmax_ref(const vt_node *n) {
     return vt_ref_softmax(&n->out[0], &n->src[0], (int)n->iparams[0], n->op);
 }
@@ -733,14 +739,14 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_FILL] = {"fill", fill_check, plan_run, fill_ref, fill_plan, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
     /* out may be the input itself (nothing reduced); other overlaps are copied */
     [VT_NODE_REDUCE] = {"reduce", reduce_check, reduce_run, reduce_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
-                        VT_USE_WRITE},
+                        VT_USE_WRITE, reduce_fed, reduce_run_from},
     [VT_NODE_REDUCE_ARG] = {"reduce_arg", reduce_arg_check, reduce_arg_run, reduce_arg_ref, NULL,
                             VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* in place exactly, as CPU allows; a partial overlap is refused as CPU does */
     [VT_NODE_SCAN] = {"scan", scan_check, scan_run, scan_ref, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
     /* row by row, each row read before it is written: in place is exact */
     [VT_NODE_SOFTMAX] = {"softmax", softmax_check, softmax_run, softmax_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
-                         VT_USE_WRITE},
+                         VT_USE_WRITE, softmax_fed, softmax_run_from},
     [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
                                   softmax_backward_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* elementwise inputs may be the output (in-place dropout); multinomial's

@@ -12,7 +12,7 @@ enum { MAP_ID, MAP_ABS, MAP_SQUARE, MAP_NONZERO, MAP_POW, MAP_SUBSQ, MAP_EXPSUB 
 enum { ID_ZERO, ID_ONE, ID_LOWEST, ID_HIGHEST };
 
 #define CH 1024        /* values staged per chunk (inner walk) */
-_Static_assert(CH <= VT_REDUCE_SOURCE_MAX, "a source is asked for at most VT_REDUCE_SOURCE_MAX values");
+_Static_assert(CH <= VT_SOURCE_MAX, "a source is asked for at most VT_SOURCE_MAX values");
 #define VW 128         /* lanes of a vertical tile */
 #define VB 16          /* rows a vertical tile adds before they enter the cascade */
 #define LV 24          /* cascade levels of a vertical tile: 2^27 rows before the top level saturates */
@@ -47,7 +47,7 @@ typedef struct red_pass {
     const void *c; /* per-output constant of the class type (MAP_SUBSQ, MAP_EXPSUB) or NULL */
     void *res;     /* per-output results, class type */
     void *parts;   /* per-item partials when S > 1 */
-    const vt_reduce_source *src; /* where the input's values come from (NULL: memory) */
+    const vt_source *src; /* where the input's values come from (NULL: memory) */
     /* f32 sum loops of the active ISA (NULL: portable), float class only */
     void (*blocks_f32)(const float *x, int64_t nblocks, float *out);
     void (*lanes_add_f32)(float *acc, const float *x, int64_t ng);
@@ -650,7 +650,7 @@ int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tenso
     /* Runs of consecutive elements along the reduced dims, long enough that
      * a source's cost per read is small against the run's work: lanes
      * across columns read VW values per row, too few. */
-    return !pl.vertical && pl.nout > 0 && pl.rin[pl.nr - 1] == 1 && pl.rsz[pl.nr - 1] >= VT_REDUCE_SOURCE_RUN;
+    return !pl.vertical && pl.nout > 0 && pl.rin[pl.nr - 1] == 1 && pl.rsz[pl.nr - 1] >= VT_SOURCE_RUN;
 }
 
 vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask, vt_dtype compute,
@@ -660,7 +660,7 @@ vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, 
 }
 
 vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
-                        vt_dtype compute, double param, const vt_reduce_source *src) {
+                        vt_dtype compute, double param, const vt_source *src) {
     red_job jb;
     plan_init(&jb.pl, out, in, in->ndim > 0 ? dims_mask : 0);
     jb.pl.compute = compute;

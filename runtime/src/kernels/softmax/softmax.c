@@ -149,6 +149,7 @@ typedef struct sm_ctx {
     vt_dtype dt[3];
     size_t es[3];
     const vt_sm_table *tab;
+    const vt_source *src; /* where the forward's input comes from (NULL: memory) */
     _Atomic int oom;
 } sm_ctx;
 
@@ -232,9 +233,16 @@ static void rows_range(void *p, int64_t b, int64_t e) {
         int direct[3];
         for (int k = 0; k < c->nops; k++) {
             char *m = c->base[k] + off[k] * (int64_t)c->es[k];
-            direct[k] = c->dt[k] == c->cdt && (c->cs[k] == 1 || C == 1);
+            direct[k] = c->dt[k] == c->cdt && (c->cs[k] == 1 || C == 1) && !(k == 1 && c->src);
             if (direct[k]) {
                 ptr[k] = m;
+            } else if (k == 1 && c->src) { /* the line from the source, in runs */
+                ptr[k] = buf + (size_t)k * C * c->ces;
+                for (int64_t i = 0; i < C; i += VT_SOURCE_MAX) {
+                    const int64_t n = C - i < VT_SOURCE_MAX ? C - i : VT_SOURCE_MAX;
+                    vt_convert(c->dt[k], c->src->read(c->src->ctx, off[k] + i, n), 1, c->cdt,
+                               (char *)ptr[k] + i * (int64_t)c->ces, 1, n);
+                }
             } else {
                 ptr[k] = buf + (size_t)k * C * c->ces;
                 if (k > 0) vt_convert(c->dt[k], m, c->cs[k], c->cdt, ptr[k], 1, C);
@@ -311,13 +319,34 @@ static vt_status run(sm_ctx *c) {
 vt_status vt_softmax(const vt_tensor *out, const vt_tensor *in, int dim, int is_log) {
     int d;
     vt_status s = vt_softmax_check(out, in, dim, &d);
-    if (s != VT_OK) return s;
+    return s == VT_OK ? vt_softmax_run(out, in, d, is_log, NULL) : s;
+}
+
+/* dim wrapped as vt_wrap_dim does, for arguments it accepted. */
+static int wrapped_dim(int dim, int ndim) { return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim; }
+
+vt_status vt_softmax_run(const vt_tensor *out, const vt_tensor *in, int dim, int is_log, const vt_source *src) {
+    const int d = wrapped_dim(dim, in->ndim);
     sm_ctx c;
     memset(&c, 0, sizeof c);
     c.log = is_log != 0;
+    c.src = src;
     const vt_tensor *ops[2] = {out, in};
     plan(&c, 2, ops, 1, d);
+    if (src && c.col) return vt_set_error(VT_ERR_INTERNAL, "softmax: a source cannot feed a strided softmax dim");
     return run(&c);
+}
+
+int vt_softmax_takes_source(const vt_tensor *out, const vt_tensor *in, int dim) {
+    const int d = wrapped_dim(dim, in->ndim);
+    if (!vt_view_is_dense(in)) return 0;
+    for (int k = 0; k < in->ndim; k++)
+        if (in->strides[k] < 0) return 0;
+    sm_ctx c;
+    memset(&c, 0, sizeof c);
+    const vt_tensor *ops[2] = {out, in};
+    plan(&c, 2, ops, 1, d);
+    return !c.col && c.items > 0 && c.cs[1] == 1 && c.C >= VT_SOURCE_RUN;
 }
 
 vt_status vt_softmax_backward(const vt_tensor *grad_in, const vt_tensor *grad_out, const vt_tensor *y, int dim,

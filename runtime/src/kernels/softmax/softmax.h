@@ -31,6 +31,13 @@ extern const vt_sm_table vt_sm_avx512;
 extern const vt_sm_table vt_sm_avx2;
 #endif
 
+/* vt_softmax on arguments vt_softmax_check accepted (a checked node's),
+ * reading in through src (NULL: from memory). */
+vt_status vt_softmax_run(const vt_tensor *out, const vt_tensor *in, int dim, int log, const vt_source *src);
+/* Whether a source can feed it: lines along a contiguous dim, each of at
+ * least VT_SOURCE_RUN values, of a dense input with nonnegative strides. */
+int vt_softmax_takes_source(const vt_tensor *out, const vt_tensor *in, int dim);
+
 /* Checks shared by the kernels and the queued ops (fail at the op). */
 vt_status vt_softmax_check(const vt_tensor *out, const vt_tensor *in, int dim, int *wrapped);
 vt_status vt_softmax_backward_check(const vt_tensor *grad_in, const vt_tensor *grad_out, const vt_tensor *y, int dim,
