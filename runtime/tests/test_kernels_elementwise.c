@@ -361,6 +361,38 @@ TEST(kernels_where) {
     ht_free(&cond); ht_free(&a); ht_free(&b); ht_free(&out); ht_free(&c2); ht_free(&x); ht_free(&y);
 }
 
+/* where() on operands already of out's dtype selects their bits in place,
+ * per width: every dtype width, a tensor or a 0-dim `a`, a contiguous or a
+ * transposed out, a row-broadcast or a full condition; NaN bits kept. */
+TEST(kernels_where_same_dtype_widths) {
+    static const vt_dtype dts[] = {VT_BOOL, VT_I8, VT_BF16, VT_I16, VT_F32, VT_I32, VT_F64, VT_I64};
+    const int64_t R = 37, C = 300;
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)
+        for (int layout = 0; layout < 8; layout++) { /* bit 0: 0-dim a; bit 1: a row of conditions; bit 2: out transposed */
+            const vt_dtype dt = dts[di];
+            const size_t es = vt_dtype_size(dt);
+            int64_t shape[2] = {R, C}, row[2] = {1, C};
+            host_tensor cond = ht_new(VT_BOOL, 2, layout & 2 ? row : shape);
+            host_tensor a = layout & 1 ? ht_new(dt, 0, NULL) : ht_new(dt, 2, shape), b = ht_new(dt, 2, shape);
+            host_tensor out = layout & 4 ? ht_transposed(dt, R, C) : ht_new(dt, 2, shape);
+            ht_fill_random(&cond, 0, 0);
+            ht_fill_random(&a, 1, 0); /* specials: NaN payloads must survive */
+            ht_fill_random(&b, 1, 0);
+            CHECK_OK(vt_where(&out.t, &cond.t, &a.t, &b.t));
+            int64_t bad = 0;
+            for (int64_t i = 0; i < R; i++)
+                for (int64_t j = 0; j < C; j++) {
+                    const int64_t oi = i * out.t.strides[0] + j * out.t.strides[1];
+                    const int64_t ci = layout & 2 ? j : i * C + j;
+                    const char *want = ((uint8_t *)cond.block)[ci] ? (const char *)a.block + (layout & 1 ? 0 : (i * C + j) * (int64_t)es)
+                                                                   : (const char *)b.block + (i * C + j) * (int64_t)es;
+                    bad += memcmp((const char *)out.block + oi * (int64_t)es, want, es) != 0;
+                }
+            CHECK_MSG(bad == 0, "%s layout %d: %lld wrong", vt_dtype_name(dt), layout, (long long)bad);
+            ht_free(&cond), ht_free(&a), ht_free(&b), ht_free(&out);
+        }
+}
+
 TEST(kernels_elementwise_bad_args) {
     int64_t s3 = 3, s4 = 4;
     host_tensor a = ht_1d(VT_F32, 3), o = ht_1d(VT_F32, 4);

@@ -355,18 +355,65 @@ typedef struct where_ctx {
 } where_ctx;
 _Static_assert(sizeof(where_ctx) <= VT_EW_PLAN_BYTES, "where_ctx outgrew a plan");
 
+/* o[i * so] = c[i] ? a[i * sa] : b[i * sb] for m elements of one width
+ * (the selected value's bits, copied); a stride of 0 is a scalar. */
+#define WHERE_SELECT(T)                                                                                            \
+    static void where_select_##T(char *po, int64_t so, const unsigned char *c, const char *pa, int64_t sa,          \
+                                 const char *pb, int64_t sb, int64_t m) {                                            \
+        T *o = (T *)(void *)po;                                                                                    \
+        const T *a = (const T *)(const void *)pa, *b = (const T *)(const void *)pb;                                \
+        if (so == 1 && sa == 1 && sb == 1)                                                                         \
+            for (int64_t i = 0; i < m; i++) o[i] = c[i] ? a[i] : b[i];                                              \
+        else if (so == 1 && sa == 0 && sb == 1)                                                                    \
+            for (int64_t i = 0; i < m; i++) o[i] = c[i] ? a[0] : b[i];                                              \
+        else                                                                                                       \
+            for (int64_t i = 0; i < m; i++) o[i * so] = c[i] ? a[i * sa] : b[i * sb];                               \
+    }
+WHERE_SELECT(uint8_t)
+WHERE_SELECT(uint16_t)
+WHERE_SELECT(uint32_t)
+WHERE_SELECT(uint64_t)
+#undef WHERE_SELECT
+
+/* Operand k's m values from element off as out's dtype: in place where it
+ * already is (stride 0 or 1, *st set to it), else converted into buf. */
+static const char *where_operand(vt_dtype dt, vt_dtype out_dt, const char *p, int64_t s, size_t es, int64_t off,
+                                 int64_t m, unsigned char *buf, int64_t *st) {
+    const char *at = p + off * s * (int64_t)es;
+    if (dt == out_dt && (s == 0 || s == 1)) {
+        *st = s;
+        return at;
+    }
+    vt_convert(dt, at, s, out_dt, buf, 1, m);
+    *st = 1;
+    return (const char *)buf;
+}
+
 static void where_run(void *vctx, char *const *p, const int64_t *s, int64_t n) {
     where_ctx *c = vctx;
     _Alignas(64) unsigned char abuf[CHUNK * 8], bbuf[CHUNK * 8], cbuf[CHUNK];
-    size_t es = c->h.it.elsize[0];
+    const size_t es = c->h.it.elsize[0];
     for (int64_t off = 0; off < n; off += CHUNK) {
-        int64_t m = n - off < CHUNK ? n - off : CHUNK;
+        const int64_t m = n - off < CHUNK ? n - off : CHUNK;
         char *po = p[0] + off * s[0] * (int64_t)es;
-        vt_convert(c->cond_dt, p[1] + off * s[1] * (int64_t)c->h.it.elsize[1], s[1], VT_BOOL, cbuf, 1, m);
-        vt_convert(c->a_dt, p[2] + off * s[2] * (int64_t)c->h.it.elsize[2], s[2], c->out_dt, abuf, 1, m);
-        vt_convert(c->b_dt, p[3] + off * s[3] * (int64_t)c->h.it.elsize[3], s[3], c->out_dt, bbuf, 1, m);
-        for (int64_t i = 0; i < m; i++)
-            memcpy(po + i * s[0] * (int64_t)es, (cbuf[i] ? abuf : bbuf) + i * (int64_t)es, es);
+        const unsigned char *cv = cbuf;
+        if (c->cond_dt == VT_BOOL && s[1] == 1) /* bools are 0 or 1 */
+            cv = (const unsigned char *)p[1] + off;
+        else
+            vt_convert(c->cond_dt, p[1] + off * s[1] * (int64_t)c->h.it.elsize[1], s[1], VT_BOOL, cbuf, 1, m);
+        int64_t sa, sb;
+        const char *pa = where_operand(c->a_dt, c->out_dt, p[2], s[2], c->h.it.elsize[2], off, m, abuf, &sa);
+        const char *pb = where_operand(c->b_dt, c->out_dt, p[3], s[3], c->h.it.elsize[3], off, m, bbuf, &sb);
+        switch (es) {
+        case 1: where_select_uint8_t(po, s[0], cv, pa, sa, pb, sb, m); break;
+        case 2: where_select_uint16_t(po, s[0], cv, pa, sa, pb, sb, m); break;
+        case 4: where_select_uint32_t(po, s[0], cv, pa, sa, pb, sb, m); break;
+        case 8: where_select_uint64_t(po, s[0], cv, pa, sa, pb, sb, m); break;
+        default:
+            for (int64_t i = 0; i < m; i++)
+                memcpy(po + i * s[0] * (int64_t)es, (cv[i] ? pa + i * sa * (int64_t)es : pb + i * sb * (int64_t)es),
+                       es);
+        }
     }
 }
 
