@@ -335,9 +335,12 @@ vt_status vt_op_nonzero(int dev, const char *name, const vt_tensor *out, const v
 vt_status vt_op_masked_fill(int dev, const char *name, const vt_tensor *out, const vt_tensor *mask,
                             const vt_tensor *value_t, vt_scalar value) {
     if (!name) name = "vt_op_masked_fill";
-    if (!out || !mask || vt_view_internal_overlap(out))
-        return mask_enqueue(dev, name, 2, out, NULL, mask, value_t, value);
-    vt_status s = ix_check_mask(name, mask);
+    if (!out || !mask) return mask_enqueue(dev, name, 2, out, NULL, mask, value_t, value); /* its NULL error */
+    vt_status s = vt_tensor_validate(out, "out"); /* before its geometry is read */
+    if (s != VT_OK) return vt_error_prefix(s, name);
+    if (vt_view_internal_overlap(out)) return mask_enqueue(dev, name, 2, out, NULL, mask, value_t, value);
+    s = ix_check_mask(name, mask);
+    if (s == VT_OK && value_t && (s = vt_tensor_validate(value_t, "value")) != VT_OK) s = vt_error_prefix(s, name);
     if (s == VT_OK && value_t && vt_tensor_numel(value_t) != 1)
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: value must have one element", name);
     if (s != VT_OK) return s;

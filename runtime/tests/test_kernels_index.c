@@ -366,6 +366,30 @@ TEST(queued_index_ops_report_bad_indices_at_sync) {
     CHECK_OK(vt_synchronize(0));
     ht_free(&w), ht_free(&ix), ht_free(&other), ht_free(&other0), ht_free(&o), ht_free(&bad);
 }
+/* The queued masked_fill refuses bad descriptors before it reads their
+ * geometry (the fuzzer found the overlap check reading sizes[ndim] first):
+ * a clear error, nothing queued, and a good call still runs. */
+TEST(queued_masked_fill_refuses_bad_descriptors) {
+    CHECK_OK(vt_init());
+    host_tensor o = ht_1d(VT_F32, 6), m = ht_1d(VT_BOOL, 6), v = ht_new(VT_F32, 0, NULL), h = ht_1d(VT_F32, 6);
+    for (int i = 0; i < 6; i++) ((float *)o.block)[i] = (float)i, ((uint8_t *)m.block)[i] = (uint8_t)(i % 2);
+    *(float *)v.block = -3;
+    ht_device(&o), ht_device(&m), ht_device(&v);
+    vt_tensor bad = o.t;
+    bad.ndim = 99;
+    CHECK_STATUS(vt_op_masked_fill(0, "aten::masked_fill_", &bad, &m.t, NULL, vt_scalar_from_double(1)),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "aten::masked_fill_"));
+    vt_tensor badv = v.t;
+    badv.ndim = -1;
+    CHECK_STATUS(vt_op_masked_fill(0, "aten::masked_fill_", &o.t, &m.t, &badv, vt_scalar_from_int(0)),
+                 VT_ERR_INVALID_ARGUMENT);
+    CHECK_OK(vt_op_masked_fill(0, "aten::masked_fill_", &o.t, &m.t, &v.t, vt_scalar_from_int(0)));
+    CHECK_OK(vt_copy_to_host(0, &h.t, &o.t));
+    for (int i = 0; i < 6; i++) CHECK(((float *)h.block)[i] == (i % 2 ? -3.0f : (float)i));
+    ht_free(&o), ht_free(&m), ht_free(&v), ht_free(&h);
+}
+
 TEST(nonzero_masked_select_scatter_fill_match_reference) {
     for (size_t k = 0; k < N_DTYPES; k++)
         for (size_t s = 0; s < N_AWKWARD; s++) {
