@@ -219,6 +219,9 @@ void vt_prepared_release(int dev, vt_prepared *p);
 int vt_view_span(const vt_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* is_non_overlapping_and_dense: the elements tile a block without gaps. */
 int vt_view_is_dense(const vt_tensor *t);
+/* Dense with nonnegative strides: the element offsets from vt_base(t) are
+ * exactly [0, numel), the indices a vt_source reads by. */
+int vt_view_is_dense_forward(const vt_tensor *t);
 /* at::has_internal_overlap's YES: a dimension of stride 0 and size > 1. */
 int vt_view_internal_overlap(const vt_tensor *t);
 typedef enum vt_overlap { VT_OVERLAP_NO = 0, VT_OVERLAP_FULL, VT_OVERLAP_PARTIAL, VT_OVERLAP_TOO_HARD } vt_overlap;

@@ -77,6 +77,13 @@ int vt_view_is_dense(const vt_tensor *t) {
     return 1;
 }
 
+int vt_view_is_dense_forward(const vt_tensor *t) {
+    if (!vt_view_is_dense(t)) return 0;
+    for (int32_t d = 0; d < t->ndim; d++)
+        if (t->strides[d] < 0) return 0;
+    return 1;
+}
+
 int vt_view_internal_overlap(const vt_tensor *t) {
     if (vt_view_is_dense(t)) return 0;
     for (int32_t i = 0; i < t->ndim; i++)

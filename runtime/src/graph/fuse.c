@@ -272,10 +272,11 @@ typedef struct scratch_value {
     int slot;
 } scratch_value;
 
-/* Queue the elementwise members r[0..count) as one group command; tail: a
- * tail the group feeds (NULL: none), with the values member q writes. */
+/* Queue the elementwise members r[0..count) as one group command, every
+ * member's dims permuted by perm (group_order; NULL: none); tail: a tail
+ * the group feeds (NULL: none), with the values member q writes. */
 static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
-                               const vt_rec *tail, int q, vt_fusion_stats *st) {
+                               const int *perm, const vt_rec *tail, int q, vt_fusion_stats *st) {
     const size_t head = sizeof(group) + sizeof(member) * (size_t)count;
     group *g = vt_defer_alloc_fails()
                    ? NULL
@@ -311,19 +312,12 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
      * reads its value has run (free_after[s] < i). */
     int free_after[VT_FUSE_MAX_NODES];
     const vt_access *written[VT_FUSE_MAX_NODES]; /* outputs of the members so far */
-    /* Every member walks the output in the memory order of the first's
-     * output (the same dims permuted alike in all of them), so tile t is
-     * the same elements for every member. */
-    int perm[VT_MAX_DIMS];
-    vt_node first;
-    memcpy(&first, &r[0]->n, vt_node_size(&r[0]->n));
-    const int permuted = vt_node_memory_perm(&first, perm);
     vt_status s = VT_OK;
     for (int i = 0; i < count && s == VT_OK; i++) {
         member *m = &g->m[i];
         vt_node n; /* this member's copy of the node, to plan from */
         memcpy(&n, &r[i]->n, vt_node_size(&r[i]->n));
-        if (permuted) vt_node_permute(&n, perm);
+        if (perm) vt_node_permute(&n, perm);
         m->name = n.name;
         memset(m->slot, -1, sizeof m->slot);
         /* inputs an earlier node of the group left in scratch */
@@ -423,18 +417,24 @@ static vt_status enqueue_alone(int dev, const vt_rec *r, vt_fusion_stats *st) {
     return vt_node_enqueue(dev, &n, &p, VT_ENQ_ASYNC);
 }
 
-/* Whether tail can read what member q of the group r writes through the
- * group: the group visits q's output in its memory order (q's output is
- * dense in the order of r[0]'s, which the group walks), so the tail's
- * element offset is the group's element index. */
-static int feeds(const vt_rec *const *r, int q, const vt_rec *tail) {
+/* The order the group r walks its elements in: the memory order of its
+ * first member's output, the same dims permuted alike in every member, so
+ * that tile t is the same elements for all of them. Returns perm, or NULL
+ * where that order is row-major. */
+static const int *group_order(const vt_rec *const *r, int *perm) {
     vt_node first;
     memcpy(&first, &r[0]->n, vt_node_size(&r[0]->n));
-    int perm[VT_MAX_DIMS];
-    const int permuted = vt_node_memory_perm(&first, perm);
+    return vt_node_memory_perm(&first, perm) ? perm : NULL;
+}
+
+/* Whether tail can read what member q of the group r writes through the
+ * group: the group visits q's output in its order (perm), and q's output
+ * is dense in that order, so the tail's element offset is the group's
+ * element index. */
+static int feeds(const vt_rec *const *r, int q, const int *perm, const vt_rec *tail) {
     vt_tensor v;
     vt_tensor_copy(&v, &r[q]->n.out[0]);
-    if (permuted)
+    if (perm)
         for (int d = 0; d < v.ndim; d++)
             v.sizes[d] = r[q]->n.out[0].sizes[perm[d]], v.strides[d] = r[q]->n.out[0].strides[perm[d]];
     return vt_tensor_is_contiguous(&v) && vt_base(&v) == vt_base(&tail->n.src[0]) &&
@@ -463,18 +463,20 @@ static int touches(const vt_rec *const *r, int ne, const unsigned char *elide, c
 vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
                           vt_fusion_stats *st) {
     const vt_rec *tail = vt_fuse_is_tail(r[count - 1]) ? r[count - 1] : NULL;
-    if (!tail) return enqueue_group(dev, r, count, elide, NULL, -1, st);
-    if (count == 1) return enqueue_alone(dev, tail, st);
+    if (tail && count == 1) return enqueue_alone(dev, tail, st);
+    int order[VT_MAX_DIMS];
+    const int *perm = group_order(r, order);
+    if (!tail) return enqueue_group(dev, r, count, elide, perm, NULL, -1, st);
     const int ne = count - 1;
     const vt_access *in = &tail->acc[tail->acc_of_src[0]];
     int q = ne - 1;
     while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;
-    if (q >= 0 && feeds(r, q, tail) && !touches(r, ne, elide, tail->acc[0].block))
-        return enqueue_group(dev, r, ne, elide, tail, q, st);
+    if (q >= 0 && feeds(r, q, perm, tail) && !touches(r, ne, elide, tail->acc[0].block))
+        return enqueue_group(dev, r, ne, elide, perm, tail, q, st);
     /* the tail reads memory: what it reads is written there first */
     unsigned char keep[VT_FUSE_MAX_NODES];
     for (int i = 0; i < ne; i++)
         keep[i] = elide[i] && !(r[i]->acc[0].block == in->block && r[i]->acc[0].gen == in->gen);
-    vt_status s = enqueue_group(dev, r, ne, keep, NULL, -1, st);
+    vt_status s = enqueue_group(dev, r, ne, keep, perm, NULL, -1, st);
     return s == VT_OK ? enqueue_alone(dev, tail, st) : s;
 }

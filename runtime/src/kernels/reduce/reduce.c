@@ -642,9 +642,7 @@ static int one_pass(vt_reduce_op op) {
 }
 
 int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask) {
-    if (!one_pass(op) || !vt_view_is_dense(in)) return 0;
-    for (int d = 0; d < in->ndim; d++)
-        if (in->strides[d] < 0) return 0;
+    if (!one_pass(op) || !vt_view_is_dense_forward(in)) return 0;
     red_plan pl;
     plan_init(&pl, out, in, in->ndim > 0 ? dims_mask : 0);
     /* Runs of consecutive elements along the reduced dims, long enough that

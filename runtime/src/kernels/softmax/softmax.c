@@ -339,9 +339,7 @@ vt_status vt_softmax_run(const vt_tensor *out, const vt_tensor *in, int dim, int
 
 int vt_softmax_takes_source(const vt_tensor *out, const vt_tensor *in, int dim) {
     const int d = wrapped_dim(dim, in->ndim);
-    if (!vt_view_is_dense(in)) return 0;
-    for (int k = 0; k < in->ndim; k++)
-        if (in->strides[k] < 0) return 0;
+    if (!vt_view_is_dense_forward(in)) return 0;
     sm_ctx c;
     memset(&c, 0, sizeof c);
     const vt_tensor *ops[2] = {out, in};
