@@ -3,7 +3,8 @@ then scale and bias: 11 ATen ops) on "tpu" in Strict and in DeferAndFuse, agains
 PyTorch CPU eager and Inductor (torch.compile on CPU), in one run; then the
 same chain on a 4096 x 4096 matrix ending in a reduction, per row (a walk
 along rows) and per column (lanes across columns, as a bias gradient is);
-then attention probabilities written out (scale, causal mask, softmax).
+then attention probabilities written out (scale, causal mask, softmax),
+and a post-norm residual (layer_norm(x + r), the sum never kept).
 Targets (issue 11): the chain in DeferAndFuse >= 3x CPU eager and >= 1.0x
 Inductor (goal 1.2x)."""
 
@@ -35,6 +36,11 @@ def masked_softmax(s, future):
     """Attention probabilities as code without a fused attention kernel
     writes them: scale, causal mask (future: the positions to hide), softmax."""
     return torch.softmax((s * 0.125).masked_fill(future, float("-inf")), -1)
+
+
+def add_norm(x, r):
+    """A post-norm transformer's residual: the sum is read by the norm only."""
+    return torch.nn.functional.layer_norm(x + r, (x.shape[-1],))
 
 
 def measure(name, fn, x_cpu, b_cpu):
@@ -78,7 +84,8 @@ def main():
     cols = measure("chain + sum(dim=0)", col_sums, m, b)
     causal = torch.ones(512, 512, dtype=torch.bool).tril()
     att = measure("scale + mask + softmax, 64x512x512", masked_softmax, torch.randn(64, 512, 512), ~causal)
-    save("fuse", {"n": N, **flat, "row_sums": rows, "col_sums": cols, "masked_softmax": att},
+    norm = measure("add + layer_norm, 8192x1024", add_norm, torch.randn(8192, 1024), torch.randn(8192, 1024))
+    save("fuse", {"n": N, **flat, "row_sums": rows, "col_sums": cols, "masked_softmax": att, "add_norm": norm},
          bars={"cpu eager": flat["cpu_s"] * 1e3, "inductor": flat["inductor_s"] * 1e3,
                "tpu strict": flat["strict_s"] * 1e3, "tpu defer_and_fuse": flat["defer_s"] * 1e3})
 

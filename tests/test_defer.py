@@ -165,6 +165,58 @@ def test_attention_written_out_fuses_scale_mask_and_softmax():
     assert g["bytes"] == s.numel() * 4 and vtpu.fusion_stats()["bytes_elided"] == 3 * s.numel() * 4
 
 
+def test_norm_ends_the_group_that_computes_its_input(stats):
+    x, r = torch.randn(64, 1024).to("tpu"), torch.randn(64, 1024).to("tpu")
+    w, b = torch.randn(1024).to("tpu"), torch.randn(1024).to("tpu")
+    xb = x.to(torch.bfloat16)
+
+    def f(x, r, xb, w, b):
+        h = x + r  # a residual stream: kept, so written, and still fed to its norm
+        pre = torch.nn.functional.layer_norm(h, (1024,), w, b)
+        post = torch.nn.functional.layer_norm(x * 0.5 + r, (1024,))  # post-norm: the sum is never written
+        return (h, pre, post, torch.nn.functional.rms_norm(x * 2 + 1, (1024,), w),
+                torch.nn.functional.layer_norm(xb * 3, (1024,)))
+
+    ref = run("strict", f, x, r, xb, w, b)
+    vtpu.reset_fusion_stats()
+    with vtpu.trace() as t:
+        got = run("defer_and_fuse", f, x, r, xb, w, b)
+    for a, e in zip(got, ref):
+        assert a.dtype == e.dtype and torch.equal(a, e)  # each row staged once, normalised as in Strict
+    names = [g["name"] for g in t.groups()]
+    assert "fused: aten::add + aten::native_layer_norm" in names
+    assert "fused: aten::mul + aten::add + aten::native_layer_norm" in names
+    assert "fused: aten::mul + aten::add + aten::_fused_rms_norm" in names
+    assert "fused: aten::mul + aten::native_layer_norm" in names
+    s = stats()
+    n = x.numel()
+    # written: h and the four normalised outputs, and the rows' statistics (mean and rstd, the
+    # bfloat16 norm's in bfloat16; rstd of the RMS norm); never: x * 0.5 and its sum, x * 2 and
+    # its sum, xb * 3
+    assert s["bytes_written"] == 4 * n * 4 + n * 2 + (2 * 2 + 1) * 64 * 4 + 2 * 64 * 2
+    assert s["bytes_elided"] == 4 * n * 4 + n * 2
+    cpu = f(x.cpu(), r.cpu(), xb.cpu(), w.cpu(), b.cpu())
+    for a, e in zip(got, cpu):
+        tol = 2e-2 if a.dtype == torch.bfloat16 else 1e-5  # bfloat16: a rounding of the output
+        torch.testing.assert_close(a, e, rtol=tol, atol=tol)
+
+
+def test_norm_backward_and_short_rows_in_defer_match_strict():
+    torch.manual_seed(3)
+    x = torch.randn(300, 77)
+    w = torch.randn(77)
+
+    def step(mode):
+        xt, wt = x.to("tpu").requires_grad_(), w.to("tpu").requires_grad_()
+        with vtpu.eager_mode(mode):
+            y = torch.nn.functional.layer_norm(torch.tanh(xt) * 2, (77,), wt)  # rows of 77: run apart
+            (y * y).sum().backward()
+            return y.cpu(), xt.grad.cpu(), wt.grad.cpu()
+
+    for a, e in zip(step("defer_and_fuse"), step("strict")):
+        assert torch.equal(a, e)
+
+
 def test_masked_fill_matches_cpu_in_place_aliased_and_expanded():
     x = torch.randn(5, 7)
     m = torch.rand(5, 7) > 0.5

@@ -19,8 +19,9 @@ typedef struct step {
     int out;
     int src[3];
     vt_dtype compute;
-    uint64_t mask; /* a reduction's dims; a softmax's dim */
-    double param;  /* a reduction's parameter */
+    uint64_t mask; /* a reduction's dims; a softmax's dim; a norm's normalised dims */
+    double param;  /* a reduction's parameter; a norm's eps */
+    int more[2];   /* a norm's other outputs (mean, rstd; RMS: rstd): 1 + buffer, or 0: absent */
 } step;
 
 typedef struct prog {
@@ -40,6 +41,15 @@ static inline void build_node(vt_node *n, const step *st, host_tensor *b) {
     const double params[VT_EW_MAX_PARAMS] = {1.0, 20.0, 1.0, 0.0};
     memcpy(n->params, params, sizeof params);
     vt_node_add_out(n, &b[st->out].t);
+    if (st->kind == VT_NODE_NORM) { /* src: in, weight, bias (RMS: in, weight); -1: absent */
+        n->iparams[0] = (int64_t)st->mask;
+        n->params[0] = st->param;
+        for (int j = 0; j < (st->op == VT_NORM_RMS ? 1 : 2); j++)
+            vt_node_add_out(n, st->more[j] ? &b[st->more[j] - 1].t : NULL);
+        for (int k = 0; k < (st->op == VT_NORM_RMS ? 2 : 3); k++)
+            vt_node_add_optional(n, st->src[k] >= 0 ? &b[st->src[k]].t : NULL);
+        return;
+    }
     if (st->kind == VT_NODE_REDUCE || st->kind == VT_NODE_SOFTMAX) {
         n->iparams[0] = (int64_t)st->mask;
         n->params[0] = st->param;
@@ -125,12 +135,12 @@ static inline int add_buf(prog *p, vt_dtype dt, int ndim, const int64_t *sizes, 
 }
 
 static inline void add_step(prog *p, vt_node_kind kind, int32_t op, vt_dtype compute, int out, int s0, int s1, int s2) {
-    p->s[p->nstep++] = (step){kind, op, out, {s0, s1, s2}, compute, 0, 0.0};
+    p->s[p->nstep++] = (step){kind, op, out, {s0, s1, s2}, compute, 0, 0.0, {0, 0}};
 }
 
 /* out = op(in) over the dims in mask; out's shape is in's with those dims 1. */
 static inline void add_reduce(prog *p, vt_reduce_op op, vt_dtype compute, int out, int in, uint64_t mask, double param) {
-    p->s[p->nstep++] = (step){VT_NODE_REDUCE, (int32_t)op, out, {in, 0, 0}, compute, mask, param};
+    p->s[p->nstep++] = (step){VT_NODE_REDUCE, (int32_t)op, out, {in, 0, 0}, compute, mask, param, {0, 0}};
 }
 
 /* A buffer for the reduction of buffer `in` over mask. */

@@ -1,6 +1,6 @@
 /* test_graph_tail.c — DeferAndFuse groups that end in a tail: a node that
  * reads all of what its group computes, once each element (a one-pass
- * reduction, a softmax), fed by the group's tiles where its geometry allows
+ * reduction, a softmax, a layer or RMS norm), fed by the group's tiles where its geometry allows
  * and run after the group where it does not. Every case is compared with
  * Strict bit for bit (test_defer_util.h) and against the fusion counters. */
 #include "test_defer_util.h"
@@ -276,7 +276,7 @@ TEST(defer_softmax_ends_a_group_fed_by_its_tiles) {
                 int y = add_buf(&p, D, 2, sh, 0);
                 add_step(&p, VT_NODE_BINARY, VT_MUL, C, t0, x, -1, 0);
                 add_step(&p, VT_NODE_BINARY, VT_ADD, C, t1, t0, x, 0);
-                p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, log, y, {t1, 0, 0}, C, (uint64_t)(int64_t)cases[ci].dim, 0};
+                p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, log, y, {t1, 0, 0}, C, (uint64_t)(int64_t)cases[ci].dim, 0, {0, 0}};
                 char what[96];
                 snprintf(what, sizeof what, "%s %s %lldx%lld dim %d", vt_dtype_name(D), log ? "log_softmax" : "softmax",
                          (long long)sh[0], (long long)sh[1], cases[ci].dim);
@@ -304,9 +304,102 @@ TEST(defer_softmax_ends_a_group_fed_by_its_tiles) {
     p.alias[yt] = y + 1;
     p.buf[yt].t.strides[0] = 1, p.buf[yt].t.strides[1] = 300;
     add_step(&p, VT_NODE_UNARY, VT_EXP, VT_F32, t, yt, 0, 0);
-    p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, 0, y, {t, 0, 0}, VT_F32, 1, 0};
+    p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, 0, y, {t, 0, 0}, VT_F32, 1, 0, {0, 0}};
     vt_fusion_stats st;
     agree("softmax over what its group reads", &p, &st);
     CHECK_MSG(st.groups == 2 && st.fused_nodes == 0, "groups %llu fused %llu written %llu elided %llu", STATS(st));
     prog_free(&p);
+}
+
+/* ------------------------------------------------------------ trailing norms */
+
+/* out = norm(x * 1.5 + x) over rows, with mean and rstd: where its rows
+ * are contiguous and hold at least 256 values, the norm is fed and only
+ * its outputs are written; where they hold fewer it runs after its group,
+ * which writes its input. Layer norm with and without weight and bias,
+ * RMS norm with and without weight; f32, f64 and bf16; bit for bit. */
+TEST(defer_norm_ends_a_group_fed_by_its_tiles) {
+    CHECK_OK(vt_init());
+    static const vt_dtype dts[] = {VT_F32, VT_F64, VT_BF16};
+    static const struct {
+        int64_t rows, cols;
+        int fed;
+    } cases[] = {{37, 1031, 1}, {3, 4096, 1}, {300, 77, 0}};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+            for (int rms = 0; rms < 2; rms++)
+                for (int affine = 0; affine < 2; affine++) {
+                    const vt_dtype D = dts[di], C = D == VT_BF16 ? VT_F32 : D, S = D == VT_F64 ? VT_F64 : VT_F32;
+                    const int64_t R = cases[ci].rows, N = cases[ci].cols;
+                    int64_t sh[2] = {R, N}, col[2] = {R, 1}, row[1] = {N};
+                    prog p = {0};
+                    int x = add_buf(&p, D, 2, sh, 0), t0 = add_buf(&p, D, 2, sh, 1), t1 = add_buf(&p, D, 2, sh, 1);
+                    int y = add_buf(&p, D, 2, sh, 0), mean = add_buf(&p, S, 2, col, 0), rstd = add_buf(&p, S, 2, col, 0);
+                    int w = add_buf(&p, D, 1, row, 0), b = add_buf(&p, D, 1, row, 0);
+                    add_step(&p, VT_NODE_BINARY, VT_MUL, C, t0, x, -1, 0);
+                    add_step(&p, VT_NODE_BINARY, VT_ADD, C, t1, t0, x, 0);
+                    step n = {VT_NODE_NORM, rms ? VT_NORM_RMS : VT_NORM_LAYER, y, {t1, affine ? w : -1, affine ? b : -1},
+                              C, 1, 1e-5, {0, 0}};
+                    if (rms) n.more[0] = rstd + 1;
+                    else n.more[0] = mean + 1, n.more[1] = rstd + 1;
+                    p.s[p.nstep++] = n;
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s %lldx%lld affine %d", vt_dtype_name(D), rms ? "rms_norm" : "layer_norm",
+                             (long long)R, (long long)N, affine);
+                    vt_fusion_stats st;
+                    if (!agree(what, &p, &st)) {
+                        prog_free(&p);
+                        return;
+                    }
+                    const uint64_t bytes = (uint64_t)R * N * vt_dtype_size(D);
+                    const uint64_t stats = (uint64_t)(rms ? 1 : 2) * R * vt_dtype_size(S);
+                    if (cases[ci].fed)
+                        CHECK_MSG(st.groups == 1 && st.fused_nodes == 3 && st.bytes_written == bytes + stats &&
+                                      st.bytes_elided == 2 * bytes,
+                                  "%s: groups %llu fused %llu written %llu elided %llu", what, STATS(st));
+                    else
+                        CHECK_MSG(st.groups == 2 && st.fused_nodes == 2 && st.bytes_written == 2 * bytes + stats &&
+                                      st.bytes_elided == bytes,
+                                  "%s: groups %llu fused %llu written %llu elided %llu", what, STATS(st));
+                    prog_free(&p);
+                }
+}
+
+/* Where a norm's other tensors meet its group, it runs after the group, as
+ * in Strict: a weight the group computes (the norm reads it whole before
+ * its first row), and an rstd written over rows of x the group has yet to
+ * read (each row's rstd lands on the next row's first value). */
+TEST(defer_norm_apart_from_what_its_group_touches) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    vt_fusion_stats st;
+    {   /* w = x * 1.5 and t = x + x, one group of shape [1031]; y = layer_norm(t, w) */
+        int64_t n[1] = {1031}, one[1] = {1};
+        prog p = {0};
+        int x = add_buf(&p, F, 1, n, 0), w = add_buf(&p, F, 1, n, 0), t = add_buf(&p, F, 1, n, 1);
+        int y = add_buf(&p, F, 1, n, 0), mean = add_buf(&p, F, 1, one, 0), rstd = add_buf(&p, F, 1, one, 0);
+        add_step(&p, VT_NODE_BINARY, VT_MUL, F, w, x, -1, 0);
+        add_step(&p, VT_NODE_BINARY, VT_ADD, F, t, x, x, 0);
+        p.s[p.nstep++] = (step){VT_NODE_NORM, VT_NORM_LAYER, y, {t, w, -1}, F, 1, 1e-5, {mean + 1, rstd + 1}};
+        agree("weight from the group", &p, &st);
+        CHECK_MSG(st.groups == 2 && st.fused_nodes == 2 && st.bytes_elided == 0,
+                  "groups %llu fused %llu written %llu elided %llu", STATS(st));
+        prog_free(&p);
+    }
+    {   /* t = exp(x[:8]) (dead), y = rms_norm(t) with rstd[u] over x[u + 1, 0] */
+        int64_t sh[2] = {9, 1031}, rows[2] = {8, 1031}, col[2] = {8, 1};
+        prog p = {0};
+        int x = add_buf(&p, F, 2, sh, 0), xv = add_buf(&p, F, 2, rows, 0);
+        int t = add_buf(&p, F, 2, rows, 1), y = add_buf(&p, F, 2, rows, 0), rstd = add_buf(&p, F, 2, col, 0);
+        p.alias[xv] = x + 1;
+        p.alias[rstd] = x + 1;
+        p.buf[rstd].t.offset = 1031;
+        p.buf[rstd].t.strides[0] = 1031;
+        p.s[p.nstep++] = (step){VT_NODE_UNARY, VT_EXP, t, {xv, 0, 0}, F, 0, 0, {0, 0}};
+        p.s[p.nstep++] = (step){VT_NODE_NORM, VT_NORM_RMS, y, {t, -1, -1}, F, 1, 1e-5, {rstd + 1, 0}};
+        agree("rstd over what the group reads", &p, &st);
+        CHECK_MSG(st.groups == 2 && st.fused_nodes == 0, "groups %llu fused %llu written %llu elided %llu",
+                  STATS(st));
+        prog_free(&p);
+    }
 }

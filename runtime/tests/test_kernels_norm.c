@@ -168,6 +168,69 @@ static void check_group(vt_dtype dt, int64_t N, int64_t C, int64_t HW, int64_t G
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_free(all[i]);
 }
 
+/* A source that hands out the input's own memory and counts each element's reads. */
+typedef struct mem_source {
+    const char *base;
+    size_t es;
+    int *reads;
+} mem_source;
+
+static const void *mem_read(void *ctx, int64_t first, int64_t m) {
+    mem_source *ms = ctx;
+    for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
+    return ms->base + first * (int64_t)ms->es;
+}
+
+/* Fed by a source, layer norm and RMS norm give what they give from
+ * memory, bit for bit (out, mean, rstd), reading each element once; they
+ * take one only for a contiguous input whose rows hold at least
+ * VT_SOURCE_RUN values. */
+TEST(kernels_norm_rows_from_a_source) {
+    static const struct {
+        int64_t M, N;
+        int transposed;
+    } cases[] = {{37, 1031, 0}, {5, 3000, 0}, {300, 77, 0}, {64, 256, 0}, {64, 300, 1}, {1, 4097, 0}};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16, VT_F64};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)
+            for (int rms = 0; rms < 2; rms++) {
+                const vt_dtype dt = dts[di];
+                const int64_t M = cases[k].M, N = cases[k].N;
+                host_tensor x = mat(dt, M, N, cases[k].transposed), ya = mat(dt, M, N, 0), yb = mat(dt, M, N, 0);
+                host_tensor ma = ht_1d(VT_F32, M), mb = ht_1d(VT_F32, M), ra = ht_1d(VT_F32, M), rb = ht_1d(VT_F32, M);
+                host_tensor w = ht_1d(VT_F32, N), b = ht_1d(VT_F32, N);
+                fill(&x, -3, 5);
+                fill(&w, 0.5, 1.5);
+                fill(&b, -1, 1);
+                const int takes = vt_norm_rows_takes_source(&x.t, 1);
+                char what[96];
+                snprintf(what, sizeof what, "%s %s %lldx%lld T=%d", rms ? "rms" : "ln", vt_dtype_name(dt),
+                         (long long)M, (long long)N, cases[k].transposed);
+                CHECK_MSG(takes == (!cases[k].transposed && N >= VT_SOURCE_RUN), "%s: takes %d", what, takes);
+                if (takes) {
+                    CHECK_OK(vt_norm_rows_run(rms, &ya.t, &ma.t, &ra.t, &x.t, &w.t, &b.t, 1, 1e-5, NULL));
+                    int *reads = calloc((size_t)(M * N), sizeof *reads);
+                    mem_source ms = {vt_base(&x.t), vt_dtype_size(dt), reads};
+                    const vt_source src = {mem_read, &ms};
+                    CHECK_OK(vt_norm_rows_run(rms, &yb.t, &mb.t, &rb.t, &x.t, &w.t, &b.t, 1, 1e-5, &src));
+                    CHECK(ht_compare(what, &ya.t, &yb.t, -1) == 0);
+                    CHECK(ht_compare(what, &ra.t, &rb.t, -1) == 0);
+                    if (!rms) CHECK(ht_compare(what, &ma.t, &mb.t, -1) == 0);
+                    int64_t wrong = 0;
+                    for (int64_t i = 0; i < M * N; i++) wrong += reads[i] != 1;
+                    CHECK_MSG(wrong == 0, "%s: %lld elements not read exactly once", what, (long long)wrong);
+                    free(reads);
+                } else { /* a source it cannot take is refused, never misread */
+                    mem_source ms = {vt_base(&x.t), vt_dtype_size(dt), NULL};
+                    const vt_source src = {mem_read, &ms};
+                    CHECK_STATUS(vt_norm_rows_run(rms, &yb.t, &mb.t, &rb.t, &x.t, &w.t, &b.t, 1, 1e-5, &src),
+                                 VT_ERR_INTERNAL);
+                }
+                host_tensor *all[] = {&x, &ya, &yb, &ma, &mb, &ra, &rb, &w, &b};
+                for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_free(all[i]);
+            }
+}
+
 TEST(kernels_norm_group_match_reference) {
     for (size_t d = 0; d < 4; d++) {
         check_group(fdt[d], 2, 6, 25, 3, 1, 0);

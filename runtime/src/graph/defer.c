@@ -124,8 +124,15 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
     memcpy(&r->n, n, vt_node_size(n));
     r->nacc = pr.n;
     memcpy(r->acc, pr.acc, sizeof(vt_access) * (size_t)pr.n);
-    int a = 1; /* acc[0] is the output: every use is non-empty here */
-    for (int k = 0; k < n->nsrc; k++) r->acc_of_src[k] = (int8_t)(n->host >> k & 1 || !vt_node_has_src(n, k) ? -1 : a++);
+    /* which tensor each access is: the uses in order, the empty ones without one */
+    int a = 0;
+    for (int j = 0; j < n->nout; j++)
+        if (vt_node_has_out(n, j) && vt_tensor_numel(&n->out[j]) > 0) r->tensor_of[a++] = (int8_t)j;
+    for (int k = 0; k < n->nsrc; k++) {
+        const int has = !(n->host >> k & 1) && vt_node_has_src(n, k) && vt_tensor_numel(&n->src[k]) > 0;
+        r->acc_of_src[k] = (int8_t)(has ? a : -1);
+        if (has) r->tensor_of[a++] = (int8_t)(VT_NODE_MAX_OUT + k);
+    }
     /* loop detection: extend each period's run of repeats */
     const int i = p->n;
     const uint64_t sg = p->sig[i] = signature(n);

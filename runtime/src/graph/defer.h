@@ -11,11 +11,12 @@
 #define VT_REC_MAX_ACC (VT_NODE_MAX_OUT + VT_NODE_MAX_SRC)
 
 /* A recorded node: the node, and its resolved accesses in vt_node_uses
- * order (out[0], then each tensor input). */
+ * order (each output, then each tensor input; empty tensors have none). */
 typedef struct vt_rec {
     vt_node n;
     int nacc;
-    int8_t acc_of_src[VT_NODE_MAX_SRC]; /* access of src[k], -1 for a host scalar */
+    int8_t acc_of_src[VT_NODE_MAX_SRC]; /* access of src[k], -1: none (a host scalar, absent, empty) */
+    int8_t tensor_of[VT_REC_MAX_ACC];   /* what access k is: j for out[j], VT_NODE_MAX_OUT + k for src[k] */
     vt_access acc[VT_REC_MAX_ACC];
 } vt_rec;
 

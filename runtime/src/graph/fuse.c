@@ -40,10 +40,8 @@ static int same_view(const vt_tensor *a, const vt_tensor *b) {
 
 /* The descriptor behind access k of r. */
 static const vt_tensor *view_of(const vt_rec *r, int k) {
-    if (k == 0) return &r->n.out[0];
-    for (int j = 0; j < r->n.nsrc; j++)
-        if (r->acc_of_src[j] == k) return &r->n.src[j];
-    return NULL;
+    const int t = r->tensor_of[k];
+    return t < VT_NODE_MAX_OUT ? &r->n.out[t] : &r->n.src[t - VT_NODE_MAX_OUT];
 }
 
 static int use_of(const vt_fuse_uses *t, const void *block) {
@@ -78,6 +76,13 @@ int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r) {
     if (a < 0) return 0;
     const int i = use_of(t, r->acc[a].block);
     if (i < 0 || !t->u[i].write || t->u[i].mixed) return 0;
+    /* its other inputs (a norm's weight) are read from memory, before the
+     * group runs: none may be what the group writes */
+    for (int k = 0; k < r->nacc; k++) {
+        if (k == a || r->tensor_of[k] < VT_NODE_MAX_OUT) continue;
+        const int j = use_of(t, r->acc[k].block);
+        if (j >= 0 && t->u[j].write) return 0;
+    }
     /* it reads the memory the group writes, all of it, each element once */
     const vt_tensor *v = &r->n.src[0], *w = t->u[i].view;
     return vt_base(v) == vt_base(w) && vt_tensor_numel(v) == vt_tensor_numel(w) && vt_view_is_dense(w) &&
@@ -383,12 +388,17 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         memcpy(g->tail, &tail->n, vt_node_size(&tail->n));
         g->tail_mem = vt_base(&tail->n.src[0]);
         g->tail_es = vt_dtype_size(tail->n.src[0].dtype);
-        const uint64_t bytes = (uint64_t)vt_tensor_numel(&tail->n.out[0]) * vt_dtype_size(tail->n.out[0].dtype);
-        p.acc[p.n++] = tail->acc[0];
-        st->bytes_written += bytes;
-        g->bytes += bytes;
-        /* its input is the group's own result (vt_fuse_enqueue found which
-         * member writes it) */
+        /* its outputs, and its inputs but the one the group computes
+         * (vt_fuse_enqueue found which member writes that) */
+        for (int k = 0; k < tail->nacc; k++) {
+            if (k == tail->acc_of_src[0]) continue;
+            p.acc[p.n++] = tail->acc[k];
+            const int t = tail->tensor_of[k];
+            if (t >= VT_NODE_MAX_OUT) continue;
+            const uint64_t bytes = (uint64_t)vt_tensor_numel(&tail->n.out[t]) * vt_dtype_size(tail->n.out[t].dtype);
+            st->bytes_written += bytes;
+            g->bytes += bytes;
+        }
     }
     const int nodes = count + (tail != NULL);
     st->groups++;
@@ -471,8 +481,10 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
     const vt_access *in = &tail->acc[tail->acc_of_src[0]];
     int q = ne - 1;
     while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;
-    if (q >= 0 && feeds(r, q, perm, tail) && !touches(r, ne, elide, tail->acc[0].block))
-        return enqueue_group(dev, r, ne, elide, perm, tail, q, st);
+    int apart = q < 0 || !feeds(r, q, perm, tail);
+    for (int k = 0; k < tail->nacc && !apart; k++)
+        apart = tail->tensor_of[k] < VT_NODE_MAX_OUT && touches(r, ne, elide, tail->acc[k].block);
+    if (!apart) return enqueue_group(dev, r, ne, elide, perm, tail, q, st);
     /* the tail reads memory: what it reads is written there first */
     unsigned char keep[VT_FUSE_MAX_NODES];
     for (int i = 0; i < ne; i++)

@@ -491,6 +491,17 @@ static vt_status norm_call(const vt_node *n, int ref) {
 }
 static vt_status norm_run(const vt_node *n) { return norm_call(n, 0); }
 static vt_status norm_ref(const vt_node *n) { return norm_call(n, 1); }
+/* A layer or RMS norm forward may read its input from the group computing it */
+static int norm_is_rows(const vt_node *n) { return n->op == VT_NORM_LAYER || n->op == VT_NORM_RMS; }
+static int norm_fed(const vt_node *n) {
+    return norm_is_rows(n) && vt_norm_rows_takes_source(&n->src[0], (int32_t)n->iparams[0]);
+}
+static vt_status norm_run_from(const vt_node *n, const vt_source *src) {
+    if (!norm_is_rows(n)) return src ? vt_set_error(VT_ERR_INTERNAL, "%s: cannot be fed", n->name) : norm_run(n);
+    return vt_norm_rows_run(n->op == VT_NORM_RMS, out_opt(n, 0), n->op == VT_NORM_RMS ? NULL : out_opt(n, 1),
+                            out_opt(n, n->op == VT_NORM_RMS ? 1 : 2), src_opt(n, 0), src_opt(n, 1),
+                            n->op == VT_NORM_RMS ? NULL : src_opt(n, 2), (int32_t)n->iparams[0], n->params[0], src);
+}
 
 /* ------------------------------------------------------------ losses */
 
@@ -755,7 +766,8 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     /* inputs are read while the output (and argmax indices) are written: overlaps are copied */
     [VT_NODE_POOL] = {"pool", pool_check, pool_run, pool_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* inputs that overlap an output are copied first */
-    [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE,
+                      norm_fed, norm_run_from},
     /* losses read their inputs while they write (a reduction): overlapping inputs are copied first */
     [VT_NODE_LOSS] = {"loss", loss_check, loss_run, loss_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* the product reads a and b while it writes out: overlapping operands are

@@ -12,6 +12,7 @@
 #define NORM_GRAIN 32768
 #define NORM_BLOCKS 64 /* row blocks (fixed count) whose partial dw / db meet in order */
 #define NORM_LANE_RUN 32 /* batch norm runs shorter than this are regrouped channel-major */
+#define NORM_SOURCE_MAX_ROW ((int64_t)1 << 20) /* the longest row a thread stages from a source */
 
 typedef struct norm_geo {
     int64_t U, R, L;          /* units, runs per unit, run length */
@@ -181,19 +182,24 @@ typedef struct fwd_args {
     int rms, have_stats;
     const void *w, *b;
     void *mean, *rstd, *var;
+    const vt_source *src; /* x through a source (NULL: memory) */
 } fwd_args;
 
-static void run_fwd(vt_dtype cdt, const fwd_args *a) {
+/* VT_ERR_OUT_OF_MEMORY when a thread could not stage its units. */
+static vt_status run_fwd(vt_dtype cdt, const fwd_args *a) {
     int64_t grain = grain_of(a->g->count);
+    _Atomic int oom = 0;
     if (cdt == VT_F64) {
         fwd_ctx_f64 c = {a->g, &vt_norm_f64_portable, a->x, a->xdt, a->y, a->ydt, a->eps, a->rms, a->have_stats,
-                         a->w, a->b, a->mean, a->rstd, a->var};
+                         a->w, a->b, a->mean, a->rstd, a->var, a->src, &oom};
         vt_parallel_for(a->g->U, grain, fwd_range_f64, &c);
     } else {
         fwd_ctx_f32 c = {a->g, f32_kernels(), a->x, a->xdt, a->y, a->ydt, a->eps, a->rms, a->have_stats,
-                         a->w, a->b, a->mean, a->rstd, a->var};
+                         a->w, a->b, a->mean, a->rstd, a->var, a->src, &oom};
         vt_parallel_for(a->g->U, grain, fwd_range_f32, &c);
     }
+    return atomic_load(&oom) ? vt_set_error(VT_ERR_OUT_OF_MEMORY, "normalisation: out of host memory staging rows")
+                             : VT_OK;
 }
 
 typedef struct bwd_args {
@@ -234,11 +240,13 @@ static void vec_set(vt_dtype cdt, void *p, int64_t i, double v) {
 
 static vt_status rows_forward(const char *op, int rms, const vt_tensor *out, const vt_tensor *mean,
                               const vt_tensor *rstd, const vt_tensor *in, const vt_tensor *weight,
-                              const vt_tensor *bias, int32_t norm_ndim, double eps) {
+                              const vt_tensor *bias, int32_t norm_ndim, double eps, const vt_source *src) {
     int64_t M, N;
     vt_status s = vt_layer_norm_check(op, in, out, mean, rstd, weight, bias, NULL, norm_ndim, &M, &N);
     if (s != VT_OK) return s;
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: output is NULL", op);
+    if (src && !vt_norm_rows_takes_source(in, norm_ndim))
+        return vt_set_error(VT_ERR_INTERNAL, "%s: a source cannot feed this input", op);
     const vt_dtype cdt = compute_of(in);
     scratch sc = {0};
     vt_tensor xv, yv;
@@ -251,8 +259,8 @@ static vt_status rows_forward(const char *op, int rms, const vt_tensor *out, con
     if ((s = scratch_vec(&sc, op, M, cdt, &mu)) != VT_OK) goto done;
     if ((s = scratch_vec(&sc, op, M, cdt, &rs)) != VT_OK) goto done;
     norm_geo g = {M, 1, N, N, 0, 0, 0, 0, N};
-    fwd_args a = {&g, xb, in->dtype, yb, out->dtype, eps, rms, 0, w, b, mu, rs, NULL};
-    run_fwd(cdt, &a);
+    fwd_args a = {&g, xb, in->dtype, yb, out->dtype, eps, rms, 0, w, b, mu, rs, NULL, src};
+    if ((s = run_fwd(cdt, &a)) != VT_OK) goto done;
     if (yv.data != out->data && (s = vt_copy(out, &yv)) != VT_OK) goto done;
     if ((s = store_vec(mean, cdt, mu)) != VT_OK) goto done;
     s = store_vec(rstd, cdt, rs);
@@ -315,12 +323,27 @@ done:
 
 vt_status vt_layer_norm(const vt_tensor *out, const vt_tensor *mean, const vt_tensor *rstd, const vt_tensor *in,
                         const vt_tensor *weight, const vt_tensor *bias, int32_t norm_ndim, double eps) {
-    return rows_forward("layer_norm", 0, out, mean, rstd, in, weight, bias, norm_ndim, eps);
+    return rows_forward("layer_norm", 0, out, mean, rstd, in, weight, bias, norm_ndim, eps, NULL);
 }
 
 vt_status vt_rms_norm(const vt_tensor *out, const vt_tensor *rstd, const vt_tensor *in, const vt_tensor *weight,
                       int32_t norm_ndim, double eps) {
-    return rows_forward("rms_norm", 1, out, NULL, rstd, in, weight, NULL, norm_ndim, eps);
+    return rows_forward("rms_norm", 1, out, NULL, rstd, in, weight, NULL, norm_ndim, eps, NULL);
+}
+
+int vt_norm_rows_takes_source(const vt_tensor *in, int32_t norm_ndim) {
+    if (norm_ndim < 1 || norm_ndim > in->ndim || !vt_view_is_dense_forward(in) || !vt_tensor_is_contiguous(in))
+        return 0;
+    int64_t n = 1;
+    for (int32_t d = in->ndim - norm_ndim; d < in->ndim; d++) n *= in->sizes[d];
+    return n >= VT_SOURCE_RUN && n <= NORM_SOURCE_MAX_ROW;
+}
+
+vt_status vt_norm_rows_run(int rms, const vt_tensor *out, const vt_tensor *mean, const vt_tensor *rstd,
+                           const vt_tensor *in, const vt_tensor *weight, const vt_tensor *bias, int32_t norm_ndim,
+                           double eps, const vt_source *src) {
+    return rms ? rows_forward("rms_norm", 1, out, NULL, rstd, in, weight, NULL, norm_ndim, eps, src)
+               : rows_forward("layer_norm", 0, out, mean, rstd, in, weight, bias, norm_ndim, eps, src);
 }
 
 vt_status vt_layer_norm_backward(const vt_tensor *grad_in, const vt_tensor *grad_weight, const vt_tensor *grad_bias,
@@ -403,8 +426,8 @@ static vt_status channel_forward(const char *op, const chan_fwd *f) {
             vec_set(cdt, rs, c, 1.0 / sqrt(rv[c] + f->eps));
         }
     norm_geo g = channel_geo(N, C, HW, f->groups, cm);
-    fwd_args a = {&g, xb, f->in->dtype, yb, f->out->dtype, f->eps, 0, have_stats, w, b, mu, rs, var};
-    run_fwd(cdt, &a);
+    fwd_args a = {&g, xb, f->in->dtype, yb, f->out->dtype, f->eps, 0, have_stats, w, b, mu, rs, var, NULL};
+    if ((s = run_fwd(cdt, &a)) != VT_OK) goto done;
     if (yv.data != f->out->data && (s = vt_copy(f->out, &yv)) != VT_OK) goto done;
     if (have_stats) goto done;
     if ((s = store_vec(f->mean_out, cdt, mu)) != VT_OK) goto done;

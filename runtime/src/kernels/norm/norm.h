@@ -48,6 +48,17 @@ vt_status vt_layer_norm_check(const char *op, const vt_tensor *in, const vt_tens
  * tensors have C elements), else per-(n, group) tensors have N * groups. */
 vt_status vt_channel_norm_check(const char *op, const vt_tensor *in, const vt_tensor *out, const vt_tensor *grad_in,
                                 int64_t groups, int64_t *n, int64_t *c, int64_t *hw);
+/* Whether a source (vt_source) can feed the input of a layer or RMS norm
+ * over its last norm_ndim dims: in is contiguous (row u's element j at
+ * offset u * N + j) and a row holds at least VT_SOURCE_RUN values (and no
+ * more than a thread stages). Each row is staged from the source once, then
+ * read as the kernel reads memory: the result is the same bits. */
+int vt_norm_rows_takes_source(const vt_tensor *in, int32_t norm_ndim);
+/* vt_layer_norm (rms 0) or vt_rms_norm (rms 1, mean and bias unused),
+ * reading in through src (NULL: from memory). */
+vt_status vt_norm_rows_run(int rms, const vt_tensor *out, const vt_tensor *mean, const vt_tensor *rstd,
+                           const vt_tensor *in, const vt_tensor *weight, const vt_tensor *bias, int32_t norm_ndim,
+                           double eps, const vt_source *src);
 /* t (nullable) must be a float tensor of `want` elements. */
 vt_status vt_norm_check_vec(const char *op, const char *what, const vt_tensor *t, int64_t want);
 

@@ -39,6 +39,8 @@ typedef struct N_(fwd_ctx) {
     const T *w, *b; /* per element (vector mode) or per channel; nullable */
     T *mean, *rstd; /* per unit: outputs, or inputs when have_stats */
     T *var;         /* per unit (nullable): the biased variance */
+    const vt_source *src; /* where x comes from (NULL: memory; else units of one run, ustride L) */
+    _Atomic int *oom;
 } N_(fwd_ctx);
 
 static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
@@ -46,8 +48,23 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
     const norm_geo *g = c->g;
     const KT *k = c->k;
     T xb[NORM_CH], yb[NORM_CH];
+    const size_t xes = vt_dtype_size(c->xdt);
+    char *row = NULL; /* a unit staged from the source, read as often as the walk reads memory */
+    if (c->src && !(row = malloc((size_t)g->L * xes))) {
+        atomic_store(c->oom, 1);
+        return;
+    }
     for (int64_t u = u0; u < u1; u++) {
         const int64_t ub = u * g->ustride;
+        const char *xu = c->x; /* x of this unit is at xu + (xo + element offset in the unit) */
+        int64_t xo = ub;
+        if (row) {
+            for (int64_t j = 0; j < g->L; j += VT_SOURCE_MAX) {
+                const int64_t n = g->L - j < VT_SOURCE_MAX ? g->L - j : VT_SOURCE_MAX;
+                memcpy(row + (size_t)j * xes, c->src->read(c->src->ctx, ub + j, n), (size_t)n * xes);
+            }
+            xu = row, xo = 0;
+        }
         T m, r;
         if (c->have_stats) {
             m = c->mean[u];
@@ -58,14 +75,14 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
                 for (int64_t rr = 0; rr < g->R; rr++)
                     for (int64_t j = 0; j < g->L; j += NORM_CH) {
                         int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH;
-                        s += (double)k->sum(N_(load)(c->x, c->xdt, ub + rr * g->rstride + j, n, xb), n);
+                        s += (double)k->sum(N_(load)(xu, c->xdt, xo + rr * g->rstride + j, n, xb), n);
                     }
                 mean = s / (double)g->count;
             }
             for (int64_t rr = 0; rr < g->R; rr++)
                 for (int64_t j = 0; j < g->L; j += NORM_CH) {
                     int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH;
-                    q += (double)k->sqdev(N_(load)(c->x, c->xdt, ub + rr * g->rstride + j, n, xb), n, (T)mean);
+                    q += (double)k->sqdev(N_(load)(xu, c->xdt, xo + rr * g->rstride + j, n, xb), n, (T)mean);
                 }
             double var = q / (double)g->count;
             m = (T)mean;
@@ -83,7 +100,7 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
             }
             for (int64_t j = 0; j < g->L; j += NORM_CH) {
                 int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH, off = ub + rr * g->rstride + j;
-                const T *xs = N_(load)(c->x, c->xdt, off, n, xb);
+                const T *xs = N_(load)(xu, c->xdt, xo + rr * g->rstride + j, n, xb);
                 T *ys = N_(target)(c->y, c->ydt, off, yb);
                 if (g->cmod) k->scale_shift(ys, xs, n, a, sh);
                 else k->affine(ys, xs, n, c->rms ? (T)0 : m, r, c->w ? c->w + j : NULL, c->b ? c->b + j : NULL);
@@ -91,6 +108,7 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
             }
         }
     }
+    free(row);
 }
 
 /* Backward of the channel layouts (group norm, batch norm): per-run sums
