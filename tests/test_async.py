@@ -132,11 +132,17 @@ def test_debug_mode_from_environment():
 def test_ctrl_c_during_synchronize(gate):
     x = torch.ones(100, device="tpu")
     y = x * 3
+    # Python raises KeyboardInterrupt only where SIGINT was not ignored when
+    # it started (a background job of a non-interactive shell starts so)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        torch.tpu.synchronize()
-    timer.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            torch.tpu.synchronize()
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
     _C._debug_gate_open()
     torch.tpu.synchronize()
     assert torch.equal(y.cpu(), torch.full((100,), 3.0))  # nothing lost
