@@ -63,6 +63,9 @@ if _load_error is None:
     from .tracing import Trace, trace  # noqa: F401
 
     dynamo.register()
+    from . import distributed
+
+    distributed.register()
 
 __all__ = [
     "EagerMode",

@@ -198,6 +198,10 @@ vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_pre
  * then release p. */
 vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
                               vt_prepared *p, vt_enqueue_policy policy);
+/* vt_enqueue_prepared (VT_ENQ_AUTO) that says whether the command was queued
+ * (*queued: it runs, or has run, exactly once) or refused before that. */
+vt_status vt_enqueue_prepared_q(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
+                                vt_prepared *p, int *queued);
 /* A kernel with a compact queued form: pack writes args into a ring slot
  * (at most VT_MAX_ARGS bytes) and run_packed reads them there; run reads
  * args where the caller keeps them, for a command run on the caller's
@@ -253,6 +257,9 @@ void vt_fault_ref(vt_fault *f);
 void vt_fault_unref(vt_fault *f);
 /* Keep f for the device's next synchronisation (takes a reference). */
 void vt_fault_latch(vt_fault *f);
+/* What f says, without raising it. */
+const char *vt_fault_message(const vt_fault *f);
+vt_status vt_fault_status(const vt_fault *f);
 /* Set f as this thread's error (status returned) and mark it raised. */
 vt_status vt_fault_raise(vt_fault *f);
 /* Raise the faults of dev not yet raised whose ticket <= upto, as one error

@@ -157,6 +157,8 @@ void set_device(int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); }
 bool bad_fork() { return vt_in_bad_fork() != 0; }
 
 }  // namespace
+
+void register_dist(py::module& m);  // dist.cpp
 }  // namespace vtpu
 
 PYBIND11_MODULE(_C, m) {
@@ -164,6 +166,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "vtpu binding: the tpu device over the libvtpu C runtime";
   register_sparse_kernels();
   install_context_hook();
+  register_dist(m);
   m.def("_init", torch::wrap_pybind_function(init));
   m.def("_device_count", torch::wrap_pybind_function(device_count));
   m.def("_chip_info", torch::wrap_pybind_function(chip_info));

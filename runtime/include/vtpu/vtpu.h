@@ -618,6 +618,22 @@ vt_status vt_copy_to_host(int dev, const vt_tensor *dst_host, const vt_tensor *s
  * unchanged until then (vt_event_query). In Debug mode it waits as usual. */
 vt_status vt_copy_to_device_async(int dev, const vt_tensor *dst_dev, const vt_tensor *src_host, uint64_t *ticket_out);
 
+/* Host steps: work a host library runs in queue order, such as a collective
+ * handed to a transport. fn(ctx, input_fault) runs on dev's worker after the
+ * work enqueued before it, and later work waits for it. reads and writes
+ * list the device tensors it touches (device memory of dev only). It runs
+ * even when a read is poisoned (peers in other processes wait for it):
+ * input_fault is then that fault's message, else NULL, and what it writes is
+ * poisoned. It returns VT_OK, or a status after vt_host_step_error().
+ * *queued (may be NULL) says whether the step was queued: then fn is called
+ * exactly once and owns ctx; else it never is and the error is the
+ * request's. Debug mode waits for the step and returns its error. */
+typedef vt_status (*vt_host_fn)(void *ctx, const char *input_fault);
+vt_status vt_enqueue_host(int dev, const char *name, vt_host_fn fn, void *ctx, const vt_tensor *reads, int nreads,
+                          const vt_tensor *writes, int nwrites, int *queued);
+/* A host step's failure: sets the message the fault carries, returns s. */
+vt_status vt_host_step_error(vt_status s, const char *msg);
+
 /* Test aid: a kernel that blocks the queue until vt_debug_gate_open() (or
  * timeout_ms passes), so tests can observe asynchrony without timing. */
 vt_status vt_debug_gate_enqueue(int dev, int64_t timeout_ms);

@@ -85,6 +85,9 @@ void vt_fault_latch(vt_fault *f) {
     pthread_mutex_unlock(&l->mu);
 }
 
+const char *vt_fault_message(const vt_fault *f) { return f->msg; }
+vt_status vt_fault_status(const vt_fault *f) { return f->status; }
+
 vt_status vt_fault_raise(vt_fault *f) {
     atomic_store(&f->raised, 1);
     return vt_set_error(f->status, "%s", f->msg);

@@ -377,7 +377,8 @@ static void fill_command(vt_command *c, int in_slot, vt_kernel_fn fn, const vt_p
  * here, and are freed on failure too. */
 static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, const vt_packed_kernel *pk,
                              const void *args, size_t args_size, vt_access *acc, int nacc, int heap, void *payload,
-                             vt_enqueue_policy policy, uint64_t *ticket_out) {
+                             vt_enqueue_policy policy, uint64_t *ticket_out, int *queued) {
+    if (queued) *queued = 0;
     vt_status s = vt_check_device(dev);
     if (s == VT_OK && !fn && !pk) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: kernel function is NULL", op_name);
     if (s == VT_OK && args_size > VT_MAX_ARGS)
@@ -402,6 +403,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
          * is where it would run next anyway. */
         uint64_t at = atomic_load(&q->done);
         if (ticket_out) *ticket_out = at;
+        if (queued) *queued = 1;
         fill_command(&local, 0, fn, pk, op_name, &res, payload, acc, nacc, heap, args, args_size);
         run_command(q, &local, at + 1);
         return res.status == VT_OK ? VT_OK : vt_set_error(res.status, "%s", res.msg);
@@ -415,6 +417,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
          * cost more than the command. */
         fill_command(&local, 0, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
                      args_size);
+        if (queued) *queued = 1;
         worker_of = q;
         run_command(q, &local, seq + 1);
         worker_of = NULL;
@@ -437,6 +440,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         }
     }
     /* Nothing below can fail: a ticket taken is a slot the worker waits for. */
+    if (queued) *queued = 1;
     seq = atomic_fetch_add(&q->tail, 1);
     if (seq - atomic_load_explicit(&q->done_seen, memory_order_acquire) >= RING_SLOTS) {
         uint64_t d = atomic_load(&q->done);
@@ -463,7 +467,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
 vt_status vt_enqueue_ex(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size,
                         vt_enqueue_policy policy, uint64_t *ticket_out) {
     return enqueue_cmd(dev, op_name ? op_name : "vt_enqueue", fn, NULL, args, args_size, NULL, 0, 0, NULL, policy,
-                       ticket_out);
+                       ticket_out, NULL);
 }
 
 vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *args, size_t args_size) {
@@ -471,10 +475,11 @@ vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *
 }
 
 static vt_status enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const vt_packed_kernel *pk,
-                                  const void *args, size_t args_size, vt_prepared *p, vt_enqueue_policy policy) {
+                                  const void *args, size_t args_size, vt_prepared *p, vt_enqueue_policy policy,
+                                  int *queued) {
     int heap = p->acc != p->inline_acc;
     vt_status s = enqueue_cmd(dev, name ? name : "vt_op", fn, pk, args, args_size, p->acc, p->n, heap, p->payload,
-                              policy, NULL);
+                              policy, NULL, queued);
     p->acc = p->inline_acc; /* the command owns the malloc'd list and payload now */
     p->n = 0;
     p->payload = NULL;
@@ -486,12 +491,17 @@ static vt_status enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, co
 
 vt_status vt_enqueue_prepared(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
                               vt_prepared *p, vt_enqueue_policy policy) {
-    return enqueue_prepared(dev, name, fn, NULL, args, args_size, p, policy);
+    return enqueue_prepared(dev, name, fn, NULL, args, args_size, p, policy, NULL);
+}
+
+vt_status vt_enqueue_prepared_q(int dev, const char *name, vt_kernel_fn fn, const void *args, size_t args_size,
+                                vt_prepared *p, int *queued) {
+    return enqueue_prepared(dev, name, fn, NULL, args, args_size, p, VT_ENQ_AUTO, queued);
 }
 
 vt_status vt_enqueue_packed(int dev, const char *name, const vt_packed_kernel *pk, const void *args, vt_prepared *p,
                             vt_enqueue_policy policy) {
-    return enqueue_prepared(dev, name, NULL, pk, args, 0, p, policy);
+    return enqueue_prepared(dev, name, NULL, pk, args, 0, p, policy, NULL);
 }
 
 /* ------------------------------------------------------------ sync, events */
