@@ -25,7 +25,7 @@ setup(
             include_dirs=[os.path.join(ROOT, "runtime", "include")],
             extra_objects=[LIB],
             extra_compile_args=["-O2", "-fvisibility=hidden"],
-            libraries=["m"],
+            libraries=["m", "rt"],
         )
     ],
     cmdclass={"build_ext": BuildWithRuntime},

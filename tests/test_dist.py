@@ -50,9 +50,14 @@ def expect_ok(results):
         assert code == 0 and res is not None, f"rank {r} exited with {code}:\n{out[-4000:]}"
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
 @pytest.mark.parametrize("n", [2, 4])
-def test_collectives_match_cpu(n):
-    expect_ok(run_job("collectives", n))
+def test_collectives_match_cpu(n, transport):
+    # ranks on one host use shared memory; VTPU_DIST_SHM=0 forces Gloo over
+    # TCP, the transport between hosts
+    results = run_job("collectives", n, env={"VTPU_DIST_SHM": "0" if transport == "tcp" else "1"})
+    expect_ok(results)
+    assert all(res["shared_memory"] == (transport == "shm") for _, res, _ in results)
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -99,8 +104,12 @@ def test_bad_input_fails_every_rank_and_leaves_the_group_usable():
     assert "rank 1 holds the error of a failed op" in results[0][1]["poison"], results[0][1]
 
 
-def test_a_dead_rank_fails_the_others_with_the_collective_named():
-    results = run_job("dead_peer", 2, env={"DIST_TIMEOUT": "20"}, timeout=120)
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_a_dead_rank_fails_the_others_with_the_collective_named(transport):
+    env = {"DIST_TIMEOUT": "20", "VTPU_DIST_SHM": "0" if transport == "tcp" else "1"}
+    results = run_job("dead_peer", 2, env=env, timeout=120)
     code, res, out = results[0]
     assert code == 0 and res is not None, out[-4000:]
     assert "tpu_dist allreduce" in res["error"] and "rank 0 of 2" in res["error"], res["error"]
+    if transport == "shm":  # the local transport names the rank that died
+        assert "rank 1 of 2 (pid" in res["error"] and "exited" in res["error"], res["error"]

@@ -17,6 +17,10 @@
 
 #include "common.h"
 
+extern "C" {
+#include "vtpu/comm.h"
+}
+
 namespace vtpu {
 namespace {
 
@@ -94,9 +98,16 @@ std::string check_calls(const std::vector<Desc>& all, int rank, const char* own_
   return "";
 }
 
-// One collective, as the worker runs it.
+// A shared-memory call on the worker: its error becomes the step's.
+void comm_check(vt_status s) {
+  if (s != VT_OK) throw std::runtime_error(vt_last_error());
+}
+
+// One collective, as the worker runs it. run returns the transport's work
+// to wait for, or null when it did the exchange itself (shared memory).
 struct Step {
   c10::intrusive_ptr<c10d::Backend> transport;
+  std::shared_ptr<vt_comm> comm;  // this host's ranks, when they are all here
   Kind kind;
   int rank = 0, size = 1, peer = -1, tag = 0;  // peer/tag: send and recv
   Desc desc{};
@@ -139,6 +150,15 @@ std::string agree(Step& s, const char* fault) {
              c10::toString(static_cast<c10::ScalarType>(mine[fDtype]));
     return "";
   }
+  if (s.comm) {
+    int64_t flat[VT_COMM_DESC] = {0}, all_flat[VT_COMM_MAX_RANKS * VT_COMM_DESC];
+    std::copy(mine.begin(), mine.end(), flat);
+    comm_check(vt_comm_exchange(s.comm.get(), flat, all_flat));
+    std::vector<Desc> all(s.size);
+    for (int r = 0; r < s.size; r++) std::copy(all_flat + r * VT_COMM_DESC, all_flat + r * VT_COMM_DESC + kFields,
+                                               all[r].begin());
+    return check_calls(all, s.rank, fault);
+  }
   std::vector<at::Tensor> in{desc_tensor(mine)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < s.size; r++) out[0].push_back(at::empty({kFields}, at::kLong));
@@ -153,10 +173,13 @@ vt_status run_step(void* p, const char* input_fault) {
   std::string err;
   try {
     err = agree(*s, input_fault);
-    if (err.empty()) s->run(*s->transport)->wait();
+    if (err.empty()) {
+      auto w = s->run(*s->transport);
+      if (w) w->wait();
+    }
   } catch (const std::exception& e) {
     err = std::string("rank ") + std::to_string(s->rank) + " of " + std::to_string(s->size) +
-          ": the transport failed (a peer exited or timed out?): " + e.what();
+          ": the collective failed (a rank exited, or timed out): " + e.what();
   }
   if (err.empty()) return VT_OK;
   return vt_host_step_error(VT_ERR_KERNEL, err.c_str());
@@ -211,10 +234,23 @@ bool transport_dtype(c10::ScalarType t) {
   }
 }
 
+bool comm_red_op(const c10d::ReduceOp& op, vt_red_op* out) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: *out = VT_RED_SUM; return true;
+    case c10d::ReduceOp::PRODUCT: *out = VT_RED_PROD; return true;
+    case c10d::ReduceOp::MIN: *out = VT_RED_MIN; return true;
+    case c10d::ReduceOp::MAX: *out = VT_RED_MAX; return true;
+    default: return false;
+  }
+}
+
 class ProcessGroupTpu : public c10d::Backend {
  public:
-  ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size)
-      : c10d::Backend(rank, size), transport_(std::move(transport)) {}
+  ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size, std::shared_ptr<vt_comm> comm)
+      : c10d::Backend(rank, size), transport_(std::move(transport)), comm_(std::move(comm)) {}
+
+  // Whether collectives on this group's ranks go through shared memory.
+  bool uses_shared_memory() const { return comm_ != nullptr; }
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   void setSequenceNumberForGroup() override {}
@@ -259,8 +295,14 @@ class ProcessGroupTpu : public c10d::Backend {
     Inout io(t, true);
     const int64_t root = o.rootRank;
     auto alias = aliases({io.work});
+    auto comm = comm_;
     return launch(kBroadcast, {io.work}, {io.work}, desc(kBroadcast, t, t.numel(), -1, root),
-                  [alias, root](c10d::Backend& b) mutable {
+                  [alias, root, comm](c10d::Backend& b) mutable {
+                    if (comm) {
+                      comm_check(vt_comm_broadcast(comm.get(), alias[0].data_ptr(), alias[0].nbytes(),
+                                                   static_cast<int>(root)));
+                      return c10::intrusive_ptr<c10d::Work>();
+                    }
                     c10d::BroadcastOptions opts;
                     opts.rootRank = root;
                     return b.broadcast(alias, opts);
@@ -433,7 +475,14 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
     Desc d{kBarrier, -1, -1, -1, -1, 0};
-    return launch(kBarrier, {}, {}, d, [](c10d::Backend& b) { return b.barrier(); }, {}, c10d::OpType::BARRIER, {},
+    auto comm = comm_;
+    return launch(kBarrier, {}, {}, d,
+                  [comm](c10d::Backend& b) {
+                    if (!comm) return b.barrier();
+                    comm_check(vt_comm_barrier(comm.get()));
+                    return c10::intrusive_ptr<c10d::Work>();
+                  },
+                  {}, c10d::OpType::BARRIER, {},
                   /*host_wait=*/true, current_device());
   }
 
@@ -516,6 +565,7 @@ class ProcessGroupTpu : public c10d::Backend {
       TORCH_CHECK(describe(writes[i], &w[i]), step_name(k), ": cannot describe an output");
     auto step = std::make_unique<Step>();
     step->transport = transport_;
+    step->comm = comm_;
     step->kind = k;
     step->rank = rank_;
     step->size = size_;
@@ -561,8 +611,19 @@ class ProcessGroupTpu : public c10d::Backend {
       TORCH_CHECK(op.op_ != c10d::ReduceOp::UNUSED, step_name(k), ": unknown reduce op");
     }
     auto a = aliases(work);
-    auto w = launch(k, work, work, desc(k, ts[0], numel, op.op_, root),
-                    [a, wire, call](c10d::Backend& b) { return call(b, a, wire); }, ts,
+    vt_dtype dt;
+    vt_red_op red;
+    std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run;
+    if (comm_ && k != kReduce && to_vt_dtype(ts[0].scalar_type(), &dt) && comm_red_op(wire, &red)) {
+      auto comm = comm_;
+      run = [a, comm, dt, red](c10d::Backend&) {
+        for (auto& t : a) comm_check(vt_comm_allreduce(comm.get(), t.data_ptr(), t.numel(), dt, red));
+        return c10::intrusive_ptr<c10d::Work>();
+      };
+    } else {
+      run = [a, wire, call](c10d::Backend& b) { return call(b, a, wire); };
+    }
+    auto w = launch(k, work, work, desc(k, ts[0], numel, op.op_, root), std::move(run), ts,
                     k == kReduce ? c10d::OpType::REDUCE : c10d::OpType::ALLREDUCE, {});
     // a reduce leaves the other ranks' tensors as they were sent
     if (op.op_ == c10d::ReduceOp::AVG && (k != kReduce || rank_ == root))
@@ -587,9 +648,16 @@ class ProcessGroupTpu : public c10d::Backend {
       numel += ins[i].numel();
     }
     auto a_out = aliases(ww), a_in = aliases(rw);
+    auto comm = comm_;
     return launch(k, rw, ww, desc(k, ins[0], numel, -1, -1),
-                  [a_out, a_in](c10d::Backend& b) mutable {
+                  [a_out, a_in, comm](c10d::Backend& b) mutable {
                     c10::intrusive_ptr<c10d::Work> last;
+                    if (comm) {
+                      for (size_t i = 0; i < a_in.size(); i++)
+                        comm_check(vt_comm_allgather(comm.get(), a_out[i].data_ptr(), a_in[i].data_ptr(),
+                                                     a_in[i].nbytes()));
+                      return last;
+                    }
                     for (size_t i = 0; i < a_in.size(); i++) {
                       if (i) last->wait();
                       // the transport splits dim 0: hand it flat buffers
@@ -635,8 +703,18 @@ class ProcessGroupTpu : public c10d::Backend {
       wire = c10d::ReduceOp(c10d::ReduceOp::SUM);
     }
     auto a_out = aliases(ww), a_in = aliases(rw);
+    vt_dtype dt;
+    vt_red_op red;
+    std::shared_ptr<vt_comm> comm;
+    if (comm_ && to_vt_dtype(ins[0].scalar_type(), &dt) && comm_red_op(wire, &red)) comm = comm_;
     auto w = launch(k, rw, ww, desc(k, ins[0], numel, op.op_, -1),
-                    [a_out, a_in, wire](c10d::Backend& b) mutable {
+                    [a_out, a_in, wire, comm, dt, red](c10d::Backend& b) mutable {
+                      if (comm) {
+                        for (size_t i = 0; i < a_in.size(); i++)
+                          comm_check(vt_comm_reduce_scatter(comm.get(), a_out[i].data_ptr(), a_in[i].data_ptr(),
+                                                            a_out[i].numel(), dt, red));
+                        return c10::intrusive_ptr<c10d::Work>();
+                      }
                       c10d::ReduceScatterOptions opts;
                       opts.reduceOp = wire;
                       c10::intrusive_ptr<c10d::Work> last;
@@ -655,20 +733,38 @@ class ProcessGroupTpu : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> transport_;
+  std::shared_ptr<vt_comm> comm_;
   uint64_t seq_ = 0;
 };
 
+// shm_name: a POSIX shared memory name when every rank of the group is on
+// this host ("" for none): rank 0 creates it, every rank maps it, and it is
+// unlinked once all have (nothing is left behind if a rank dies later).
 c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Backend>& transport, int rank,
-                                              int size) {
+                                              int size, const std::string& shm_name, int64_t timeout_ms) {
   ensure_init();
-  return c10::make_intrusive<ProcessGroupTpu>(transport, rank, size);
+  std::shared_ptr<vt_comm> comm;
+  if (!shm_name.empty()) {
+    vt_comm* c = nullptr;
+    vt_status s;
+    {
+      py::gil_scoped_release nogil;
+      s = vt_comm_open(shm_name.c_str(), rank, size, 0, timeout_ms, &c);
+    }
+    if (rank == 0) vt_comm_unlink(shm_name.c_str());
+    check(s, "tpu_dist: opening the group's shared memory");
+    comm = std::shared_ptr<vt_comm>(c, vt_comm_close);
+  }
+  return c10::make_intrusive<ProcessGroupTpu>(transport, rank, size, std::move(comm));
 }
 
 }  // namespace
 
 void register_dist(py::module& m) {
-  py::class_<ProcessGroupTpu, c10d::Backend, c10::intrusive_ptr<ProcessGroupTpu>>(m, "ProcessGroupTpu");
-  m.def("_dist_backend", &make_backend, py::arg("transport"), py::arg("rank"), py::arg("size"));
+  py::class_<ProcessGroupTpu, c10d::Backend, c10::intrusive_ptr<ProcessGroupTpu>>(m, "ProcessGroupTpu")
+      .def_property_readonly("uses_shared_memory", &ProcessGroupTpu::uses_shared_memory);
+  m.def("_dist_backend", &make_backend, py::arg("transport"), py::arg("rank"), py::arg("size"),
+        py::arg("shm_name") = "", py::arg("timeout_ms") = -1);
 }
 
 }  // namespace vtpu

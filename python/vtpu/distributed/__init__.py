@@ -10,21 +10,51 @@ The transport is Gloo over TCP, so the same script runs on one host or,
 with ``torchrun --nnodes N``, on several.
 """
 
+import os
+import socket
+import uuid
+
 import torch
 import torch.distributed as dist
 
 BACKEND = "tpu_dist"
 
 
+def _host_id():
+    """What makes two processes share /dev/shm: the machine's boot and its name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def _shared_memory_name(store, rank, size):
+    """A shared memory name for the group when all its ranks are on this
+    host (and VTPU_DIST_SHM is not 0), else ""."""
+    if size < 2 or os.environ.get("VTPU_DIST_SHM", "1") == "0":
+        return ""
+    store.set(f"host/{rank}", _host_id())
+    if any(store.get(f"host/{k}").decode() != _host_id() for k in range(size)):
+        return ""
+    if rank == 0:
+        store.set("shm", f"/vtpu-dist-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    return store.get("shm").decode()
+
+
 def _create(opts, backend_options):
-    """Backend factory torch.distributed calls for each process group."""
+    """Backend factory torch.distributed calls for each process group: Gloo
+    over TCP carries what shared memory does not (other hosts, and the
+    collectives the local path lacks)."""
     from .. import _C
 
-    # The transport keeps its rendezvous keys apart from a gloo backend the
-    # same group may hold for CPU tensors.
+    # Keys apart from a gloo backend the same group may hold for CPU tensors.
     store = dist.PrefixStore(f"{BACKEND}/", opts.store)
     transport = dist.ProcessGroupGloo(store, opts.group_rank, opts.group_size, opts.timeout)
-    return _C._dist_backend(transport, opts.group_rank, opts.group_size)
+    name = _shared_memory_name(store, opts.group_rank, opts.group_size)
+    timeout_ms = int(opts.timeout.total_seconds() * 1000)
+    return _C._dist_backend(transport, opts.group_rank, opts.group_size, name, timeout_ms)
 
 
 def _point_default_backend_at_tpu_dist(pg):
