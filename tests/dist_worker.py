@@ -188,6 +188,121 @@ def scenario_ddp(r, n):
     return out
 
 
+def small_gpt():
+    from vtpu.models import GPT, GPTConfig
+
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab=256, d_model=64, n_heads=4, n_kv_heads=2, max_seq=64, n_layers=2))
+
+
+def train(model, tokens, steps, lr=0.3):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = tokens[:, :-1].to("tpu"), tokens[:, 1:].to("tpu")
+    losses = []
+    for _ in range(steps):
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def full_params(model):
+    from torch.distributed.tensor import DTensor
+
+    out = []
+    for p in model.parameters():
+        p = p.full_tensor() if isinstance(p, DTensor) else p
+        out.append(p.detach().float().reshape(-1).cpu())
+    return torch.cat(out)
+
+
+def scenario_fsdp(r, n):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.tpu.set_float32_matmul_precision("highest")
+    mesh = init_device_mesh("tpu", (n,))
+    tokens = torch.randint(0, 256, (8, 33), generator=torch.Generator().manual_seed(7))
+    rows = tokens.shape[0] // n
+    shard = tokens[r * rows : (r + 1) * rows]
+    out = {}
+    for name, mp in [("fp32", None), ("bf16", MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                                  reduce_dtype=torch.float32))]:
+        model = small_gpt().to("tpu")
+        kw = {"mesh": mesh} if mp is None else {"mesh": mesh, "mp_policy": mp}
+        for block in model.blocks:
+            fully_shard(block, **kw)
+        fully_shard(model, **kw)
+        curve = train(model, shard, 5)
+        dist.all_reduce(curve, op=dist.ReduceOp.AVG)
+        out[name] = curve.cpu().tolist()
+        out[name + "_params"] = full_params(model)
+    if r == 0:
+        ref = small_gpt().to("tpu")
+        out["single"] = train(ref, tokens, 5).cpu().tolist()
+        ref_params = full_params(ref)
+        out["fp32_param_diff"] = (out["fp32_params"] - ref_params).abs().max().item()
+        out["bf16_param_diff"] = (out["bf16_params"] - ref_params).abs().max().item()
+        out["param_scale"] = ref_params.abs().max().item()
+    del out["fp32_params"], out["bf16_params"]
+    return out
+
+
+def scenario_tensor_parallel(r, n):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.tpu.set_float32_matmul_precision("highest")
+    mesh = init_device_mesh("tpu", (n,))
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(16, 8 * n), torch.nn.GELU(), torch.nn.Linear(8 * n, 16))
+    tp = parallelize_module(
+        __import__("copy").deepcopy(ref).to("tpu"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()}
+    )
+    x = torch.randn(5, 16, generator=torch.Generator().manual_seed(3))
+    out = tp(x.to("tpu"))
+    out.square().sum().backward()
+    want = ref(x)
+    want.square().sum().backward()
+    close(out, want.detach(), "tensor parallel forward")
+    for (name, p), (_, q) in zip(tp.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.grad.full_tensor().cpu(), q.grad, rtol=1e-5, atol=1e-5,
+                                   msg=lambda m: f"grad of {name}: {m}")
+    return {"ok": True, "placements": [str(p.placements) for p in tp.parameters()]}
+
+
+def scenario_checkpoint(r, n):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (n,))
+    model = small_gpt().to("tpu")
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    path = os.environ["CKPT_DIR"]
+    expected = full_params(small_gpt())
+    if os.environ["CKPT_MODE"] == "save":
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.5)  # what the loader must see is not its own init
+        dcp.save(get_model_state_dict(model), checkpoint_id=path)
+        return {"saved": True}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    sd = get_model_state_dict(model)
+    dcp.load(sd, checkpoint_id=path)
+    set_model_state_dict(model, sd)
+    got = full_params(model)
+    return {"max_diff": (got - (expected + 0.5)).abs().max().item()}
+
+
 def scenario_errors(r, n):
     dev = torch.device("tpu")
     result = {}
