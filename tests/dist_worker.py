@@ -135,6 +135,13 @@ def scenario_collectives(r, n):
     cm.wait()
     close(a1, torch.cat(every), "coalesced all_gather 1")
     close(a2, torch.arange(n, dtype=torch.float32).repeat_interleave(3), "coalesced all_gather 2")
+    # functional collectives (what traced code and DTensor issue)
+    import torch.distributed._functional_collectives as fc
+
+    close(fc.all_reduce(x, "sum", dist.group.WORLD), stacked.sum(0), "functional all_reduce")
+    close(fc.all_gather_tensor(x, 0, dist.group.WORLD), torch.cat(every), "functional all_gather")
+    y = torch.ops._c10d_functional.all_reduce(x, "avg", dist.group.WORLD.group_name)
+    close(torch.ops._c10d_functional.wait_tensor(y), stacked.sum(0) / n, "_c10d_functional.all_reduce")
     # a subgroup of the even ranks
     even = dist.new_group([k for k in range(n) if k % 2 == 0])
     if r % 2 == 0:
@@ -301,6 +308,28 @@ def scenario_checkpoint(r, n):
     set_model_state_dict(model, sd)
     got = full_params(model)
     return {"max_diff": (got - (expected + 0.5)).abs().max().item()}
+
+
+def scenario_mesh(r, n):
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from vtpu.distributed import topology
+
+    assert os.environ.get("VTPU_TOPOLOGY"), "the launcher sets VTPU_TOPOLOGY"
+    ranks = torch.tpu.topology_aware_mesh((2, n // 2))
+    # identical on every rank
+    every = [torch.empty_like(ranks, device="tpu") for _ in range(n)]
+    dist.all_gather(every, ranks.to("tpu"))
+    assert all(torch.equal(e.cpu(), ranks) for e in every)
+    topo, _ = topology.current(n)
+    for row in ranks.tolist():
+        assert all(topo.linked(a, b) for a, b in zip(row, row[1:])), (ranks, topo)
+    mesh = DeviceMesh("tpu", ranks, mesh_dim_names=("dp", "tp"))
+    y = torch.full((3,), float(r), device="tpu")
+    dist.all_reduce(y, group=mesh.get_group("tp"))
+    row = next(row for row in ranks.tolist() if r in row)
+    close(y, torch.full((3,), float(sum(row))), "all_reduce over the mesh's last axis")
+    return {"ok": True, "topology": repr(topo), "mesh": ranks.tolist()}
 
 
 def scenario_errors(r, n):

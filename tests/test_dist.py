@@ -111,6 +111,19 @@ def test_distributed_checkpoint_saved_on_4_ranks_loads_on_2(tmp_path):
         assert res["max_diff"] == 0.0, res  # the saved bits, resharded
 
 
+def test_launcher_and_topology_aware_mesh():
+    # python -m vtpu.distributed.launch: torchrun with VTPU_TOPOLOGY set
+    p = subprocess.run([sys.executable, "-m", "vtpu.distributed.launch", "--chips", "4", "--topology", "v5p-8",
+                        WORKER, "mesh"], capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    assert len(lines) == 4 and all(x["topology"] == "v5p-2x2x1" for x in lines), lines
+    bad = subprocess.run([sys.executable, "-m", "vtpu.distributed.launch", "--chips", "3", WORKER, "mesh"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "power-of-two" in bad.stderr, bad.stderr[-2000:]
+
+
 def test_named_backend_and_default_for_the_device():
     # "tpu_dist" by name; the default-backend case runs in the test above
     expect_ok(run_job("collectives", 2, backend="tpu_dist"))

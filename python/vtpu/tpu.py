@@ -333,3 +333,8 @@ def empty_cache() -> None:
 def mem_get_info(device: _device_t = None) -> tuple:
     """(free, total) bytes of the device's HBM."""
     return torch.accelerator.get_memory_info(_index(device))
+
+
+# ------------------------------------------------------------------ distributed
+
+from .distributed.topology import topology_aware_mesh  # noqa: E402,F401  (torch.tpu's public name)
