@@ -8,6 +8,7 @@ CPU PyTorch; its last stdout line is a JSON result for the test to compare.
 import datetime
 import json
 import os
+import socket
 import sys
 
 import torch
@@ -150,7 +151,7 @@ def scenario_collectives(r, n):
         close(y, stacked[::2].sum(0), "all_reduce in a subgroup")
     dist.barrier()
     backend = dist.group.WORLD._get_backend(dev)
-    return {"ok": True, "shared_memory": backend.uses_shared_memory}
+    return {"ok": True, "shared_memory": backend.uses_shared_memory, "host": socket.gethostname()}
 
 
 def gpt_run(tokens, wrap, steps=10):
