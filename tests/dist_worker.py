@@ -383,6 +383,30 @@ def scenario_errors(r, n):
     return result
 
 
+def scenario_divergent_read(r, n):
+    """Rank 0 reads a value on the host while its queue holds a collective
+    that rank 1 only issues after rank 0's read: the documented deadlock,
+    which the group's timeout turns into an error naming the collective."""
+    store = dist.distributed_c10d._get_default_store()
+    y = torch.ones(4, device="tpu")
+    out = {}
+    if r == 0:
+        dist.all_reduce(y)
+        try:
+            out["read"] = y.sum().item()
+        except RuntimeError as e:
+            out["error"] = str(e)
+        store.set("rank0_read", "done")  # what rank 1 waits for
+    else:
+        store.wait(["rank0_read"], datetime.timedelta(seconds=120))
+        try:
+            dist.all_reduce(y)
+            y.cpu()
+        except RuntimeError as e:
+            out["error"] = str(e)
+    return out
+
+
 def scenario_dead_peer(r, n):
     dev = torch.device("tpu")
     y = torch.ones(4, device=dev)

@@ -111,6 +111,18 @@ def test_distributed_checkpoint_saved_on_4_ranks_loads_on_2(tmp_path):
         assert res["max_diff"] == 0.0, res  # the saved bits, resharded
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_rank_divergent_host_read_is_caught_by_the_timeout(transport):
+    env = {"DIST_TIMEOUT": "5", "VTPU_DIST_SHM": "0" if transport == "tcp" else "1"}
+    results = run_job("divergent_read", 2, env=env, timeout=120)
+    expect_ok(results)
+    err0 = results[0][1].get("error", "")
+    assert "tpu_dist allreduce" in err0, results[0][1]
+    if transport == "shm":
+        assert "rank 1 of 2 did not reach the collective within 5000 ms" in err0, err0
+    assert "error" in results[1][1], results[1][1]  # its late call fails too, it does not hang
+
+
 def test_launcher_and_topology_aware_mesh():
     # python -m vtpu.distributed.launch: torchrun with VTPU_TOPOLOGY set
     p = subprocess.run([sys.executable, "-m", "vtpu.distributed.launch", "--chips", "4", "--topology", "v5p-8",
