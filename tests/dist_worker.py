@@ -430,7 +430,9 @@ def main():
     out = globals()[f"scenario_{scenario}"](r, n)
     torch.tpu.synchronize()
     dist.destroy_process_group()
-    print(json.dumps(out), flush=True)
+    # one write: ranks that share a stdout (torchrun) never interleave within a line
+    sys.stdout.flush()
+    os.write(1, (json.dumps(out) + "\n").encode())
 
 
 if __name__ == "__main__":

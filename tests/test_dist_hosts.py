@@ -9,6 +9,7 @@ the host split."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import uuid
@@ -16,6 +17,12 @@ import uuid
 import pytest
 
 WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def sh(*cmd):
@@ -62,7 +69,7 @@ def two_hosts():
 
 
 def test_a_2x2_job_across_two_hosts_over_tcp(two_hosts, tmp_path):
-    port = 29500 + os.getpid() % 1000
+    port = free_port()  # in the namespaces any port is free; on loopback, one that is
     procs = []
     base = dict(os.environ, PYTHONWARNINGS="ignore")
     if two_hosts is None:
