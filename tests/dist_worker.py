@@ -391,8 +391,8 @@ def scenario_divergent_read(r, n):
     y = torch.ones(4, device="tpu")
     out = {}
     if r == 0:
-        dist.all_reduce(y)
         try:
+            dist.all_reduce(y)  # in Debug mode the call itself waits, and raises
             out["read"] = y.sum().item()
         except RuntimeError as e:
             out["error"] = str(e)
