@@ -168,19 +168,6 @@ static void check_group(vt_dtype dt, int64_t N, int64_t C, int64_t HW, int64_t G
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_free(all[i]);
 }
 
-/* A source that hands out the input's own memory and counts each element's reads. */
-typedef struct mem_source {
-    const char *base;
-    size_t es;
-    int *reads;
-} mem_source;
-
-static const void *mem_read(void *ctx, int64_t first, int64_t m) {
-    mem_source *ms = ctx;
-    for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
-    return ms->base + first * (int64_t)ms->es;
-}
-
 /* Fed by a source, layer norm and RMS norm give what they give from
  * memory, bit for bit (out, mean, rstd), reading each element once; they
  * take one only for a contiguous input whose rows hold at least

@@ -3,7 +3,6 @@
  * middle and multiple dims at awkward sizes, non-contiguous operands,
  * specials, empty extents, thread-count and ISA independence, the queued
  * ops and their errors. */
-#include <stdatomic.h>
 
 #include "test_kernels_util.h"
 
@@ -403,20 +402,6 @@ TEST(kernels_reduce_thread_and_isa_independent) {
     }
 }
 
-/* A source that hands out the input's own memory and counts the reads of
- * each element. */
-typedef struct mem_source {
-    const char *base;
-    size_t es;
-    _Atomic int *reads;
-} mem_source;
-
-static const void *mem_read(void *ctx, int64_t first, int64_t m) {
-    mem_source *ms = ctx;
-    for (int64_t i = 0; i < m; i++) atomic_fetch_add(&ms->reads[first + i], 1);
-    return ms->base + first * (int64_t)ms->es;
-}
-
 /* A reduction fed by a source gives what it gives from memory, bit for bit,
  * for every op, geometry and layout; where vt_reduce_takes_source says so
  * it asks for every element exactly once, and it refuses two-pass ops and
@@ -433,13 +418,13 @@ TEST(kernels_reduce_from_a_source) {
             host_tensor in = make_input(VT_F32, c->nd, c->sizes, layout);
             fill_rand(&in, 0, 0);
             const int64_t span = ht_block_elems(&in);
-            _Atomic int *reads = calloc((size_t)span, sizeof *reads);
+            int *reads = calloc((size_t)span, sizeof *reads);
             for (int op = 0; op < VT_REDUCE_OP_COUNT; op++) {
                 const double p = op == VT_REDUCE_NORM ? 3 : op == VT_REDUCE_VAR || op == VT_REDUCE_STD ? 1 : 0;
                 host_tensor a = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
                 host_tensor b = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
                 CHECK_OK(vt_reduce((vt_reduce_op)op, &a.t, &in.t, c->mask, VT_F32, p));
-                for (int64_t i = 0; i < span; i++) atomic_store(&reads[i], 0);
+                memset(reads, 0, sizeof *reads * (size_t)span);
                 mem_source ms = {vt_base(&in.t), 4, reads + in.t.offset};
                 const vt_source src = {mem_read, &ms};
                 CHECK_OK(vt_reduce_run((vt_reduce_op)op, &b.t, &in.t, c->mask, VT_F32, p, &src));
@@ -455,7 +440,7 @@ TEST(kernels_reduce_from_a_source) {
                         int64_t off = 0, li = i;
                         for (int d = in.t.ndim - 1; d >= 0; d--)
                             off += li % in.t.sizes[d] * in.t.strides[d], li /= in.t.sizes[d];
-                        wrong += atomic_load(&ms.reads[off]) != 1;
+                        wrong += __atomic_load_n(&ms.reads[off], __ATOMIC_RELAXED) != 1;
                     }
                     CHECK_MSG(wrong == 0, "%s: %lld elements not read exactly once", what, (long long)wrong);
                 }

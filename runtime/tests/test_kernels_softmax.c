@@ -159,19 +159,6 @@ TEST(softmax_specials) {
     vt_isa_force(vt_isa_default());
 }
 
-/* A source that hands out the input's own memory and counts each element's reads. */
-typedef struct mem_source {
-    const char *base;
-    size_t es;
-    int *reads;
-} mem_source;
-
-static const void *mem_read(void *ctx, int64_t first, int64_t m) {
-    mem_source *ms = ctx;
-    for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
-    return ms->base + first * (int64_t)ms->es;
-}
-
 /* Fed by a source, softmax gives what it gives from memory, bit for bit,
  * reading each element once; it takes one only for lines of at least
  * VT_SOURCE_RUN values along a contiguous dim of a dense input. */

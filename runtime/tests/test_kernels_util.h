@@ -227,4 +227,18 @@ static inline int64_t ht_near(const char *what, const vt_tensor *x, const vt_ten
     return bad;
 }
 
+/* A source (vt_source) that hands out the input's own memory and counts
+ * each element's reads (reads may be NULL only if never read). */
+typedef struct mem_source {
+    const char *base;
+    size_t es;
+    int *reads;
+} mem_source;
+
+static inline const void *mem_read(void *ctx, int64_t first, int64_t m) {
+    mem_source *ms = ctx;
+    for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
+    return ms->base + first * (int64_t)ms->es;
+}
+
 #endif
