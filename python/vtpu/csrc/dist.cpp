@@ -632,24 +632,38 @@ class ProcessGroupTpu : public c10d::Backend {
     return w;
   }
 
-  c10::intrusive_ptr<c10d::Work> gather_into(Kind k, std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins) {
+  // Inputs and outputs of the tensor forms of all-gather (gathers: each
+  // output holds size_ inputs) and reduce-scatter (each input holds size_
+  // outputs), staged for the transport.
+  struct Pairs {
+    std::vector<Inout> src, dst;
+    std::vector<at::Tensor> rw, ww;
+    int64_t numel = 0;  // input elements
+  };
+  Pairs pair_up(Kind k, std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins, bool gathers) const {
     TORCH_CHECK(!ins.empty() && outs.size() == ins.size(), step_name(k), ": ", outs.size(), " outputs for ",
                 ins.size(), " inputs");
     check_tensors(ins, k, &ins[0]);
     check_tensors(outs, k, &ins[0]);
-    std::vector<Inout> src, dst;
-    std::vector<at::Tensor> rw, ww;
-    int64_t numel = 0;
+    Pairs p;
     for (size_t i = 0; i < ins.size(); i++) {
-      TORCH_CHECK(outs[i].numel() == ins[i].numel() * size_, step_name(k), ": output of ", outs[i].numel(),
-                  " elements for an input of ", ins[i].numel(), " on ", size_, " ranks");
-      src.emplace_back(ins[i], true), rw.push_back(src.back().work);
-      dst.emplace_back(outs[i], false), ww.push_back(dst.back().work);
-      numel += ins[i].numel();
+      const at::Tensor& whole = gathers ? outs[i] : ins[i];
+      const at::Tensor& part = gathers ? ins[i] : outs[i];
+      TORCH_CHECK(whole.numel() == part.numel() * size_, step_name(k), ": ", gathers ? "output" : "input", " of ",
+                  whole.numel(), " elements for an ", gathers ? "input" : "output", " of ", part.numel(), " on ",
+                  size_, " ranks");
+      p.src.emplace_back(ins[i], true), p.rw.push_back(p.src.back().work);
+      p.dst.emplace_back(outs[i], false), p.ww.push_back(p.dst.back().work);
+      p.numel += ins[i].numel();
     }
-    auto a_out = aliases(ww), a_in = aliases(rw);
+    return p;
+  }
+
+  c10::intrusive_ptr<c10d::Work> gather_into(Kind k, std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins) {
+    Pairs p = pair_up(k, outs, ins, /*gathers=*/true);
+    auto a_out = aliases(p.ww), a_in = aliases(p.rw);
     auto comm = comm_;
-    return launch(k, rw, ww, desc(k, ins[0], numel, -1, -1),
+    return launch(k, p.rw, p.ww, desc(k, ins[0], p.numel, -1, -1),
                   [a_out, a_in, comm](c10d::Backend& b) mutable {
                     c10::intrusive_ptr<c10d::Work> last;
                     if (comm) {
@@ -666,25 +680,15 @@ class ProcessGroupTpu : public c10d::Backend {
                     }
                     return last;
                   },
-                  outs, c10d::OpType::_ALLGATHER_BASE, dst);
+                  outs, c10d::OpType::_ALLGATHER_BASE, p.dst);
   }
 
   c10::intrusive_ptr<c10d::Work> scatter_reduce(Kind k, std::vector<at::Tensor>& outs, std::vector<at::Tensor> ins,
                                                 const c10d::ReduceOp& op) {
-    TORCH_CHECK(!ins.empty() && outs.size() == ins.size(), step_name(k), ": ", outs.size(), " outputs for ",
-                ins.size(), " inputs");
-    check_tensors(ins, k, &ins[0]);
-    check_tensors(outs, k, &ins[0]);
-    std::vector<Inout> src, dst;
-    std::vector<at::Tensor> rw, ww;
-    int64_t numel = 0;
-    for (size_t i = 0; i < ins.size(); i++) {
-      TORCH_CHECK(ins[i].numel() == outs[i].numel() * size_, step_name(k), ": input of ", ins[i].numel(),
-                  " elements for an output of ", outs[i].numel(), " on ", size_, " ranks");
-      src.emplace_back(ins[i], true), rw.push_back(src.back().work);
-      dst.emplace_back(outs[i], false), ww.push_back(dst.back().work);
-      numel += ins[i].numel();
-    }
+    Pairs p = pair_up(k, outs, ins, /*gathers=*/false);
+    std::vector<Inout>& src = p.src;
+    std::vector<at::Tensor>& rw = p.rw;
+    std::vector<at::Tensor>& ww = p.ww;
     c10d::ReduceOp wire = op;
     if (op.op_ == c10d::ReduceOp::AVG || op.op_ == c10d::ReduceOp::PREMUL_SUM) {
       TORCH_CHECK(at::isFloatingType(ins[0].scalar_type()), step_name(k), ": ", reduce_name(op.op_),
@@ -707,7 +711,7 @@ class ProcessGroupTpu : public c10d::Backend {
     vt_red_op red;
     std::shared_ptr<vt_comm> comm;
     if (comm_ && to_vt_dtype(ins[0].scalar_type(), &dt) && comm_red_op(wire, &red)) comm = comm_;
-    auto w = launch(k, rw, ww, desc(k, ins[0], numel, op.op_, -1),
+    auto w = launch(k, rw, ww, desc(k, ins[0], p.numel, op.op_, -1),
                     [a_out, a_in, wire, comm, dt, red](c10d::Backend& b) mutable {
                       if (comm) {
                         for (size_t i = 0; i < a_in.size(); i++)
@@ -728,7 +732,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     outs, c10d::OpType::_REDUCE_SCATTER_BASE, {});
     if (op.op_ == c10d::ReduceOp::AVG)
       for (auto& t : ww) t.div_(size_);
-    for (auto& x : dst) x.finish();
+    for (auto& x : p.dst) x.finish();
     return w;
   }
 
