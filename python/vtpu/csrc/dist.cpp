@@ -349,7 +349,7 @@ class ProcessGroupTpu : public c10d::Backend {
     at::Tensor in = one(ins, kGather);
     const int64_t root = o.rootRank;
     std::vector<Inout> dst;
-    std::vector<at::Tensor> work, user;
+    std::vector<at::Tensor> work;
     if (rank_ == root) {
       TORCH_CHECK(outs.size() == 1 && static_cast<int>(outs[0].size()) == size_,
                   "tpu_dist gather: the root expects one list of ", size_, " output tensors");
@@ -359,7 +359,6 @@ class ProcessGroupTpu : public c10d::Backend {
                     in.numel());
         dst.emplace_back(t, false);
         work.push_back(dst.back().work);
-        user.push_back(t);
       }
     } else {
       TORCH_CHECK(outs.empty() || (outs.size() == 1 && outs[0].empty()),
@@ -375,7 +374,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     opts.rootRank = root;
                     return b.gather(a_out, a_in, opts);
                   },
-                  user, c10d::OpType::GATHER, dst);
+                  rank_ == root ? outs[0] : std::vector<at::Tensor>{}, c10d::OpType::GATHER, dst);
   }
 
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outs, std::vector<std::vector<at::Tensor>>& ins,

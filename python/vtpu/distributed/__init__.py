@@ -35,8 +35,9 @@ def _shared_memory_name(store, rank, size):
     host (and VTPU_DIST_SHM is not 0), else ""."""
     if size < 2 or os.environ.get("VTPU_DIST_SHM", "1") == "0":
         return ""
-    store.set(f"host/{rank}", _host_id())
-    if any(store.get(f"host/{k}").decode() != _host_id() for k in range(size)):
+    here = _host_id()
+    store.set(f"host/{rank}", here)
+    if any(store.get(f"host/{k}").decode() != here for k in range(size)):
         return ""
     if rank == 0:
         store.set("shm", f"/vtpu-dist-{os.getpid()}-{uuid.uuid4().hex[:12]}")

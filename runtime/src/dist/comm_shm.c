@@ -247,23 +247,17 @@ vt_status vt_comm_exchange(vt_comm *c, const int64_t *mine, int64_t *all) {
 #define IMIN(a, b) ((a) < (b) ? (a) : (b))
 #define IMAX(a, b) ((a) > (b) ? (a) : (b))
 
-static void fold_float(float *dst, const float *src, size_t count, vt_red_op op) {
-    switch (op) {
-        case VT_RED_SUM: FOLD_LOOP(float, a + b); break;
-        case VT_RED_PROD: FOLD_LOOP(float, a * b); break;
-        case VT_RED_MIN: FOLD_LOOP(float, FMIN(a, b)); break;
-        case VT_RED_MAX: FOLD_LOOP(float, FMAX(a, b)); break;
+#define FOLD_FLOAT(T, NAME)                                                                                 \
+    static void NAME(T *dst, const T *src, size_t count, vt_red_op op) {                                   \
+        switch (op) {                                                                                       \
+            case VT_RED_SUM: FOLD_LOOP(T, a + b); break;                                                    \
+            case VT_RED_PROD: FOLD_LOOP(T, a * b); break;                                                   \
+            case VT_RED_MIN: FOLD_LOOP(T, FMIN(a, b)); break;                                               \
+            case VT_RED_MAX: FOLD_LOOP(T, FMAX(a, b)); break;                                               \
+        }                                                                                                   \
     }
-}
-
-static void fold_double(double *dst, const double *src, size_t count, vt_red_op op) {
-    switch (op) {
-        case VT_RED_SUM: FOLD_LOOP(double, a + b); break;
-        case VT_RED_PROD: FOLD_LOOP(double, a * b); break;
-        case VT_RED_MIN: FOLD_LOOP(double, FMIN(a, b)); break;
-        case VT_RED_MAX: FOLD_LOOP(double, FMAX(a, b)); break;
-    }
-}
+FOLD_FLOAT(float, fold_float)
+FOLD_FLOAT(double, fold_double)
 
 /* Integers wrap as PyTorch's do: add and multiply in the unsigned type. */
 #define FOLD_INT(T, U)                                                                                      \
