@@ -123,7 +123,7 @@ void vt_command_failed_op(const char *name);
 int vt_tracing(void);
 void vt_command_describe(const char *name, const char *shape, int nodes, uint64_t bytes);
 int64_t vt_trace_begin(void); /* a command starts: its start time */
-void vt_trace_record(int dev, const char *op_name, int64_t start_ns);
+void vt_trace_record(int dev, int queue, const char *op_name, int64_t start_ns);
 /* "2x3x4" into buf (len bytes). */
 void vt_shape_string(const vt_tensor *t, char *buf, size_t len);
 /* DeferAndFuse (graph/defer.c): flush dev's recorded nodes before other
@@ -245,6 +245,16 @@ vt_status vt_hbm_resolve(int dev_hint, uintptr_t lo, uintptr_t hi, vt_access *a,
 void vt_hbm_resolve_local(int dev, int n, const uintptr_t *lo, const uintptr_t *hi, size_t stride, vt_access *acc,
                           unsigned char *found);
 
+/* Cross-queue order (queue.c): after[k] (k != self) is raised to the last
+ * ticket of queue k that used any block of acc; vt_hbm_mark_uses records a
+ * command of queue self that completes at done_at. */
+void vt_hbm_uses_before(const vt_access *acc, int n, int self, uint64_t *after);
+void vt_hbm_mark_uses(const vt_access *acc, int n, int self, uint64_t done_at);
+/* Whether a queue other than 0 of dev has been used (queue.c), and whether
+ * queue k of dev has completed done_at commands. */
+int vt_queues_in_use(int dev);
+int vt_queue_reached(int dev, int k, uint64_t done_at);
+
 /* ---- faults: errors of queued work (fault.c)
  * A failed command's error becomes a fault: the memory it writes is
  * poisoned with it, commands that read poisoned memory do not run and pass
@@ -262,8 +272,9 @@ const char *vt_fault_message(const vt_fault *f);
 vt_status vt_fault_status(const vt_fault *f);
 /* Set f as this thread's error (status returned) and mark it raised. */
 vt_status vt_fault_raise(vt_fault *f);
-/* Raise the faults of dev not yet raised whose ticket <= upto, as one error
- * naming each (VT_OK when there are none). */
+/* Raise the faults of dev not yet raised that are in upto's queue with a
+ * ticket <= upto (every queue's when upto is UINT64_MAX), and those of no
+ * queue, as one error naming each (VT_OK when there are none). */
 vt_status vt_fault_take(int dev, uint64_t upto);
 /* Poison the written blocks of acc with f. */
 void vt_fault_poison(const vt_access *acc, int n, vt_fault *f);

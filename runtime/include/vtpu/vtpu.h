@@ -154,7 +154,9 @@ typedef struct vt_hbm_stats {
  * The caller owns the block until vt_hbm_free. */
 vt_status vt_hbm_alloc(int dev, size_t bytes, void **out);
 /* Return a block to the cache. Stream-ordered: all writes to device memory go
- * through the device queue, so the block may be reused at once. NULL is ok. */
+ * through the device's queues, which order every use of a block after the
+ * uses enqueued before (see Queues and streams), so the block may be reused
+ * at once. NULL is ok. */
 void vt_hbm_free(int dev, void *ptr);
 /* Release cached (unused) blocks to the host. Live blocks are untouched. */
 vt_status vt_hbm_empty_cache(int dev);
@@ -209,7 +211,34 @@ vt_status vt_check_readable(const vt_tensor *t);
  * allocation clears its poison. */
 void vt_mark_written(const vt_tensor *t);
 
-/* Events: a ticket marks a point in the queue. */
+/* Queues and streams. A device has VT_MAX_QUEUES in-order queues, each
+ * drained by its own worker, so work on one overlaps work on another:
+ * queue 0 runs the default stream, queue VT_QUEUE_COMM the collectives
+ * (tpu_dist), and the others the streams a program makes (stream ids other
+ * than 0 share them). Commands on different queues are ordered by the memory
+ * they touch: a command waits for every command of another queue enqueued
+ * before it that uses the same allocation (read or write, this one or an
+ * earlier one of the same block), so no stream can read data another has yet
+ * to write or write over data another still reads. Events order the rest.
+ * Each thread enqueues on its current queue of each device (0 until set),
+ * which the stream guard sets. Tickets name their queue. A wait, a
+ * synchronisation or vt_queue_pending covers every queue of the device. */
+#define VT_MAX_QUEUES 4
+#define VT_QUEUE_COMM 1
+#define VT_STREAM_COMM ((int64_t)1 << 40) /* the stream id of the communication queue */
+/* The queue a stream id runs on: 0 for 0, VT_QUEUE_COMM for VT_STREAM_COMM,
+ * else one of the others. */
+int vt_stream_queue(int64_t stream_id);
+/* The calling thread's current queue on dev (what vt_enqueue and
+ * vt_event_record use); vt_set_thread_queue returns the previous one.
+ * Out-of-range values are ignored. */
+int vt_set_thread_queue(int dev, int queue);
+int vt_thread_queue(int dev);
+/* The queue a ticket belongs to. */
+int vt_ticket_queue(uint64_t ticket);
+
+/* Events: a ticket marks a point in a queue (the calling thread's current
+ * queue when recorded). */
 vt_status vt_event_record(int dev, uint64_t *ticket_out);
 /* 1 if all work up to ticket has completed. */
 int vt_event_query(int dev, uint64_t ticket);
@@ -220,9 +249,10 @@ vt_status vt_event_status(int dev, uint64_t ticket, int *done_out);
 vt_status vt_event_wait(int dev, uint64_t ticket, int64_t timeout_ms);
 /* vt_event_wait, then the faults up to ticket not yet reported. */
 vt_status vt_event_synchronize(int dev, uint64_t ticket, int64_t timeout_ms);
-/* Make later work on dev wait until ticket of src_dev completed. */
+/* Make later work on dev's current queue wait until ticket of src_dev
+ * completed (nothing when it is the same queue). */
 vt_status vt_event_block(int dev, int src_dev, uint64_t ticket);
-/* Number of commands enqueued but not yet completed. */
+/* Number of commands enqueued but not yet completed, over dev's queues. */
 int64_t vt_queue_pending(int dev);
 
 typedef enum vt_eager_mode {
@@ -273,6 +303,7 @@ typedef struct vt_trace_event {
     char name[160];
     char shape[48];
     int32_t dev, nodes;
+    int32_t queue; /* the device queue that ran it */
     int64_t start_ns, end_ns;
     uint64_t bytes;
 } vt_trace_event;

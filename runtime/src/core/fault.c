@@ -18,7 +18,7 @@ struct vt_fault {
     atomic_int raised;  /* reached the user once: a synchronisation does not raise it again */
     vt_status status;
     int dev;
-    uint64_t ticket;    /* the failed command's place in its queue */
+    uint64_t ticket;    /* the failed command's place in its queue (a ticket naming the queue; 0: none) */
     struct vt_fault *next; /* in its device's list of faults a synchronisation still owes */
     char msg[FAULT_MSG];
 };
@@ -110,7 +110,8 @@ vt_status vt_fault_take(int dev, uint64_t upto) {
     vt_fault **pp = &l->head, *last = NULL;
     while (*pp) {
         vt_fault *f = *pp;
-        if (f->ticket <= upto) {
+        if (upto == UINT64_MAX || !f->ticket ||
+            (vt_ticket_queue(f->ticket) == vt_ticket_queue(upto) && f->ticket <= upto)) {
             *pp = f->next;
             f->next = NULL;
             *tail = f;

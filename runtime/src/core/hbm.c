@@ -37,6 +37,11 @@ typedef struct hbm_block {
     uint64_t gen;           /* allocation generation: new each time the block is handed out */
     _Atomic uint64_t live_gen; /* gen while the allocation is live, 0 once freed (read without the lock) */
     struct hbm_block *next; /* live-table chain, or free stack of its class */
+    /* Per queue of the device, the ticket (done count) of the last command
+     * enqueued there that used the block, in any allocation: a command of
+     * another queue waits for it (queue.c). Kept across frees, so a block
+     * handed out again is ordered after its last owner's work. */
+    _Atomic uint64_t last_use[VT_MAX_QUEUES];
     /* On a line of its own: the queue worker reads it for every command,
      * the allocator writes the fields above on every allocation. */
     alignas(64) _Atomic(vt_fault *) fault; /* the failed op that wrote allocation fault_gen (poison_mu) */
@@ -347,6 +352,31 @@ static vt_status oom(hbm_device *d, int dev, size_t bytes) {
                         req, dev, hbm_chip->name, total, freeb, alloc, unalloc);
 }
 
+/* Whether a command of queue self could use b at once: every other queue
+ * has run its last use of it. */
+static int idle_for(const hbm_block *b, int dev, int self) {
+    for (int k = 0; k < VT_MAX_QUEUES; k++)
+        if (k != self && !vt_queue_reached(dev, k, atomic_load_explicit(&b->last_use[k], memory_order_relaxed)))
+            return 0;
+    return 1;
+}
+
+/* Which cached block of a class to hand out (the link to it), or NULL for a
+ * fresh one. With one queue in use, the newest. With several, the newest
+ * that no other queue still uses, so the new owner's work on this thread's
+ * queue does not wait for another queue (what per-stream pools give CUDA's
+ * allocator); when the newest few are all in use, a fresh block if it fits,
+ * else the newest (its new owner waits, which is correct, only slower). */
+#define CACHE_SCAN 8
+static hbm_block **pick_cached(hbm_device *d, int dev, hbm_block **head, size_t size) {
+    if (!vt_queues_in_use(dev)) return head;
+    const int self = vt_thread_queue(dev);
+    hbm_block **pp = head;
+    for (int i = 0; *pp && i < CACHE_SCAN; i++, pp = &(*pp)->next)
+        if (idle_for(*pp, dev, self)) return pp;
+    return d->reserved + size <= d->capacity ? NULL : head;
+}
+
 /* ------------------------------------------------------------ public API */
 
 vt_status vt_hbm_alloc(int dev, size_t bytes, void **out) {
@@ -366,9 +396,10 @@ vt_status vt_hbm_alloc(int dev, size_t bytes, void **out) {
     hbm_block *b = NULL;
     if (!redzone) {
         size_class *c = *class_slot(d, size);
-        if (c && c->free) {
-            b = c->free;
-            c->free = b->next;
+        hbm_block **pp = c && c->free ? pick_cached(d, dev, &c->free, size) : NULL;
+        if (pp) {
+            b = *pp;
+            *pp = b->next;
             b->next = NULL;
             d->cached -= size;
         }
@@ -645,4 +676,24 @@ void vt_hbm_unpoison(const vt_access *a) {
     if (b->fault_gen == a->gen) f = atomic_exchange_explicit(&b->fault, NULL, memory_order_acq_rel);
     pthread_mutex_unlock(&poison_mu);
     if (f) vt_fault_unref(f);
+}
+
+/* ------------------------------------------------------------ cross-queue order */
+
+void vt_hbm_uses_before(const vt_access *acc, int n, int self, uint64_t *after) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < VT_MAX_QUEUES; k++) {
+            if (k == self) continue;
+            uint64_t t = atomic_load_explicit(&acc[i].block->last_use[k], memory_order_acquire);
+            if (t > after[k]) after[k] = t;
+        }
+}
+
+void vt_hbm_mark_uses(const vt_access *acc, int n, int self, uint64_t done_at) {
+    for (int i = 0; i < n; i++) {
+        _Atomic uint64_t *u = &acc[i].block->last_use[self];
+        uint64_t t = atomic_load_explicit(u, memory_order_relaxed);
+        while (t < done_at && !atomic_compare_exchange_weak_explicit(u, &t, done_at, memory_order_release,
+                                                                      memory_order_relaxed)) {}
+    }
 }

@@ -1,12 +1,17 @@
-/* queue.c — one in-order command queue per device, drained by its own worker
- * thread, plus events and the eager-mode switches. Enqueue is the hot path of
+/* queue.c — a device's in-order command queues (VT_MAX_QUEUES, one per
+ * stream class), each drained by its own worker thread, plus events and the
+ * eager-mode switches. Enqueue is the hot path of
  * every eager op: a producer takes a ticket (one atomic add), copies the
  * command into that ring slot and publishes the slot with a plain release
  * store, so no fence waits for the slot's cache lines to reach memory; it
  * touches the worker only when the worker is asleep. A command carries the memory it
  * reads and writes: a failing command becomes a fault (fault.c) that poisons
  * what it wrote, and a command whose inputs are poisoned passes the fault
- * on instead of computing from garbage. */
+ * on instead of computing from garbage. Commands of different queues of a
+ * device are ordered by the allocations they touch (hbm.c keeps, per block,
+ * the last ticket of each queue that used it): a command waits on its worker
+ * for those of other queues enqueued before it. Such waits point only at
+ * tickets taken earlier, so they never form a cycle. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdalign.h>
@@ -48,6 +53,7 @@ typedef struct vt_command {
     cmd_result *result; /* set: report to the waiting producer instead of latching */
     int nacc;
     vt_access *acc;     /* inline_acc, or a malloc'd list the worker frees */
+    uint64_t after[VT_MAX_QUEUES]; /* wait until queue q has done after[q] (0: nothing) */
     void *payload;      /* malloc'd block the args point into, freed after the command */
     void *argp;         /* what fn gets: args, or the caller's block when run on its thread */
     vt_access inline_acc[VT_ACCESS_INLINE];
@@ -61,6 +67,7 @@ typedef struct vt_queue {
     pthread_cond_t done_cv;  /* waiters for completions (and for ring space) */
     vt_command *ring;
     atomic_int started;
+    int index; /* in its device's queues */
     atomic_uint_fast64_t done_seen;        /* producers' cached copy of done (release/acquire: a slot
                                               it shows free was left by the worker) */
     alignas(64) atomic_uint_fast64_t tail; /* tickets handed out (commands queued or being copied in) */
@@ -70,12 +77,42 @@ typedef struct vt_queue {
     int dev;
 } vt_queue;
 
-static vt_queue queues[VT_MAX_DEVICES];
+static vt_queue queues[VT_MAX_DEVICES][VT_MAX_QUEUES];
+static atomic_int multi_queue[VT_MAX_DEVICES]; /* a queue other than 0 was used: cross-queue order matters */
+static _Thread_local unsigned char thread_queue[VT_MAX_DEVICES];
 static pthread_once_t queues_once = PTHREAD_ONCE_INIT;
 static _Thread_local vt_queue *worker_of; /* the queue this thread drains, if any */
 static _Thread_local const char *failed_op; /* set by a kernel that runs several user ops */
 
 int vt_on_queue_worker(void) { return worker_of != NULL; }
+
+/* ------------------------------------------------------------ queues, tickets */
+
+#define TICKET_SHIFT 56
+#define SEQ_MASK (((uint64_t)1 << TICKET_SHIFT) - 1)
+static inline uint64_t ticket_of(const vt_queue *q, uint64_t seq) {
+    return (uint64_t)q->index << TICKET_SHIFT | seq;
+}
+static inline uint64_t seq_of(uint64_t ticket) { return ticket & SEQ_MASK; }
+int vt_ticket_queue(uint64_t ticket) { return (int)(ticket >> TICKET_SHIFT); }
+
+int vt_stream_queue(int64_t stream_id) {
+    if (stream_id == 0) return 0;
+    if (stream_id == VT_STREAM_COMM) return VT_QUEUE_COMM;
+    return 2 + (int)((uint64_t)(stream_id - 1) % (VT_MAX_QUEUES - 2));
+}
+
+int vt_set_thread_queue(int dev, int queue) {
+    if (dev < 0 || dev >= VT_MAX_DEVICES) return 0;
+    int old = thread_queue[dev];
+    if (queue >= 0 && queue < VT_MAX_QUEUES) thread_queue[dev] = (unsigned char)queue;
+    return old;
+}
+
+int vt_thread_queue(int dev) {
+    if (dev < 0 || dev >= VT_MAX_DEVICES) return 0;
+    return worker_of && worker_of->dev == dev ? worker_of->index : thread_queue[dev];
+}
 void vt_command_failed_op(const char *name) { failed_op = name; }
 
 /* Both sleep handshakes are Dekker pairs. A producer publishes a slot, then
@@ -156,22 +193,32 @@ static void queues_init(void) {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    for (int i = 0; i < VT_MAX_DEVICES; i++) {
-        vt_queue *q = &queues[i];
-        pthread_mutex_init(&q->prod_mu, NULL);
-        pthread_mutex_init(&q->mu, NULL);
-        q->dev = i;
-        pthread_cond_init(&q->work_cv, &ca);
-        pthread_cond_init(&q->done_cv, &ca);
-        atomic_init(&q->wake_at, UINT64_MAX);
-    }
+    for (int i = 0; i < VT_MAX_DEVICES; i++)
+        for (int k = 0; k < VT_MAX_QUEUES; k++) {
+            vt_queue *q = &queues[i][k];
+            pthread_mutex_init(&q->prod_mu, NULL);
+            pthread_mutex_init(&q->mu, NULL);
+            q->dev = i;
+            q->index = k;
+            pthread_cond_init(&q->work_cv, &ca);
+            pthread_cond_init(&q->done_cv, &ca);
+            atomic_init(&q->wake_at, UINT64_MAX);
+        }
     pthread_condattr_destroy(&ca);
     membarrier_init();
 }
 
+/* The calling thread's current queue of dev: for a queue worker, its own
+ * (work a command enqueues runs in its place in that command's stream). */
 static vt_queue *queue_of(int dev) {
     pthread_once(&queues_once, queues_init);
-    return &queues[dev];
+    if (worker_of && worker_of->dev == dev) return worker_of;
+    return &queues[dev][thread_queue[dev]];
+}
+
+static vt_queue *queue_at(int dev, int k) {
+    pthread_once(&queues_once, queues_init);
+    return &queues[dev][k];
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -222,6 +269,8 @@ static void report(cmd_result *r, vt_status s) {
 /* Run one command (ticket: its place in the queue). A command whose inputs
  * a failed op wrote does not run: what it writes carries that fault on. */
 static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
+    for (int k = 0; k < VT_MAX_QUEUES; k++)
+        if (c->after[k]) wait_done(&queues[q->dev][k], c->after[k], -1);
     vt_fault *f = c->nacc ? vt_fault_of_reads(c->acc, c->nacc) : NULL;
     if (f) {
         vt_fault_poison(c->acc, c->nacc, f);
@@ -231,9 +280,9 @@ static void run_command(vt_queue *q, vt_command *c, uint64_t ticket) {
         failed_op = NULL;
         const int64_t t0 = vt_tracing() ? vt_trace_begin() : 0;
         vt_status s = c->fn(c->argp);
-        if (t0) vt_trace_record(q->dev, c->op_name, t0);
+        if (t0) vt_trace_record(q->dev, q->index, c->op_name, t0);
         if (s != VT_OK) {
-            f = vt_fault_new(q->dev, ticket, s, failed_op ? failed_op : c->op_name, vt_last_error());
+            f = vt_fault_new(q->dev, ticket_of(q, ticket), s, failed_op ? failed_op : c->op_name, vt_last_error());
             vt_fault_poison(c->acc, c->nacc, f);
             if (c->result) report(c->result, vt_fault_raise(f));
             else vt_fault_latch(f);
@@ -326,7 +375,8 @@ static vt_status start_worker(vt_queue *q, int dev) {
         return vt_set_error(VT_ERR_INTERNAL, "TPU %d: cannot start the queue worker thread (error %d)", dev, rc);
     }
     char name[16];
-    snprintf(name, sizeof name, "vtpu-queue-%d", dev);
+    if (q->index) snprintf(name, sizeof name, "vtpu-q%d.%d", dev, q->index);
+    else snprintf(name, sizeof name, "vtpu-queue-%d", dev);
     pthread_setname_np(th, name);
     atomic_store_explicit(&q->started, 1, memory_order_release);
     return VT_OK;
@@ -357,8 +407,9 @@ static void set_accesses(vt_command *c, vt_access *acc, int nacc, int heap) {
  * pk->pack when given); a command run on this thread reads the caller's. */
 static void fill_command(vt_command *c, int in_slot, vt_kernel_fn fn, const vt_packed_kernel *pk, const char *op_name,
                          cmd_result *result, void *payload, vt_access *acc, int nacc, int heap, const void *args,
-                         size_t args_size) {
+                         size_t args_size, const uint64_t *after) {
     c->fn = pk ? (in_slot ? pk->run_packed : pk->run) : fn;
+    memcpy(c->after, after, sizeof c->after);
     c->op_name = op_name;
     c->result = result;
     c->payload = payload;
@@ -396,27 +447,40 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
     if (policy == VT_ENQ_AUTO) policy = vt_get_eager_mode() == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC;
     vt_queue *q = queue_of(dev);
 
+    /* Cross-queue order: what other queues enqueued on these blocks before. */
+    uint64_t after[VT_MAX_QUEUES] = {0};
+    int waits = 0;
+    if (q->index && !atomic_load_explicit(&multi_queue[dev], memory_order_relaxed))
+        atomic_store(&multi_queue[dev], 1);
+    if (nacc && atomic_load_explicit(&multi_queue[dev], memory_order_relaxed)) {
+        vt_hbm_uses_before(acc, nacc, q->index, after);
+        for (int k = 0; k < VT_MAX_QUEUES; k++) {
+            if (after[k] && atomic_load(&queues[dev][k].done) >= after[k]) after[k] = 0;
+            waits |= after[k] != 0;
+        }
+    }
+
     cmd_result res;
     vt_command local;
     if (policy == VT_ENQ_WAIT && worker_of == q) {
         /* A kernel waiting on its own queue would deadlock: run it here, which
          * is where it would run next anyway. */
         uint64_t at = atomic_load(&q->done);
-        if (ticket_out) *ticket_out = at;
+        if (ticket_out) *ticket_out = ticket_of(q, at);
         if (queued) *queued = 1;
-        fill_command(&local, 0, fn, pk, op_name, &res, payload, acc, nacc, heap, args, args_size);
+        fill_command(&local, 0, fn, pk, op_name, &res, payload, acc, nacc, heap, args, args_size, after);
         run_command(q, &local, at + 1);
         return res.status == VT_OK ? VT_OK : vt_set_error(res.status, "%s", res.msg);
     }
     uint64_t seq = atomic_load(&q->tail);
-    if (may_inline && worker_of == NULL && atomic_load(&q->done) == seq &&
+    if (may_inline && !waits && worker_of == NULL && atomic_load(&q->done) == seq &&
         atomic_compare_exchange_strong(&q->tail, &seq, seq + 1)) {
         /* The queue is idle and this ticket is ours: a small command runs on
          * this thread, in its place in the stream, as the worker would run
          * it (faults latch or report the same way). Handing it over would
          * cost more than the command. */
         fill_command(&local, 0, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
-                     args_size);
+                     args_size, after);
         if (queued) *queued = 1;
         worker_of = q;
         run_command(q, &local, seq + 1);
@@ -424,7 +488,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         complete(q, seq + 1);
         /* Commands queued behind this one wait for done: wake the worker. */
         if (atomic_load(&q->tail) > seq + 1 && atomic_load(&q->worker_sleeping)) wake_worker(q);
-        if (ticket_out) *ticket_out = seq + 1;
+        if (ticket_out) *ticket_out = ticket_of(q, seq + 1);
         if (policy != VT_ENQ_WAIT || res.status == VT_OK) return VT_OK;
         return vt_set_error(res.status, "%s", res.msg);
     }
@@ -451,13 +515,14 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         }
         atomic_store_explicit(&q->done_seen, d, memory_order_release);
     }
+    if (nacc) vt_hbm_mark_uses(acc, nacc, q->index, seq + 1);
     vt_command *c = &q->ring[seq & (RING_SLOTS - 1)];
     fill_command(c, 1, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
-                 args_size);
+                 args_size, after);
     atomic_store_explicit(&c->ready, seq + 1, memory_order_release);
     hot_barrier();
     if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) wake_worker(q);
-    if (ticket_out) *ticket_out = seq + 1;
+    if (ticket_out) *ticket_out = ticket_of(q, seq + 1);
     if (policy != VT_ENQ_WAIT) return VT_OK;
     wait_done(q, seq + 1, -1);
     if (res.status == VT_OK) return VT_OK;
@@ -506,21 +571,45 @@ vt_status vt_enqueue_packed(int dev, const char *name, const vt_packed_kernel *p
 
 /* ------------------------------------------------------------ sync, events */
 
+/* Wait until every queue of dev has run what was enqueued on it when the
+ * wait began. */
+static int wait_all(int dev, int64_t timeout_ms) {
+    uint64_t target[VT_MAX_QUEUES];
+    for (int k = 0; k < VT_MAX_QUEUES; k++) target[k] = atomic_load(&queue_at(dev, k)->tail);
+    int64_t deadline = timeout_ms < 0 ? -1 : now_ns() + timeout_ms * 1000000;
+    for (int k = 0; k < VT_MAX_QUEUES; k++) {
+        int64_t left = -1;
+        if (deadline >= 0) {
+            left = (deadline - now_ns()) / 1000000;
+            if (left < 0) left = 0;
+        }
+        if (!wait_done(queue_at(dev, k), target[k], left)) return 0;
+    }
+    return 1;
+}
+
+static uint64_t pending_all(int dev) {
+    uint64_t n = 0;
+    for (int k = 0; k < VT_MAX_QUEUES; k++) {
+        vt_queue *q = queue_at(dev, k);
+        uint64_t done = atomic_load(&q->done);
+        n += atomic_load(&q->tail) - done;
+    }
+    return n;
+}
+
 vt_status vt_wait(int dev, int64_t timeout_ms) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_defer_flush_before(dev);
     if (s != VT_OK) return s;
-    vt_queue *q = queue_of(dev);
-    uint64_t target = atomic_load(&q->tail);
-    if (!wait_done(q, target, timeout_ms < 0 ? -1 : timeout_ms))
+    if (!wait_all(dev, timeout_ms < 0 ? -1 : timeout_ms))
         return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: wait timed out after %lld ms with %llu op(s) pending", dev,
-                            (long long)timeout_ms, (unsigned long long)(atomic_load(&q->tail) - atomic_load(&q->done)));
+                            (long long)timeout_ms, (unsigned long long)pending_all(dev));
     return VT_OK;
 }
 
 void vt_queue_drain(int dev) {
-    uint64_t ticket = 0;
-    if (vt_event_record(dev, &ticket) == VT_OK) vt_event_wait(dev, ticket, -1);
+    if (vt_check_device(dev) == VT_OK && vt_defer_flush_before(dev) == VT_OK) wait_all(dev, -1);
 }
 
 vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms) {
@@ -535,13 +624,31 @@ vt_status vt_event_record(int dev, uint64_t *ticket_out) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_defer_flush_before(dev); /* the event follows recorded work */
     if (s != VT_OK) return s;
-    *ticket_out = atomic_load(&queue_of(dev)->tail);
+    vt_queue *q = queue_of(dev);
+    *ticket_out = ticket_of(q, atomic_load(&q->tail));
     return VT_OK;
+}
+
+/* The queue a ticket of dev names, or NULL (error set) for a ticket never
+ * recorded. */
+static vt_queue *ticket_queue(int dev, uint64_t ticket) {
+    vt_queue *q = queue_at(dev, vt_ticket_queue(ticket) % VT_MAX_QUEUES);
+    uint64_t tail = atomic_load(&q->tail);
+    if (vt_ticket_queue(ticket) >= VT_MAX_QUEUES || seq_of(ticket) > tail) {
+        vt_set_error(VT_ERR_INVALID_ARGUMENT, "TPU %d: event ticket %#llx was never recorded (last is %#llx)", dev,
+                     (unsigned long long)ticket, (unsigned long long)ticket_of(q, tail));
+        return NULL;
+    }
+    return q;
+}
+
+static int reached(int dev, uint64_t ticket) {
+    return atomic_load(&queue_at(dev, vt_ticket_queue(ticket) % VT_MAX_QUEUES)->done) >= seq_of(ticket);
 }
 
 int vt_event_query(int dev, uint64_t ticket) {
     if (vt_check_device(dev) != VT_OK) return 0;
-    return atomic_load(&queue_of(dev)->done) >= ticket;
+    return reached(dev, ticket);
 }
 
 vt_status vt_event_status(int dev, uint64_t ticket, int *done_out) {
@@ -549,25 +656,17 @@ vt_status vt_event_status(int dev, uint64_t ticket, int *done_out) {
     *done_out = 0;
     vt_status s = vt_check_device(dev);
     if (s != VT_OK) return s;
-    if (atomic_load(&queue_of(dev)->done) < ticket) return VT_OK;
+    if (!reached(dev, ticket)) return VT_OK;
     *done_out = 1;
     return vt_fault_take(dev, ticket);
-}
-
-static vt_status check_ticket(vt_queue *q, int dev, uint64_t ticket) {
-    uint64_t tail = atomic_load(&q->tail);
-    if (ticket > tail)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "TPU %d: event ticket %llu was never recorded (last is %llu)",
-                            dev, (unsigned long long)ticket, (unsigned long long)tail);
-    return VT_OK;
 }
 
 vt_status vt_event_wait(int dev, uint64_t ticket, int64_t timeout_ms) {
     vt_status s = vt_check_device(dev);
     if (s != VT_OK) return s;
-    vt_queue *q = queue_of(dev);
-    if ((s = check_ticket(q, dev, ticket)) != VT_OK) return s;
-    if (!wait_done(q, ticket, timeout_ms < 0 ? -1 : timeout_ms))
+    vt_queue *q = ticket_queue(dev, ticket);
+    if (!q) return VT_ERR_INVALID_ARGUMENT;
+    if (!wait_done(q, seq_of(ticket), timeout_ms < 0 ? -1 : timeout_ms))
         return vt_set_error(VT_ERR_TIMEOUT, "TPU %d: event wait timed out after %lld ms", dev, (long long)timeout_ms);
     return VT_OK;
 }
@@ -578,13 +677,13 @@ vt_status vt_event_synchronize(int dev, uint64_t ticket, int64_t timeout_ms) {
 }
 
 typedef struct event_block_args {
-    int src_dev;
-    uint64_t ticket;
+    vt_queue *src;
+    uint64_t seq;
 } event_block_args;
 
 static vt_status event_block_kernel(void *p) {
     const event_block_args *a = p;
-    wait_done(&queues[a->src_dev], a->ticket, -1);
+    wait_done(a->src, a->seq, -1);
     return VT_OK;
 }
 
@@ -592,17 +691,21 @@ vt_status vt_event_block(int dev, int src_dev, uint64_t ticket) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_check_device(src_dev);
     if (s != VT_OK) return s;
-    vt_queue *src = queue_of(src_dev);
-    if ((s = check_ticket(src, src_dev, ticket)) != VT_OK) return s;
+    vt_queue *src = ticket_queue(src_dev, ticket);
+    if (!src) return VT_ERR_INVALID_ARGUMENT;
     /* Same queue: in-order already. Already reached: nothing to wait for. */
-    if (src_dev == dev || atomic_load(&src->done) >= ticket) return VT_OK;
-    event_block_args a = {src_dev, ticket};
+    if (src == queue_of(dev) || atomic_load(&src->done) >= seq_of(ticket)) return VT_OK;
+    event_block_args a = {src, seq_of(ticket)};
     return vt_enqueue_ex(dev, "vt_event_block", event_block_kernel, &a, sizeof a, VT_ENQ_ASYNC, NULL);
 }
 
 int64_t vt_queue_pending(int dev) {
     if (vt_check_device(dev) != VT_OK) return -1;
-    vt_queue *q = queue_of(dev);
-    uint64_t done = atomic_load(&q->done);
-    return (int64_t)(atomic_load(&q->tail) - done);
+    return (int64_t)pending_all(dev);
+}
+
+int vt_queues_in_use(int dev) { return atomic_load_explicit(&multi_queue[dev], memory_order_relaxed); }
+
+int vt_queue_reached(int dev, int k, uint64_t done_at) {
+    return !done_at || atomic_load(&queue_at(dev, k)->done) >= done_at;
 }

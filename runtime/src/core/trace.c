@@ -56,13 +56,14 @@ int64_t vt_trace_begin(void) {
     return now_ns();
 }
 
-void vt_trace_record(int dev, const char *op_name, int64_t start_ns) {
+void vt_trace_record(int dev, int queue, const char *op_name, int64_t start_ns) {
     const int64_t end_ns = now_ns();
     vt_trace_event e;
     memset(&e, 0, sizeof e);
     snprintf(e.name, sizeof e.name, "%s", desc.set ? desc.name : op_name ? op_name : "op");
     if (desc.set) snprintf(e.shape, sizeof e.shape, "%s", desc.shape);
     e.dev = dev;
+    e.queue = queue;
     e.nodes = desc.set ? desc.nodes : 1;
     e.bytes = desc.set ? desc.bytes : 0;
     e.start_ns = start_ns;

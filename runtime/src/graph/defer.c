@@ -2,7 +2,9 @@
  * its flush. Recording keeps program order: a device has one record, and
  * anything else that touches the device's queue flushes it first (queue.c
  * calls vt_defer_flush_before), so recorded and queued work run in the
- * order the program issued them. A flush cuts the record into fusion
+ * order the program issued them. A record belongs to the queue (stream) it
+ * was made on: it is flushed before a node from another queue is recorded,
+ * and its groups are queued there. A flush cuts the record into fusion
  * groups (fuse.c) and decides which outputs are dead: an output whose
  * allocation was freed before the flush, that nothing after its group
  * reads, is never written. */
@@ -26,6 +28,7 @@ typedef struct pending {
     int n, cap;
     uint64_t bytes;
     atomic_int count; /* n, for the lock-free check of the hot path */
+    int queue;        /* the queue the recorded nodes were issued on */
     uint64_t *sig;    /* signature per record (loop detection) */
     int run[LOOP_MAX + 1]; /* run[p]: trailing records equal to the record p before */
 } pending;
@@ -107,6 +110,15 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
     pthread_once(&pend_once, pend_init);
     pending *p = &pend[dev];
     pthread_mutex_lock(&p->mu);
+    if (p->n && p->queue != vt_thread_queue(dev)) {
+        s = flush_locked(dev, p);
+        if (s != VT_OK) {
+            pthread_mutex_unlock(&p->mu);
+            vt_prepared_release(dev, &pr);
+            return s;
+        }
+    }
+    if (p->n == 0) p->queue = vt_thread_queue(dev);
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 64;
         vt_rec *r = realloc(p->recs, sizeof *r * (size_t)cap);
@@ -288,6 +300,7 @@ static vt_status flush_locked(int dev, pending *p) {
     const int n = p->n;
     if (n == 0) return VT_OK;
     flushing = 1;
+    const int caller_queue = vt_set_thread_queue(dev, p->queue);
     vt_rec *recs = p->recs;
     /* Last group that uses each allocation the record touches. */
     size_t cap = 64;
@@ -341,6 +354,7 @@ static vt_status flush_locked(int dev, pending *p) {
     p->bytes = 0;
     memset(p->run, 0, sizeof p->run);
     atomic_store_explicit(&p->count, 0, memory_order_relaxed);
+    vt_set_thread_queue(dev, caller_queue);
     flushing = 0;
     return s;
 }
