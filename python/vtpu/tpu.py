@@ -250,16 +250,19 @@ def set_rng_state_all(new_states) -> None:
 
 
 class Stream:
-    """A tpu stream (a ``torch.Stream``). A device has one in-order queue,
-    which every stream of the device shares, so work is ordered at least as
-    strictly as streams promise."""
+    """A tpu stream (a ``torch.Stream``). The default stream runs on the
+    device's first queue and other streams on queues of their own, so their
+    work overlaps. Work of different streams that touches the same memory
+    still runs in the order it was issued (vtpu orders it by the allocations
+    it reads and writes), so a missing ``wait_stream`` or ``record_stream``
+    costs overlap, never a wrong result; events order the rest."""
 
     def __new__(cls, device: _device_t = None, priority: int = 0) -> torch.Stream:
         return torch.Stream(device=torch.device("tpu", _index(device)), priority=priority)
 
 
 class Event:
-    """A tpu event (a ``torch.Event``): a point in the device queue, stamped
+    """A tpu event (a ``torch.Event``): a point in a stream's queue, stamped
     with the time the queue reached it."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:

@@ -21,9 +21,21 @@ import torch
 from . import _C
 
 
+_QUEUE_NAMES = {0: "", 1: " collectives"}
+
+
+def _track(e):
+    return e["device"] * _C._max_queues + e["queue"]
+
+
+def _track_name(e):
+    return f"tpu:{e['device']}" + _QUEUE_NAMES.get(e["queue"], f" stream queue {e['queue']}")
+
+
 class Trace:
     """The events of one ``vtpu.trace()`` block (``events``: list of dicts
-    with name, shape, device, nodes, bytes, start_ns, end_ns)."""
+    with name, shape, device, queue, nodes, bytes, start_ns, end_ns; queue 0
+    runs the default stream, 1 the collectives, the others other streams)."""
 
     def __init__(self):
         self.events = []
@@ -33,22 +45,23 @@ class Trace:
         return [e for e in self.events if e["nodes"] > 1]
 
     def chrome(self):
-        """The trace in Chrome's JSON trace-event format (one track per device)."""
+        """The trace in Chrome's JSON trace-event format (one track per device
+        queue, so work that overlaps shows side by side)."""
         t0 = min((e["start_ns"] for e in self.events), default=0)
         evs = [
             {
                 "name": e["name"],
                 "ph": "X",
                 "pid": 0,
-                "tid": e["device"],
+                "tid": _track(e),
                 "ts": (e["start_ns"] - t0) / 1e3,
                 "dur": max(e["end_ns"] - e["start_ns"], 0) / 1e3,
                 "args": {"shape": e["shape"], "nodes": e["nodes"], "bytes": e["bytes"]},
             }
             for e in self.events
         ]
-        names = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": d, "args": {"name": f"tpu:{d}"}}
-                 for d in sorted({e["device"] for e in self.events})]
+        names = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": _track(e), "args": {"name": _track_name(e)}}
+                 for e in {_track(e): e for e in self.events}.values()]
         return {"traceEvents": names + evs, "displayTimeUnit": "ms"}
 
     def save(self, path):

@@ -1,7 +1,9 @@
 // guard.cpp — DeviceGuardImplInterface for "tpu": current device, streams and
-// events. Every stream of a device maps onto its one in-order queue, so work
-// is ordered at least as strictly as streams promise; events are queue
-// tickets stamped with the time the queue reached them. The profiler's
+// events. A stream runs on one of its device's queues (vt_stream_queue: the
+// default stream on queue 0, the others on their own queues), and the
+// thread's current stream is its current queue in the runtime. Work of
+// different queues is ordered by the memory it touches, and by events;
+// events are queue tickets stamped with the time the queue reached them. The profiler's
 // device events (torch.profiler / autograd.profiler with use_device="tpu")
 // are the same stamps.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -42,6 +44,20 @@ void wait_event(const TpuEvent* ev) {
 thread_local c10::StreamId tls_stream[64] = {};
 std::atomic<c10::StreamId> next_stream_id{1};
 
+// Makes `stream`'s queue the thread's current queue of its device for a scope.
+class OnStream {
+ public:
+  explicit OnStream(const c10::Stream& stream)
+      : dev_(stream.device_index()), old_(vt_set_thread_queue(dev_, vt_stream_queue(stream.id()))) {}
+  ~OnStream() { vt_set_thread_queue(dev_, old_); }
+  OnStream(const OnStream&) = delete;
+  OnStream& operator=(const OnStream&) = delete;
+
+ private:
+  int dev_;
+  int old_;
+};
+
 struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kTpu; }
 
@@ -79,6 +95,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream s) const override {
     c10::Stream old = getStream(s.device());
     tls_stream[s.device_index() & 63] = s.id();
+    vt_set_thread_queue(s.device_index(), vt_stream_queue(s.id()));
     return old;
   }
 
@@ -96,14 +113,16 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     }
     ev->dev = dev;
     StampArgs args{ev};
+    OnStream on(stream);
     check(vt_enqueue(dev, "event record", &stamp_kernel, &args, sizeof args));
     check(vt_event_record(dev, &ev->ticket));
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     auto* ev = static_cast<TpuEvent*>(event);
-    if (!ev || ev->dev == stream.device_index()) return;  // same in-order queue
-    check(vt_event_block(stream.device_index(), ev->dev, ev->ticket));
+    if (!ev) return;
+    OnStream on(stream);
+    check(vt_event_block(stream.device_index(), ev->dev, ev->ticket));  // nothing when on the same queue
   }
 
   bool queryEvent(void* event) const override {
@@ -147,11 +166,23 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     ensure_init();
     uint64_t ticket = 0;
     int done = 0;
+    OnStream on(stream);
     check(vt_event_record(stream.device_index(), &ticket));
     check(vt_event_status(stream.device_index(), ticket, &done));  // a finished queue raises its faults
     return done != 0;
   }
-  void synchronizeStream(const c10::Stream& stream) const override { synchronize_device(stream.device_index()); }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    ensure_init();
+    uint64_t ticket = 0;
+    {
+      OnStream on(stream);
+      check(vt_event_record(stream.device_index(), &ticket));
+    }
+    TpuEvent ev;
+    ev.dev = stream.device_index();
+    ev.ticket = ticket;
+    wait_event(&ev);
+  }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     synchronize_device(device_index >= 0 ? device_index : current_device());
   }

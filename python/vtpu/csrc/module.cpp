@@ -114,6 +114,7 @@ py::list trace_stop() {
     d["name"] = ev[i].name;
     d["shape"] = ev[i].shape;
     d["device"] = ev[i].dev;
+    d["queue"] = ev[i].queue;
     d["nodes"] = ev[i].nodes;
     d["bytes"] = ev[i].bytes;
     d["start_ns"] = ev[i].start_ns;
@@ -167,6 +168,8 @@ PYBIND11_MODULE(_C, m) {
   register_sparse_kernels();
   install_context_hook();
   register_dist(m);
+  m.attr("_max_queues") = VT_MAX_QUEUES;
+  m.def("_stream_queue", [](int64_t id) { return vt_stream_queue(id); });
   m.def("_init", torch::wrap_pybind_function(init));
   m.def("_device_count", torch::wrap_pybind_function(device_count));
   m.def("_chip_info", torch::wrap_pybind_function(chip_info));
