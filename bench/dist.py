@@ -4,7 +4,11 @@
   (target: >= Gloo's bandwidth; goal 2x with a shared-memory path);
 - a DDP training step of the GPT-style model, 2 processes x 1 core against
   1 process x 1 core, each process with the same per-rank batch (weak
-  scaling; target: >= 1.7x the throughput).
+  scaling; target: >= 1.7x the throughput);
+- an FSDP2 (fully_shard per block) step of the same model on 2 processes x
+  1 core, traced: how much of the collectives' time (on the communication
+  queue) overlaps compute on the default stream's queue. Rank 0's trace is
+  written to bench/results/fsdp_trace.json (chrome://tracing, Perfetto).
 
 Run: python bench/dist.py [--quick]"""
 
@@ -121,6 +125,60 @@ def worker_ddp(steps):
     return {"step_ms": dt * 1e3}
 
 
+def worker_fsdp(steps):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    import vtpu
+    from vtpu.models import GPT, GPTConfig
+
+    dist.init_process_group()
+    n = dist.get_world_size()
+    cfg = GPTConfig(vocab=4096, d_model=256, n_layers=4, n_heads=8, n_kv_heads=8, max_seq=128)
+    torch.manual_seed(0)
+    model = GPT(cfg).to("tpu")
+    mesh = init_device_mesh("tpu", (n,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1 + dist.get_rank())
+    idx = torch.randint(0, cfg.vocab, (8, 129), generator=g).to("tpu")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(idx[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab), idx[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(2):
+        step().item()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    loss.item()
+    dist.barrier()
+    dt = (time.perf_counter() - t0) / steps
+    path = os.path.join(HERE, "results", "fsdp_trace.json") if dist.get_rank() == 0 else None
+    if path:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    with vtpu.trace(path) as t:
+        step().item()
+    comm = [e for e in t.events if e["queue"] == 1 and e["name"].startswith("tpu_dist")]
+    compute = [e for e in t.events if e["queue"] == 0]
+    busy = sum(e["end_ns"] - e["start_ns"] for e in comm)
+    overlap = sum(max(0, min(c["end_ns"], e["end_ns"]) - max(c["start_ns"], e["start_ns"]))
+                  for c in comm for e in compute)  # a queue's commands never overlap each other
+    dist.destroy_process_group()
+    return {"step_ms": dt * 1e3, "collectives": len(comm), "comm_ms": busy / 1e6,
+            "overlap_fraction": overlap / busy if busy else 0.0}
+
+
 def main():
     if sys.argv[1:2] == ["--worker"]:
         core = os.environ.get("BENCH_CORE")
@@ -130,7 +188,8 @@ def main():
 
             torch.set_num_threads(1)
         what = sys.argv[2]
-        res = worker_allreduce() if what == "allreduce" else worker_ddp(int(sys.argv[3]))
+        res = (worker_allreduce() if what == "allreduce" else
+               worker_ddp(int(sys.argv[3])) if what == "ddp" else worker_fsdp(int(sys.argv[3])))
         print(json.dumps(res), flush=True)
         return
 
@@ -155,6 +214,11 @@ def main():
     print(f"DDP GPT step, 1 core per process: 1 process {one:.0f} ms, 2 processes {two:.0f} ms: "
           f"{scaling:.2f}x the throughput of 1 process (target >= 1.7x)")
     record.update(ddp_1proc_ms=one, ddp_2proc_ms=two, ddp_throughput_ratio=scaling)
+    fsdp = launch(2, "fsdp", cores=[0, 1 % ncores], extra=[str(steps)])[0]
+    print(f"FSDP2 GPT step, 2 processes x 1 core: {fsdp['step_ms']:.0f} ms; {fsdp['collectives']} collectives on the "
+          f"communication queue, {fsdp['comm_ms']:.1f} ms, {fsdp['overlap_fraction']:.0%} of it overlapping compute "
+          f"(rank 0's trace: bench/results/fsdp_trace.json)")
+    record["fsdp"] = fsdp
     save("dist", record)
 
 

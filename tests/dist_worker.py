@@ -422,6 +422,68 @@ def scenario_dead_peer(r, n):
         return {"error": str(e)}
 
 
+def scenario_comm_queue(r, n):
+    """Collectives run on the device's communication queue: one whose inputs
+    are ready completes while the default stream is held, and one that
+    reads what the held stream has yet to write waits for it."""
+    import time
+
+    from vtpu import _C
+
+    dev = torch.device("tpu")
+    x = torch.full((1 << 12,), float(r + 1), device=dev)
+    torch.tpu.synchronize()
+    out = {}
+    _C._debug_gate_enqueue(0, 60_000)  # the default stream is held
+    w = dist.all_reduce(x, async_op=True)
+    deadline = time.monotonic() + 50  # a liveness bound, not a timing claim
+    while not w.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    out["ran_while_held"] = w.is_completed()
+    out["default_stream_held"] = not torch.tpu.default_stream().query()
+    y = x * 2  # held
+    w2 = dist.all_reduce(y, async_op=True)
+    out["waits_for_its_input"] = not w2.is_completed()
+    dist.barrier()  # both ranks have looked before either opens its gate
+    _C._debug_gate_open()
+    w2.wait()
+    total = n * (n + 1) / 2
+    out["x"] = x[0].item() == total and bool((x == total).all())
+    out["y"] = y[0].item() == 2 * n * total and bool((y == 2 * n * total).all())
+    return out
+
+
+def scenario_fsdp_trace(r, n):
+    """FSDP2's prefetch on its own streams: where each kind of work ran."""
+    import vtpu
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("tpu", (n,))
+    tokens = torch.randint(0, 256, (8, 33), generator=torch.Generator().manual_seed(7))
+    model = small_gpt().to("tpu")
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    train(model, tokens[r * 4:(r + 1) * 4], 1)  # warm up
+    with vtpu.trace() as t:
+        train(model, tokens[r * 4:(r + 1) * 4], 1)
+    queues = {}
+    for e in t.events:
+        kind = "collective" if e["name"].startswith("tpu_dist") else "other"
+        queues.setdefault(kind, set()).add(e["queue"])
+    comm = [e for e in t.events if e["queue"] == 1]
+    compute = [e for e in t.events if e["queue"] == 0]
+    busy = sum(e["end_ns"] - e["start_ns"] for e in comm)
+    overlap = 0  # comm time during which the default queue was also running
+    for c in comm:
+        for e in compute:
+            overlap += max(0, min(c["end_ns"], e["end_ns"]) - max(c["start_ns"], e["start_ns"]))
+    return {"queues": {k: sorted(v) for k, v in queues.items()},
+            "names": sorted({e["name"] for e in comm}),
+            "overlap_fraction": overlap / busy if busy else 0.0}
+
+
 def main():
     scenario = sys.argv[1]
     timeout = datetime.timedelta(seconds=float(os.environ.get("DIST_TIMEOUT", "60")))

@@ -96,6 +96,26 @@ def test_fsdp2_fully_shard_matches_one_process():
     assert res["bf16_param_diff"] <= 3e-3 * max(res["param_scale"], 1.0), res
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_collectives_run_on_the_communication_queue(transport):
+    results = run_job("comm_queue", 2, env={"VTPU_DIST_SHM": "0" if transport == "tcp" else "1"})
+    expect_ok(results)
+    for _, res, _ in results:
+        assert res == {"ran_while_held": True, "default_stream_held": True, "waits_for_its_input": True,
+                       "x": True, "y": True}, res
+
+
+def test_fsdp2_collectives_run_apart_from_compute():
+    results = run_job("fsdp_trace", 2)
+    expect_ok(results)
+    for _, res, _ in results:
+        q = res["queues"]
+        assert q["collective"] == [1], res  # every all-gather and reduce-scatter on the communication queue
+        assert 0 in q["other"], res  # compute on the default stream's queue
+        assert any("all_gather_into_tensor" in x for x in res["names"]), res
+        assert any("reduce_scatter" in x for x in res["names"]), res
+
+
 def test_dtensor_colwise_rowwise_linear_layers_match_one_process():
     results = run_job("tensor_parallel", 2)
     expect_ok(results)

@@ -1,12 +1,17 @@
 // dist.cpp — tpu_dist, the torch.distributed backend for "tpu" tensors.
 // A collective is device work: it is queued as a host step (vt_enqueue_host)
-// that runs after the work producing its inputs, and later work waits for
-// it, so no call drains the device. On the queue's worker the step hands CPU
+// on the device's communication queue, with its staging copies and AVG's
+// division. The runtime orders it after the work producing its inputs, and
+// work that uses its buffers after it; the caller's stream waits for it at
+// work.wait() or through the work's future, as a stream does for a
+// collective on an accelerator. So collectives overlap compute, and no call
+// drains the device. On the queue's worker the step hands CPU
 // aliases of the device buffers (device memory is host memory) to the
 // transport, a Gloo process group. Before the data, the ranks exchange what
 // each is calling, so a mismatched shape, dtype or op, or an input that a
 // failed op poisoned, fails on every rank with the same message instead of
 // exchanging garbage.
+#include <c10/core/StreamGuard.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -185,8 +190,26 @@ vt_status run_step(void* p, const char* input_fault) {
   return vt_host_step_error(VT_ERR_KERNEL, err.c_str());
 }
 
-// Completed when queued: the queue orders everything after it, as a stream
-// does after a collective on an accelerator. A barrier waits on the host.
+// The device of a collective's tensors (the current device when there are
+// none on "tpu").
+int dev_of(const at::Tensor& t) { return t.defined() && is_tpu(t) ? device_index(t) : current_device(); }
+int dev_of(const std::vector<at::Tensor>& ts) { return ts.empty() ? current_device() : dev_of(ts[0]); }
+
+// For a collective's scope: its device work goes on the communication queue
+// (its stream is the current stream, so the work's future records its events
+// there too).
+class OnComm {
+ public:
+  explicit OnComm(int dev) : guard_(c10::Stream(c10::Stream::UNSAFE, c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev)),
+                                                VT_STREAM_COMM)) {}
+
+ private:
+  c10::StreamGuard guard_;
+};
+
+// Completed when queued on the communication queue: wait() makes the
+// caller's stream wait for it, and so does the future. A barrier waits on
+// the host.
 class TpuWork : public c10d::Work {
  public:
   TpuWork(int dev, uint64_t ticket, c10d::OpType type, std::vector<at::Tensor> outputs, bool host_wait)
@@ -198,7 +221,10 @@ class TpuWork : public c10d::Work {
   bool isCompleted() override { return vt_event_query(dev_, ticket_) != 0; }
   bool isSuccess() const override { return true; }
   bool wait(std::chrono::milliseconds timeout) override {
-    if (!host_wait_) return true;
+    if (!host_wait_) {
+      synchronize();
+      return true;
+    }
     const int64_t limit = timeout == kNoTimeout ? -1 : static_cast<int64_t>(timeout.count());
     const auto t0 = std::chrono::steady_clock::now();
     wait_interruptibly([&](int64_t ms) {
@@ -212,7 +238,8 @@ class TpuWork : public c10d::Work {
     });
     return true;
   }
-  void synchronize() override {}
+  // The caller's current stream waits for the collective.
+  void synchronize() override { check(vt_event_block(dev_, dev_, ticket_)); }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
@@ -258,6 +285,7 @@ class ProcessGroupTpu : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds t) override { transport_->setTimeout(t); }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts, const c10d::AllreduceOptions& o) override {
+    OnComm on(dev_of(ts));
     at::Tensor t = one(ts, kAllreduce);
     return reduce_like(kAllreduce, {t}, o.reduceOp, -1, [](c10d::Backend& b, std::vector<at::Tensor> a,
                                                            c10d::ReduceOp op) {
@@ -269,6 +297,7 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& ts,
                                                      const c10d::AllreduceCoalescedOptions& o) override {
+    OnComm on(dev_of(ts));
     check_tensors(ts, kAllreduceCoalesced);
     return reduce_like(kAllreduceCoalesced, ts, o.reduceOp, -1,
                        [](c10d::Backend& b, std::vector<at::Tensor> a, c10d::ReduceOp op) {
@@ -279,6 +308,7 @@ class ProcessGroupTpu : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts, const c10d::ReduceOptions& o) override {
+    OnComm on(dev_of(ts));
     at::Tensor t = one(ts, kReduce);
     const int64_t root = o.rootRank;
     return reduce_like(kReduce, {t}, o.reduceOp, root, [root](c10d::Backend& b, std::vector<at::Tensor> a,
@@ -291,6 +321,7 @@ class ProcessGroupTpu : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts, const c10d::BroadcastOptions& o) override {
+    OnComm on(dev_of(ts));
     at::Tensor t = one(ts, kBroadcast);
     Inout io(t, true);
     const int64_t root = o.rootRank;
@@ -312,6 +343,7 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins,
                                            const c10d::AllgatherOptions&) override {
+    OnComm on(dev_of(ins));
     at::Tensor in = one(ins, kAllgather);
     TORCH_CHECK(outs.size() == 1 && static_cast<int>(outs[0].size()) == size_,
                 "tpu_dist allgather: expects one list of ", size_, " output tensors");
@@ -334,6 +366,7 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
                                                  const c10d::AllgatherOptions&) override {
+    OnComm on(dev_of(in));
     std::vector<at::Tensor> outs{out}, ins{in};
     return gather_into(kAllgatherBase, outs, ins);
   }
@@ -341,11 +374,13 @@ class ProcessGroupTpu : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outs,
                                                                  std::vector<at::Tensor>& ins,
                                                                  const c10d::AllgatherOptions&) override {
+    OnComm on(dev_of(ins));
     return gather_into(kAllgatherCoalesced, outs, ins);
   }
 
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins,
                                         const c10d::GatherOptions& o) override {
+    OnComm on(dev_of(ins));
     at::Tensor in = one(ins, kGather);
     const int64_t root = o.rootRank;
     std::vector<Inout> dst;
@@ -379,6 +414,7 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outs, std::vector<std::vector<at::Tensor>>& ins,
                                          const c10d::ScatterOptions& o) override {
+    OnComm on(dev_of(outs));
     at::Tensor out = one(outs, kScatter);
     const int64_t root = o.rootRank;
     std::vector<Inout> src;
@@ -413,6 +449,7 @@ class ProcessGroupTpu : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outs,
                                                 std::vector<std::vector<at::Tensor>>& ins,
                                                 const c10d::ReduceScatterOptions& o) override {
+    OnComm on(dev_of(outs));
     at::Tensor out = one(outs, kReduceScatter);
     TORCH_CHECK(ins.size() == 1 && static_cast<int>(ins[0].size()) == size_,
                 "tpu_dist reduce_scatter: expects one list of ", size_, " input tensors");
@@ -430,6 +467,7 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
                                                       const c10d::ReduceScatterOptions& o) override {
+    OnComm on(dev_of(out));
     std::vector<at::Tensor> outs{out};
     return scatter_reduce(kReduceScatterBase, outs, {in}, o.reduceOp);
   }
@@ -437,12 +475,14 @@ class ProcessGroupTpu : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outs,
                                                                  std::vector<at::Tensor>& ins,
                                                                  const c10d::ReduceScatterOptions& o) override {
+    OnComm on(dev_of(outs));
     return scatter_reduce(kReduceScatterCoalesced, outs, ins, o.reduceOp);
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
                                                std::vector<int64_t>& in_splits,
                                                const c10d::AllToAllOptions&) override {
+    OnComm on(dev_of(in));
     std::vector<at::Tensor> outs{out}, ins{in};
     check_tensors(outs, kAlltoallBase, &in);
     check_tensors(ins, kAlltoallBase, &in);
@@ -458,6 +498,7 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
                                           const c10d::AllToAllOptions&) override {
+    OnComm on(dev_of(ins));
     TORCH_CHECK(static_cast<int>(outs.size()) == size_ && static_cast<int>(ins.size()) == size_,
                 "tpu_dist all_to_all: expects ", size_, " input and ", size_, " output tensors");
     check_tensors(ins, kAlltoall, &ins[0]);
@@ -473,6 +514,7 @@ class ProcessGroupTpu : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
+    OnComm on(current_device());
     Desc d{kBarrier, -1, -1, -1, -1, 0};
     auto comm = comm_;
     return launch(kBarrier, {}, {}, d,
@@ -486,6 +528,7 @@ class ProcessGroupTpu : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& ts, int dst, int tag) override {
+    OnComm on(dev_of(ts));
     at::Tensor t = one(ts, kSend);
     Inout io(t, true);
     auto a = aliases({io.work});
@@ -495,6 +538,7 @@ class ProcessGroupTpu : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& ts, int src, int tag) override {
+    OnComm on(dev_of(ts));
     at::Tensor t = one(ts, kRecv);
     Inout io(t, false);
     auto a = aliases({io.work});
