@@ -140,6 +140,8 @@ def test_rank_divergent_host_read_is_caught_by_the_timeout(transport):
     assert "tpu_dist allreduce" in err0, results[0][1]
     if transport == "shm":
         assert "rank 1 of 2 did not reach the collective within 5000 ms" in err0, err0
+    else:  # between hosts the heartbeat tells a live rank from a dead one
+        assert "rank 1 is alive but has not reached this collective (#1; it is at #0)" in err0, err0
     assert "error" in results[1][1], results[1][1]  # its late call fails too, it does not hang
 
 
@@ -190,3 +192,6 @@ def test_a_dead_rank_fails_the_others_with_the_collective_named(transport):
     assert "tpu_dist allreduce" in res["error"] and "rank 0 of 2" in res["error"], res["error"]
     if transport == "shm":  # the local transport names the rank that died
         assert "rank 1 of 2 (pid" in res["error"] and "exited" in res["error"], res["error"]
+    else:  # between hosts, the heartbeat does
+        assert "rank 1 stopped answering (its process exited or is frozen" in res["error"], res["error"]
+        assert "the last collective it started was #1, this one is #2" in res["error"], res["error"]

@@ -13,12 +13,17 @@
 // exchanging garbage.
 #include <c10/core/StreamGuard.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/extension.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "common.h"
 
@@ -108,11 +113,121 @@ void comm_check(vt_status s) {
   if (s != VT_OK) throw std::runtime_error(vt_last_error());
 }
 
+// Liveness between hosts, where no shared segment shows a rank's exit: a
+// thread bumps this rank's beat in the group's store every second, and when
+// its queue starts a collective, with that collective's number. It has its
+// own connection to the store, so a program blocked on the store (a
+// store.wait) still beats. When a collective fails
+// over TCP, the rank reads every beat twice, kBeatWindow apart, and says
+// which rank stopped beating (exited or hung) or which is alive but has not
+// reached this collective.
+constexpr auto kBeatEvery = std::chrono::seconds(1);
+constexpr auto kBeatWindow = std::chrono::milliseconds(2500);
+
+class Heartbeat {
+ public:
+  Heartbeat(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
+      : store_(own_connection(store)), rank_(rank), size_(size), thread_([this] { run(); }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  void started(uint64_t seq) {
+    started_.store(seq);
+    cv_.notify_all();
+  }
+
+  // Why collective `seq` failed, as far as the beats tell; "" when they do not.
+  std::string diagnose(uint64_t seq) const {
+    try {
+      auto first = read_beats();
+      std::this_thread::sleep_for(kBeatWindow);
+      auto second = read_beats();
+      std::ostringstream os;
+      for (int r = 0; r < size_; r++) {
+        if (r == rank_) continue;
+        const auto& [b1, s1] = first[r];
+        const auto& [b2, s2] = second[r];
+        if (b2 < 0) {
+          os << "; rank " << r << " never joined the group's heartbeat";
+        } else if (b1 == b2) {
+          os << "; rank " << r << " stopped answering (its process exited or is frozen; the last collective it "
+             << "started was #" << s2 << ", this one is #" << seq << ")";
+        } else if (s2 < static_cast<int64_t>(seq)) {
+          os << "; rank " << r << " is alive but has not reached this collective (#" << seq << "; it is at #" << s2
+             << ")";
+        }
+      }
+      return os.str();
+    } catch (const std::exception&) {
+      return "; the group's store is unreachable (rank 0 holds it: it has likely exited)";
+    }
+  }
+
+ private:
+  static c10::intrusive_ptr<c10d::Store> own_connection(const c10::intrusive_ptr<c10d::Store>& store) {
+    try {
+      return store->clone();
+    } catch (const std::exception&) {
+      return store;  // a store that cannot clone: share its connection
+    }
+  }
+
+  std::string key(int r) const { return "beat/" + std::to_string(r); }
+
+  // (beat, collective) per rank; beat -1 for a rank that never beat.
+  std::vector<std::pair<int64_t, int64_t>> read_beats() const {
+    std::vector<std::pair<int64_t, int64_t>> out(size_, {-1, -1});
+    for (int r = 0; r < size_; r++) {
+      if (r == rank_ || !store_->check({key(r)})) continue;
+      auto v = store_->get(key(r));
+      std::istringstream is(std::string(v.begin(), v.end()));
+      is >> out[r].first >> out[r].second;
+    }
+    return out;
+  }
+
+  void run() {
+    int64_t beat = 0;
+    uint64_t posted = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      posted = started_.load();
+      lock.unlock();
+      try {
+        std::string v = std::to_string(++beat) + " " + std::to_string(posted);
+        store_->set(key(rank_), std::vector<uint8_t>(v.begin(), v.end()));
+      } catch (const std::exception&) {
+        // the store is gone (its host exited): a later diagnosis says so
+      }
+      lock.lock();
+      cv_.wait_for(lock, kBeatEvery, [&] { return stop_ || started_.load() != posted; });
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  int rank_, size_;
+  std::atomic<uint64_t> started_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // One collective, as the worker runs it. run returns the transport's work
 // to wait for, or null when it did the exchange itself (shared memory).
 struct Step {
   c10::intrusive_ptr<c10d::Backend> transport;
   std::shared_ptr<vt_comm> comm;  // this host's ranks, when they are all here
+  std::shared_ptr<Heartbeat> beat;  // between hosts
+  uint64_t seq = 0;                 // the group's collective number
   Kind kind;
   int rank = 0, size = 1, peer = -1, tag = 0;  // peer/tag: send and recv
   Desc desc{};
@@ -176,6 +291,7 @@ std::string agree(Step& s, const char* fault) {
 vt_status run_step(void* p, const char* input_fault) {
   std::unique_ptr<Step> s(static_cast<Step*>(p));
   std::string err;
+  if (s->beat) s->beat->started(s->seq);
   try {
     err = agree(*s, input_fault);
     if (err.empty()) {
@@ -185,6 +301,7 @@ vt_status run_step(void* p, const char* input_fault) {
   } catch (const std::exception& e) {
     err = std::string("rank ") + std::to_string(s->rank) + " of " + std::to_string(s->size) +
           ": the collective failed (a rank exited, or timed out): " + e.what();
+    if (s->beat) err += s->beat->diagnose(s->seq);
   }
   if (err.empty()) return VT_OK;
   return vt_host_step_error(VT_ERR_KERNEL, err.c_str());
@@ -273,8 +390,9 @@ bool comm_red_op(const c10d::ReduceOp& op, vt_red_op* out) {
 
 class ProcessGroupTpu : public c10d::Backend {
  public:
-  ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size, std::shared_ptr<vt_comm> comm)
-      : c10d::Backend(rank, size), transport_(std::move(transport)), comm_(std::move(comm)) {}
+  ProcessGroupTpu(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size, std::shared_ptr<vt_comm> comm,
+                  std::shared_ptr<Heartbeat> beat)
+      : c10d::Backend(rank, size), transport_(std::move(transport)), comm_(std::move(comm)), beat_(std::move(beat)) {}
 
   // Whether collectives on this group's ranks go through shared memory.
   bool uses_shared_memory() const { return comm_ != nullptr; }
@@ -609,6 +727,8 @@ class ProcessGroupTpu : public c10d::Backend {
     auto step = std::make_unique<Step>();
     step->transport = transport_;
     step->comm = comm_;
+    step->beat = beat_;
+    step->seq = seq_ + 1;
     step->kind = k;
     step->rank = rank_;
     step->size = size_;
@@ -781,14 +901,17 @@ class ProcessGroupTpu : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::shared_ptr<vt_comm> comm_;
+  std::shared_ptr<Heartbeat> beat_;
   uint64_t seq_ = 0;
 };
 
 // shm_name: a POSIX shared memory name when every rank of the group is on
 // this host ("" for none): rank 0 creates it, every rank maps it, and it is
 // unlinked once all have (nothing is left behind if a rank dies later).
+// store: the group's store, for the heartbeat of a group between hosts.
 c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Backend>& transport, int rank,
-                                              int size, const std::string& shm_name, int64_t timeout_ms) {
+                                              int size, const std::string& shm_name, int64_t timeout_ms,
+                                              const c10::intrusive_ptr<c10d::Store>& store) {
   ensure_init();
   std::shared_ptr<vt_comm> comm;
   if (!shm_name.empty()) {
@@ -802,7 +925,9 @@ c10::intrusive_ptr<c10d::Backend> make_backend(const c10::intrusive_ptr<c10d::Ba
     check(s, "tpu_dist: opening the group's shared memory");
     comm = std::shared_ptr<vt_comm>(c, vt_comm_close);
   }
-  return c10::make_intrusive<ProcessGroupTpu>(transport, rank, size, std::move(comm));
+  std::shared_ptr<Heartbeat> beat;
+  if (!comm && store && size > 1) beat = std::make_shared<Heartbeat>(store, rank, size);
+  return c10::make_intrusive<ProcessGroupTpu>(transport, rank, size, std::move(comm), std::move(beat));
 }
 
 }  // namespace
@@ -811,7 +936,7 @@ void register_dist(py::module& m) {
   py::class_<ProcessGroupTpu, c10d::Backend, c10::intrusive_ptr<ProcessGroupTpu>>(m, "ProcessGroupTpu")
       .def_property_readonly("uses_shared_memory", &ProcessGroupTpu::uses_shared_memory);
   m.def("_dist_backend", &make_backend, py::arg("transport"), py::arg("rank"), py::arg("size"),
-        py::arg("shm_name") = "", py::arg("timeout_ms") = -1);
+        py::arg("shm_name") = "", py::arg("timeout_ms") = -1, py::arg("store") = nullptr);
 }
 
 }  // namespace vtpu

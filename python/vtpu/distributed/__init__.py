@@ -55,7 +55,7 @@ def _create(opts, backend_options):
     transport = dist.ProcessGroupGloo(store, opts.group_rank, opts.group_size, opts.timeout)
     name = _shared_memory_name(store, opts.group_rank, opts.group_size)
     timeout_ms = int(opts.timeout.total_seconds() * 1000)
-    return _C._dist_backend(transport, opts.group_rank, opts.group_size, name, timeout_ms)
+    return _C._dist_backend(transport, opts.group_rank, opts.group_size, name, timeout_ms, store)
 
 
 def _point_default_backend_at_tpu_dist(pg):
