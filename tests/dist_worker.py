@@ -428,25 +428,27 @@ def scenario_comm_queue(r, n):
     reads what the held stream has yet to write waits for it."""
     import time
 
+    import vtpu
     from vtpu import _C
 
     dev = torch.device("tpu")
     x = torch.full((1 << 12,), float(r + 1), device=dev)
     torch.tpu.synchronize()
     out = {}
-    _C._debug_gate_enqueue(0, 60_000)  # the default stream is held
-    w = dist.all_reduce(x, async_op=True)
-    deadline = time.monotonic() + 50  # a liveness bound, not a timing claim
-    while not w.is_completed() and time.monotonic() < deadline:
-        time.sleep(0.001)
-    out["ran_while_held"] = w.is_completed()
-    out["default_stream_held"] = not torch.tpu.default_stream().query()
-    y = x * 2  # held
-    w2 = dist.all_reduce(y, async_op=True)
-    out["waits_for_its_input"] = not w2.is_completed()
-    dist.barrier()  # both ranks have looked before either opens its gate
-    _C._debug_gate_open()
-    w2.wait()
+    with vtpu.eager_mode("strict"):  # a held queue needs ops that return before they run
+        _C._debug_gate_enqueue(0, 60_000)  # the default stream is held
+        w = dist.all_reduce(x, async_op=True)
+        deadline = time.monotonic() + 50  # a liveness bound, not a timing claim
+        while not w.is_completed() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        out["ran_while_held"] = w.is_completed()
+        out["default_stream_held"] = not torch.tpu.default_stream().query()
+        y = x * 2  # held
+        w2 = dist.all_reduce(y, async_op=True)
+        out["waits_for_its_input"] = not w2.is_completed()
+        dist.barrier()  # both ranks have looked before either opens its gate
+        _C._debug_gate_open()
+        w2.wait()
     total = n * (n + 1) / 2
     out["x"] = x[0].item() == total and bool((x == total).all())
     out["y"] = y[0].item() == 2 * n * total and bool((y == 2 * n * total).all())
