@@ -167,6 +167,9 @@ struct hbm_block;
 /* A use resolved to its memory: the HBM block and the allocation generation
  * it had when the command was built (a block handed out again is new data). */
 #define VT_ACCESS_COVERS (1u << 8) /* a dense write of the whole allocation */
+/* A read that orders the command (across queues) but whose poison the queue
+ * does not check: the kernel checks it itself (a host step). */
+#define VT_ACCESS_UNCHECKED (1u << 9)
 typedef struct vt_access {
     struct hbm_block *block;
     uint64_t gen;
@@ -248,8 +251,15 @@ void vt_hbm_resolve_local(int dev, int n, const uintptr_t *lo, const uintptr_t *
 /* Cross-queue order (queue.c): after[k] (k != self) is raised to the last
  * ticket of queue k that used any block of acc; vt_hbm_mark_uses records a
  * command of queue self that completes at done_at. */
-void vt_hbm_uses_before(const vt_access *acc, int n, int self, uint64_t *after);
-void vt_hbm_mark_uses(const vt_access *acc, int n, int self, uint64_t done_at);
+void vt_hbm_uses_before(const vt_access *acc, int n, int dev, int self, uint64_t *after);
+void vt_hbm_mark_uses(const vt_access *acc, int n, int dev, int self, uint64_t done_at);
+/* Cross-device order (queue.c): make dev's current queue wait until every
+ * queue of src_dev has run what it holds now; and queue on src_dev's current
+ * queue a command that reads p's accesses (of src_dev) and waits until dev's
+ * ticket completes, so later work of any src_dev queue on that memory waits
+ * for dev's use of it. */
+vt_status vt_queue_block_on_device(int dev, int src_dev);
+vt_status vt_queue_hold_reads(int src_dev, int dev, uint64_t ticket, vt_prepared *p);
 /* Whether a queue other than 0 of dev has been used (queue.c), and whether
  * queue k of dev has completed done_at commands. */
 int vt_queues_in_use(int dev);

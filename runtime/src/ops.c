@@ -121,22 +121,27 @@ vt_status vt_op_copy(int dev, const char *name, const vt_tensor *dst, const vt_t
     if (s != VT_OK) return s;
     int sdev = device_of(src);
     if (sdev < 0 || sdev == dev) return vt_node_submit(dev, &n);
-    /* Across devices: the copy runs on dev once src's device has run what
-     * was queued before it (writes of src), and src's device waits for the
-     * copy before its later work (a write to src, or a reuse of src's block
-     * once it is freed) can run. */
+    /* Across devices: the copy runs on dev once every queue of src's device
+     * has run what was queued before it (writes of src), and src's device
+     * holds a read of src until the copy has run, so its later work on that
+     * memory (a write to src, or a reuse of src's block once it is freed),
+     * on any of its queues, waits for the copy. */
     vt_use u[VT_NODE_MAX_OUT + VT_NODE_MAX_SRC];
     const int m = vt_node_uses(&n, u);
     u[1].flags |= VT_USE_ANY_DEVICE;
-    vt_prepared p;
-    uint64_t before = 0, copied = 0;
+    vt_prepared p, held;
+    uint64_t copied = 0;
     if ((s = vt_uses_prepare(dev, name, u, m, &p)) != VT_OK) return s;
-    if ((s = vt_event_record(sdev, &before)) != VT_OK || (s = vt_event_block(dev, sdev, before)) != VT_OK) {
+    if ((s = vt_queue_block_on_device(dev, sdev)) != VT_OK) {
         vt_prepared_release(dev, &p);
         return s;
     }
     s = vt_node_enqueue(dev, &n, &p, VT_ENQ_AUTO);
-    if (s == VT_OK && (s = vt_event_record(dev, &copied)) == VT_OK) s = vt_event_block(sdev, dev, copied);
+    if (s == VT_OK) s = vt_event_record(dev, &copied);
+    vt_tensor sc = *src;
+    vt_use su = {&sc, VT_USE_READ, 1};
+    if (s == VT_OK && (s = vt_uses_prepare(sdev, name, &su, 1, &held)) == VT_OK)
+        s = vt_queue_hold_reads(sdev, dev, copied, &held);
     return s;
 }
 

@@ -261,3 +261,83 @@ TEST(streams_wait_covers_every_queue) {
     vt_hbm_free(0, da);
     end();
 }
+
+/* A host step (a collective) reads its inputs across queues: it waits for
+ * their producer on another queue, and a later writer waits for it. */
+typedef struct peek_ctx {
+    const int32_t *src;
+    atomic_int saw;
+} peek_ctx;
+
+static vt_status peek(void *p, const char *fault) {
+    (void)fault;
+    peek_ctx *c = p;
+    atomic_store(&c->saw, c->src[0]);
+    return VT_OK;
+}
+
+TEST(streams_host_step_inputs_are_ordered_across_queues) {
+    begin();
+    int32_t *da = dev_alloc_on(0, N * 4), *db = dev_alloc_on(0, N * 4);
+    vt_tensor a = vec(da, VT_I32, N), b = vec(db, VT_I32, N);
+    fill_on(0, &a, 1);
+    CHECK_OK(vt_synchronize(0));
+    static peek_ctx c;
+    c.src = da;
+    atomic_store(&c.saw, -1);
+    /* read after write: the producer is held on queue 0 */
+    CHECK_OK(vt_debug_gate_enqueue(0, GATE_MS));
+    fill_on(0, &a, 7);
+    vt_set_thread_queue(0, VT_QUEUE_COMM);
+    CHECK_OK(vt_enqueue_host(0, "tpu_dist send", peek, &c, &a, 1, &b, 1, NULL));
+    uint64_t t1 = 0;
+    CHECK_OK(vt_event_record(0, &t1));
+    vt_set_thread_queue(0, 0);
+    CHECK_STATUS(vt_event_wait(0, t1, 50), VT_ERR_TIMEOUT);
+    vt_debug_gate_open();
+    CHECK_OK(vt_event_wait(0, t1, GATE_MS));
+    CHECK(atomic_load(&c.saw) == 7);
+    /* write after read: the step is held on its queue, a writer on queue 0 waits */
+    vt_set_thread_queue(0, VT_QUEUE_COMM);
+    CHECK_OK(vt_debug_gate_enqueue(0, GATE_MS));
+    CHECK_OK(vt_enqueue_host(0, "tpu_dist send", peek, &c, &a, 1, NULL, 0, NULL));
+    vt_set_thread_queue(0, 0);
+    fill_on(0, &a, 9);
+    uint64_t t0 = 0;
+    CHECK_OK(vt_event_record(0, &t0));
+    CHECK_STATUS(vt_event_wait(0, t0, 50), VT_ERR_TIMEOUT);
+    vt_debug_gate_open();
+    CHECK_OK(vt_synchronize(0));
+    CHECK(atomic_load(&c.saw) == 7);
+    CHECK(first_of(&a) == 9);
+    vt_hbm_free(0, da), vt_hbm_free(0, db);
+    end();
+}
+
+/* A copy between devices waits for every queue of the source device that
+ * writes the source, and any queue of the source device that later writes it
+ * waits for the copy. */
+TEST(streams_copy_across_devices_orders_every_queue) {
+    begin();
+    CHECK(vt_device_count() >= 2);
+    int32_t *dx = dev_alloc_on(0, N * 4), *d1 = dev_alloc_on(1, N * 4);
+    vt_tensor x = vec(dx, VT_I32, N), o = vec(d1, VT_I32, N);
+    fill_on(0, &x, 2);
+    CHECK_OK(vt_synchronize(0));
+    vt_set_thread_queue(0, Q2);
+    CHECK_OK(vt_debug_gate_enqueue(0, GATE_MS));
+    CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(5))); /* written on device 0's queue 2, held */
+    vt_set_thread_queue(0, 0);
+    CHECK_OK(vt_op_copy(1, "aten::copy_", &o, &x)); /* device 1 must see 5 */
+    vt_set_thread_queue(0, 3);
+    CHECK_OK(vt_op_fill(0, "aten::fill_", &x, vt_scalar_from_int(8))); /* must not overtake the copy */
+    vt_set_thread_queue(0, 0);
+    vt_debug_gate_open();
+    static int32_t host[N];
+    vt_tensor h = vec(host, VT_I32, N);
+    CHECK_OK(vt_copy_to_host(1, &h, &o));
+    CHECK(host[0] == 5 && host[N - 1] == 5);
+    CHECK(first_of(&x) == 8);
+    vt_hbm_free(0, dx), vt_hbm_free(1, d1);
+    end();
+}

@@ -166,7 +166,7 @@ void vt_fault_poison(const vt_access *acc, int n, vt_fault *f) {
 
 vt_fault *vt_fault_of_reads(const vt_access *acc, int n) {
     for (int i = 0; i < n; i++) {
-        if (!(acc[i].flags & VT_USE_READ)) continue;
+        if ((acc[i].flags & (VT_USE_READ | VT_ACCESS_UNCHECKED)) != VT_USE_READ) continue;
         vt_fault *f = vt_hbm_fault(&acc[i]);
         if (f) return f;
     }

@@ -680,17 +680,20 @@ void vt_hbm_unpoison(const vt_access *a) {
 
 /* ------------------------------------------------------------ cross-queue order */
 
-void vt_hbm_uses_before(const vt_access *acc, int n, int self, uint64_t *after) {
+/* Tickets are per device: another device's block (a cross-device copy's
+ * source) is ordered by vt_op_copy's events instead. */
+void vt_hbm_uses_before(const vt_access *acc, int n, int dev, int self, uint64_t *after) {
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < VT_MAX_QUEUES; k++) {
+        for (int k = 0; k < VT_MAX_QUEUES && acc[i].dev == dev; k++) {
             if (k == self) continue;
             uint64_t t = atomic_load_explicit(&acc[i].block->last_use[k], memory_order_acquire);
             if (t > after[k]) after[k] = t;
         }
 }
 
-void vt_hbm_mark_uses(const vt_access *acc, int n, int self, uint64_t done_at) {
+void vt_hbm_mark_uses(const vt_access *acc, int n, int dev, int self, uint64_t done_at) {
     for (int i = 0; i < n; i++) {
+        if (acc[i].dev != dev) continue;
         _Atomic uint64_t *u = &acc[i].block->last_use[self];
         uint64_t t = atomic_load_explicit(u, memory_order_relaxed);
         while (t < done_at && !atomic_compare_exchange_weak_explicit(u, &t, done_at, memory_order_release,

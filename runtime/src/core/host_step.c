@@ -75,6 +75,26 @@ vt_status vt_enqueue_host(int dev, const char *name, vt_host_fn fn, void *ctx, c
         return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d tensors", name, n);
     }
     if (rp.n) memcpy(racc, rp.acc, sizeof(vt_access) * (size_t)rp.n);
+    /* The command's accesses: the writes, and the reads marked unchecked, so
+     * the queue orders the step after their producers on other queues (and
+     * their later writers after it) but runs it on a poisoned input. */
+    if (rp.n) {
+        vt_access *all = malloc(sizeof(vt_access) * (size_t)(wp.n + rp.n));
+        if (!all) {
+            free(racc);
+            vt_prepared_release(dev, &rp);
+            vt_prepared_release(dev, &wp);
+            return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d tensors", name, n);
+        }
+        memcpy(all, wp.acc, sizeof(vt_access) * (size_t)wp.n);
+        for (int i = 0; i < rp.n; i++) {
+            all[wp.n + i] = rp.acc[i];
+            all[wp.n + i].flags = VT_USE_READ | VT_ACCESS_UNCHECKED;
+        }
+        if (wp.acc != wp.inline_acc) free(wp.acc);
+        wp.acc = all;
+        wp.n += rp.n;
+    }
     host_step h = {fn, ctx, rp.n, racc};
     vt_prepared_release(dev, &rp);
     wp.payload = racc; /* the queue frees it after the step */

@@ -453,7 +453,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
     if (q->index && !atomic_load_explicit(&multi_queue[dev], memory_order_relaxed))
         atomic_store(&multi_queue[dev], 1);
     if (nacc && atomic_load_explicit(&multi_queue[dev], memory_order_relaxed)) {
-        vt_hbm_uses_before(acc, nacc, q->index, after);
+        vt_hbm_uses_before(acc, nacc, dev, q->index, after);
         for (int k = 0; k < VT_MAX_QUEUES; k++) {
             if (after[k] && atomic_load(&queues[dev][k].done) >= after[k]) after[k] = 0;
             waits |= after[k] != 0;
@@ -464,7 +464,10 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
     vt_command local;
     if (policy == VT_ENQ_WAIT && worker_of == q) {
         /* A kernel waiting on its own queue would deadlock: run it here, which
-         * is where it would run next anyway. */
+         * is where it would run next anyway. It is part of the running
+         * command, whose accesses ordered it: waiting for other queues' later
+         * work could close a cycle. */
+        memset(after, 0, sizeof after);
         uint64_t at = atomic_load(&q->done);
         if (ticket_out) *ticket_out = ticket_of(q, at);
         if (queued) *queued = 1;
@@ -515,7 +518,7 @@ static vt_status enqueue_cmd(int dev, const char *op_name, vt_kernel_fn fn, cons
         }
         atomic_store_explicit(&q->done_seen, d, memory_order_release);
     }
-    if (nacc) vt_hbm_mark_uses(acc, nacc, q->index, seq + 1);
+    if (nacc) vt_hbm_mark_uses(acc, nacc, dev, q->index, seq + 1);
     vt_command *c = &q->ring[seq & (RING_SLOTS - 1)];
     fill_command(c, 1, fn, pk, op_name, policy == VT_ENQ_WAIT ? &res : NULL, payload, acc, nacc, heap, args,
                  args_size, after);
@@ -697,6 +700,33 @@ vt_status vt_event_block(int dev, int src_dev, uint64_t ticket) {
     if (src == queue_of(dev) || atomic_load(&src->done) >= seq_of(ticket)) return VT_OK;
     event_block_args a = {src, seq_of(ticket)};
     return vt_enqueue_ex(dev, "vt_event_block", event_block_kernel, &a, sizeof a, VT_ENQ_ASYNC, NULL);
+}
+
+vt_status vt_queue_block_on_device(int dev, int src_dev) {
+    vt_status s = vt_check_device(dev);
+    if (s == VT_OK) s = vt_check_device(src_dev);
+    if (s == VT_OK) s = vt_defer_flush_before(src_dev);
+    for (int k = 0; k < VT_MAX_QUEUES && s == VT_OK; k++) {
+        vt_queue *src = queue_at(src_dev, k);
+        uint64_t seq = atomic_load(&src->tail);
+        if (src == queue_of(dev) || atomic_load(&src->done) >= seq) continue;
+        event_block_args a = {src, seq};
+        s = vt_enqueue_ex(dev, "vt_event_block", event_block_kernel, &a, sizeof a, VT_ENQ_ASYNC, NULL);
+    }
+    return s;
+}
+
+vt_status vt_queue_hold_reads(int src_dev, int dev, uint64_t ticket, vt_prepared *p) {
+    vt_status s = vt_check_device(src_dev);
+    if (s == VT_OK) s = vt_check_device(dev);
+    vt_queue *q = s == VT_OK ? ticket_queue(dev, ticket) : NULL;
+    if (!q) {
+        vt_prepared_release(src_dev, p);
+        return s == VT_OK ? VT_ERR_INVALID_ARGUMENT : s;
+    }
+    for (int i = 0; i < p->n; i++) p->acc[i].flags = VT_USE_READ | VT_ACCESS_UNCHECKED;
+    event_block_args a = {q, seq_of(ticket)};
+    return vt_enqueue_prepared(src_dev, "vt_event_block", event_block_kernel, &a, sizeof a, p, VT_ENQ_ASYNC);
 }
 
 int64_t vt_queue_pending(int dev) {
