@@ -443,13 +443,18 @@ def scenario_comm_queue(r, n):
             time.sleep(0.001)
         out["ran_while_held"] = w.is_completed()
         out["default_stream_held"] = not torch.tpu.default_stream().query()
-        y = x * 2  # held
+        z = x * 3  # held; only an input (the all-gather reads it and writes g)
+        g = torch.empty(n * x.numel(), device=dev)
+        w3 = dist.all_gather_into_tensor(g, z, async_op=True)
+        y = x * 2  # held; read and written in place
         w2 = dist.all_reduce(y, async_op=True)
-        out["waits_for_its_input"] = not w2.is_completed()
+        out["waits_for_its_input"] = not w3.is_completed() and not w2.is_completed()
         dist.barrier()  # both ranks have looked before either opens its gate
         _C._debug_gate_open()
         w2.wait()
-    total = n * (n + 1) / 2
+        w3.wait()
+        total = n * (n + 1) / 2  # x after the first all-reduce, on every rank
+        out["gathered"] = torch.equal(g.cpu(), torch.full((n * x.numel(),), 3.0 * total))
     out["x"] = x[0].item() == total and bool((x == total).all())
     out["y"] = y[0].item() == 2 * n * total and bool((y == 2 * n * total).all())
     return out

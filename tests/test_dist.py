@@ -102,7 +102,7 @@ def test_collectives_run_on_the_communication_queue(transport):
     expect_ok(results)
     for _, res, _ in results:
         assert res == {"ran_while_held": True, "default_stream_held": True, "waits_for_its_input": True,
-                       "x": True, "y": True}, res
+                       "gathered": True, "x": True, "y": True}, res
 
 
 def test_fsdp2_collectives_run_apart_from_compute():

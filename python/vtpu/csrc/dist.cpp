@@ -456,7 +456,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     opts.rootRank = root;
                     return b.broadcast(alias, opts);
                   },
-                  {t}, c10d::OpType::BROADCAST, {io});
+                  {t}, c10d::OpType::BROADCAST, copy_back({io}));
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outs, std::vector<at::Tensor>& ins,
@@ -479,7 +479,7 @@ class ProcessGroupTpu : public c10d::Backend {
     std::vector<at::Tensor> a_in = aliases({src.work});
     return launch(kAllgather, {src.work}, work, desc(kAllgather, in, in.numel(), -1, -1),
                   [a_out, a_in](c10d::Backend& b) mutable { return b.allgather(a_out, a_in); }, outs[0],
-                  c10d::OpType::ALLGATHER, dst);
+                  c10d::OpType::ALLGATHER, copy_back(dst));
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
@@ -527,7 +527,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     opts.rootRank = root;
                     return b.gather(a_out, a_in, opts);
                   },
-                  rank_ == root ? outs[0] : std::vector<at::Tensor>{}, c10d::OpType::GATHER, dst);
+                  rank_ == root ? outs[0] : std::vector<at::Tensor>{}, c10d::OpType::GATHER, copy_back(dst));
   }
 
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outs, std::vector<std::vector<at::Tensor>>& ins,
@@ -561,7 +561,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     opts.rootRank = root;
                     return b.scatter(a_out, a_in, opts);
                   },
-                  {out}, c10d::OpType::SCATTER, {dst});
+                  {out}, c10d::OpType::SCATTER, copy_back({dst}));
   }
 
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outs,
@@ -611,7 +611,7 @@ class ProcessGroupTpu : public c10d::Backend {
                   [a_out, a_in, os, is](c10d::Backend& b) mutable {
                     return b.alltoall_base(a_out[0], a_in[0], os, is);
                   },
-                  {out}, c10d::OpType::ALLTOALL_BASE, {dst});
+                  {out}, c10d::OpType::ALLTOALL_BASE, copy_back({dst}));
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
@@ -628,7 +628,7 @@ class ProcessGroupTpu : public c10d::Backend {
     auto a_out = aliases(ww), a_in = aliases(rw);
     return launch(kAlltoall, rw, ww, desc(kAlltoall, ins[0], -1, -1, -1),
                   [a_out, a_in](c10d::Backend& b) mutable { return b.alltoall(a_out, a_in); }, outs,
-                  c10d::OpType::ALLTOALL, dst);
+                  c10d::OpType::ALLTOALL, copy_back(dst));
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
@@ -641,7 +641,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     comm_check(vt_comm_barrier(comm.get()));
                     return c10::intrusive_ptr<c10d::Work>();
                   },
-                  {}, c10d::OpType::BARRIER, {},
+                  {}, c10d::OpType::BARRIER, nullptr,
                   /*host_wait=*/true, current_device());
   }
 
@@ -652,7 +652,7 @@ class ProcessGroupTpu : public c10d::Backend {
     auto a = aliases({io.work});
     return launch(kSend, {io.work}, {}, desc(kSend, t, t.numel(), -1, -1),
                   [a, dst, tag](c10d::Backend& b) mutable { return b.send(a, dst, tag); }, {t},
-                  c10d::OpType::SEND, {}, false, -1, dst, tag);
+                  c10d::OpType::SEND, nullptr, false, -1, dst, tag);
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& ts, int src, int tag) override {
@@ -662,7 +662,7 @@ class ProcessGroupTpu : public c10d::Backend {
     auto a = aliases({io.work});
     return launch(kRecv, {}, {io.work}, desc(kRecv, t, t.numel(), -1, -1),
                   [a, src, tag](c10d::Backend& b) mutable { return b.recv(a, src, tag); }, {t},
-                  c10d::OpType::RECV, {io}, false, -1, src, tag);
+                  c10d::OpType::RECV, copy_back({io}), false, -1, src, tag);
   }
 
  private:
@@ -677,6 +677,13 @@ class ProcessGroupTpu : public c10d::Backend {
       if (!work.is_same(user)) user.copy_(work);
     }
   };
+
+  // What a collective does after its exchange: copy staged outputs back.
+  static std::function<void()> copy_back(std::vector<Inout> ios) {
+    return [ios = std::move(ios)] {
+      for (auto& io : ios) io.finish();
+    };
+  }
 
   static std::vector<at::Tensor> aliases(const std::vector<at::Tensor>& ts) {
     std::vector<at::Tensor> a;
@@ -716,7 +723,7 @@ class ProcessGroupTpu : public c10d::Backend {
                                         const std::vector<at::Tensor>& writes, Desc d,
                                         std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run,
                                         std::vector<at::Tensor> outputs, c10d::OpType type,
-                                        const std::vector<Inout>& copy_back, bool host_wait = false, int dev = -1,
+                                        const std::function<void()>& after, bool host_wait = false, int dev = -1,
                                         int peer = -1, int tag = 0) {
     if (dev < 0) dev = device_index(!reads.empty() ? reads[0] : writes.at(0));
     std::vector<vt_tensor> r(reads.size()), w(writes.size());
@@ -742,7 +749,7 @@ class ProcessGroupTpu : public c10d::Backend {
     if (queued) step.release();  // the worker owns it (in Debug mode it has run)
     check(s);
     seq_++;
-    for (auto& io : copy_back) io.finish();
+    if (after) after();  // device work of the collective after the exchange: the work covers it
     uint64_t ticket = 0;
     check(vt_event_record(dev, &ticket));
     return c10::make_intrusive<TpuWork>(dev, ticket, type, std::move(outputs), host_wait);
@@ -786,13 +793,14 @@ class ProcessGroupTpu : public c10d::Backend {
     } else {
       run = [a, wire, call](c10d::Backend& b) { return call(b, a, wire); };
     }
-    auto w = launch(k, work, work, desc(k, ts[0], numel, op.op_, root), std::move(run), ts,
-                    k == kReduce ? c10d::OpType::REDUCE : c10d::OpType::ALLREDUCE, {});
-    // a reduce leaves the other ranks' tensors as they were sent
-    if (op.op_ == c10d::ReduceOp::AVG && (k != kReduce || rank_ == root))
-      for (auto& t : work) t.div_(size_);
-    for (auto& x : io) x.finish();
-    return w;
+    const bool avg = op.op_ == c10d::ReduceOp::AVG && (k != kReduce || rank_ == root);
+    return launch(k, work, work, desc(k, ts[0], numel, op.op_, root), std::move(run), ts,
+                  k == kReduce ? c10d::OpType::REDUCE : c10d::OpType::ALLREDUCE, [&] {
+                    // a reduce leaves the other ranks' tensors as they were sent
+                    if (avg)
+                      for (auto& t : work) t.div_(size_);
+                    for (auto& x : io) x.finish();
+                  });
   }
 
   // Inputs and outputs of the tensor forms of all-gather (gathers: each
@@ -843,7 +851,7 @@ class ProcessGroupTpu : public c10d::Backend {
                     }
                     return last;
                   },
-                  outs, c10d::OpType::_ALLGATHER_BASE, p.dst);
+                  outs, c10d::OpType::_ALLGATHER_BASE, copy_back(p.dst));
   }
 
   c10::intrusive_ptr<c10d::Work> scatter_reduce(Kind k, std::vector<at::Tensor>& outs, std::vector<at::Tensor> ins,
@@ -874,7 +882,7 @@ class ProcessGroupTpu : public c10d::Backend {
     vt_red_op red;
     std::shared_ptr<vt_comm> comm;
     if (comm_ && to_vt_dtype(ins[0].scalar_type(), &dt) && comm_red_op(wire, &red)) comm = comm_;
-    auto w = launch(k, rw, ww, desc(k, ins[0], p.numel, op.op_, -1),
+    return launch(k, rw, ww, desc(k, ins[0], p.numel, op.op_, -1),
                     [a_out, a_in, wire, comm, dt, red](c10d::Backend& b) mutable {
                       if (comm) {
                         for (size_t i = 0; i < a_in.size(); i++)
@@ -892,11 +900,11 @@ class ProcessGroupTpu : public c10d::Backend {
                       }
                       return last;
                     },
-                    outs, c10d::OpType::_REDUCE_SCATTER_BASE, {});
-    if (op.op_ == c10d::ReduceOp::AVG)
-      for (auto& t : ww) t.div_(size_);
-    for (auto& x : p.dst) x.finish();
-    return w;
+                    outs, c10d::OpType::_REDUCE_SCATTER_BASE, [&] {
+                      if (op.op_ == c10d::ReduceOp::AVG)
+                        for (auto& t : ww) t.div_(size_);
+                      for (auto& x : p.dst) x.finish();
+                    });
   }
 
   c10::intrusive_ptr<c10d::Backend> transport_;
