@@ -86,20 +86,18 @@ def worker_allreduce():
             for k, v in best.items()}
 
 
-def worker_ddp(steps):
+def gpt_steps(wrap, steps):
+    """A GPT-style training step on this rank, the model wrapped by wrap(model,
+    n) after it moved to the device: (step function, ms per step measured
+    over `steps` after two warm-up steps)."""
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import vtpu  # noqa: F401
     from vtpu.models import GPT, GPTConfig
 
-    dist.init_process_group()
     cfg = GPTConfig(vocab=4096, d_model=256, n_layers=4, n_heads=8, n_kv_heads=8, max_seq=128)
     torch.manual_seed(0)
-    model = GPT(cfg).to("tpu")
-    if dist.get_world_size() > 1:
-        model = DDP(model)
+    model = wrap(GPT(cfg).to("tpu"), dist.get_world_size())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1 + dist.get_rank())
     idx = torch.randint(0, cfg.vocab, (8, 129), generator=g).to("tpu")
@@ -120,50 +118,36 @@ def worker_ddp(steps):
         loss = step()
     loss.item()
     dist.barrier()
-    dt = (time.perf_counter() - t0) / steps
+    return step, (time.perf_counter() - t0) / steps * 1e3
+
+
+def worker_ddp(steps):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import vtpu  # noqa: F401
+
+    dist.init_process_group()
+    _, ms = gpt_steps(lambda m, n: DDP(m) if n > 1 else m, steps)
     dist.destroy_process_group()
-    return {"step_ms": dt * 1e3}
+    return {"step_ms": ms}
 
 
 def worker_fsdp(steps):
-    import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     import vtpu
-    from vtpu.models import GPT, GPTConfig
+
+    def shard(model, n):
+        mesh = init_device_mesh("tpu", (n,))
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
 
     dist.init_process_group()
-    n = dist.get_world_size()
-    cfg = GPTConfig(vocab=4096, d_model=256, n_layers=4, n_heads=8, n_kv_heads=8, max_seq=128)
-    torch.manual_seed(0)
-    model = GPT(cfg).to("tpu")
-    mesh = init_device_mesh("tpu", (n,))
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(1 + dist.get_rank())
-    idx = torch.randint(0, cfg.vocab, (8, 129), generator=g).to("tpu")
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        logits = model(idx[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab), idx[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss
-
-    for _ in range(2):
-        step().item()
-    dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    loss.item()
-    dist.barrier()
-    dt = (time.perf_counter() - t0) / steps
+    step, ms = gpt_steps(shard, steps)
     path = os.path.join(HERE, "results", "fsdp_trace.json") if dist.get_rank() == 0 else None
     if path:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -175,7 +159,7 @@ def worker_fsdp(steps):
     overlap = sum(max(0, min(c["end_ns"], e["end_ns"]) - max(c["start_ns"], e["start_ns"]))
                   for c in comm for e in compute)  # a queue's commands never overlap each other
     dist.destroy_process_group()
-    return {"step_ms": dt * 1e3, "collectives": len(comm), "comm_ms": busy / 1e6,
+    return {"step_ms": ms, "collectives": len(comm), "comm_ms": busy / 1e6,
             "overlap_fraction": overlap / busy if busy else 0.0}
 
 
