@@ -449,7 +449,12 @@ def scenario_comm_queue(r, n):
         y = x * 2  # held; read and written in place
         w2 = dist.all_reduce(y, async_op=True)
         out["waits_for_its_input"] = not w3.is_completed() and not w2.is_completed()
-        dist.barrier()  # both ranks have looked before either opens its gate
+        # both ranks have looked before either opens its gate; on the host:
+        # a barrier is a collective, queued behind the two that are held
+        store = dist.distributed_c10d._get_default_store()
+        store.add("comm_queue_looked", 1)
+        while store.add("comm_queue_looked", 0) < n and time.monotonic() < deadline:
+            time.sleep(0.001)
         _C._debug_gate_open()
         w2.wait()
         w3.wait()

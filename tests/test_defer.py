@@ -345,6 +345,41 @@ def test_error_in_a_group_raises_at_the_flush_naming_the_op():
         assert torch.equal((a * 2).cpu(), torch.tensor([8, 10, 12]))
 
 
+def test_matmul_is_recorded_and_runs_between_groups(stats):
+    x = torch.randn(64, 96).to("tpu")
+    w = torch.randn(96, 80).to("tpu")
+    b = torch.randn(80).to("tpu")
+
+    def f(x, w, b):
+        h = (x * 0.5 + 1).tanh()  # one group; the product reads h, so h is written
+        return torch.nn.functional.gelu(h @ w + b) * 2  # the product alone, then a group
+
+    ref = run("strict", f, x, w, b)
+    vtpu.reset_fusion_stats()
+    with vtpu.eager_mode("defer_and_fuse"):
+        y = f(x, w, b)
+        assert stats()["flushes"] == 0  # the product was recorded, not run
+        got = y.cpu()
+    assert torch.equal(got, ref)
+    s = stats()
+    assert s["flushes"] == 1 and s["nodes"] == 7 and s["groups"] == 3 and s["fused_nodes"] == 6
+    X, Y = x.numel() * 4, y.numel() * 4
+    assert s["bytes_written"] == X + 2 * Y  # h, h @ w and the result
+    assert s["bytes_elided"] == 2 * X + 2 * Y  # x * 0.5, + 1, + b and the gelu
+
+
+def test_error_in_a_recorded_op_that_runs_alone_raises_at_the_flush_naming_it(stats):
+    logits = torch.randn(4, 5).to("tpu")
+    target = torch.tensor([0, 7, 1, 2]).to("tpu")  # 7: out of range, found by the kernel
+    with vtpu.eager_mode("defer_and_fuse"):
+        loss = torch.nn.functional.cross_entropy(logits * 2, target)
+        assert stats()["flushes"] == 0
+        with pytest.raises(IndexError, match=r"aten::nll_loss_forward: Target 7 is out of bounds"):
+            loss.item()
+        torch.tpu.synchronize()  # reported once
+        assert torch.equal((logits * 2).cpu(), logits.cpu() * 2)
+
+
 def test_loop_flushes_once_per_repetition_instead_of_growing(stats):
     x = torch.randn(256).to("tpu")
     with vtpu.eager_mode("defer_and_fuse"):

@@ -50,6 +50,14 @@ static inline void build_node(vt_node *n, const step *st, host_tensor *b) {
             vt_node_add_optional(n, st->src[k] >= 0 ? &b[st->src[k]].t : NULL);
         return;
     }
+    if (st->kind == VT_NODE_MATMUL) { /* out = src[0] @ src[1], no bias, DEFAULT precision */
+        n->params[0] = 1.0, n->params[1] = 0.0;
+        n->iparams[0] = VT_PRECISION_DEFAULT;
+        CHECK_OK(vt_node_add_src(n, &b[st->src[0]].t, NULL));
+        CHECK_OK(vt_node_add_src(n, &b[st->src[1]].t, NULL));
+        vt_node_add_optional(n, NULL);
+        return;
+    }
     if (st->kind == VT_NODE_REDUCE || st->kind == VT_NODE_SOFTMAX) {
         n->iparams[0] = (int64_t)st->mask;
         n->params[0] = st->param;

@@ -163,6 +163,35 @@ TEST(defer_hazards_and_shapes_cut_groups) {
     prog_free(&q);
 }
 
+/* A node that does not fuse (here a matmul) is recorded too: it runs
+ * alone, in order between the groups, and does not flush the record. A
+ * dead intermediate it reads is still written; the ones only a group
+ * reads are not; an elementwise node after it that touches nothing it
+ * touches joins the group before it. */
+TEST(defer_matmul_is_recorded_and_runs_between_groups) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    int64_t sx[2] = {33, 40}, sw[2] = {40, 24}, sm[2] = {33, 24};
+    prog p = {0};
+    int x = add_buf(&p, F, 2, sx, 0), w = add_buf(&p, F, 2, sw, 0);
+    int t1 = add_buf(&p, F, 2, sx, 1), h = add_buf(&p, F, 2, sx, 1), z = add_buf(&p, F, 2, sx, 0);
+    int m = add_buf(&p, F, 2, sm, 0), u = add_buf(&p, F, 2, sm, 1), v = add_buf(&p, F, 2, sm, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t1, x, -1, 0); /* t1 = x * 1.5: dead, never written */
+    add_step(&p, VT_NODE_UNARY, VT_EXP, F, h, t1, 0, 0);   /* h = exp(t1): dead, but the matmul reads it */
+    add_step(&p, VT_NODE_MATMUL, 0, F, m, h, w, 0);        /* m = h @ w: alone */
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, u, m, -1, 0);  /* u = m * 1.5: dead, never written */
+    add_step(&p, VT_NODE_UNARY, VT_SIN, F, v, u, 0, 0);    /* v = sin(u) */
+    add_step(&p, VT_NODE_BINARY, VT_SUB, F, z, x, -1, 0);  /* z = x - 1.5: joins the first group */
+    vt_fusion_stats st;
+    agree("matmul between groups", &p, &st);
+    const uint64_t X = 33 * 40 * 4, M = 33 * 24 * 4;
+    CHECK_MSG(st.flushes == 1 && st.nodes == 6 && st.groups == 3 && st.fused_nodes == 5,
+              "flushes %llu nodes %llu groups %llu fused %llu", (unsigned long long)st.flushes,
+              (unsigned long long)st.nodes, (unsigned long long)st.groups, (unsigned long long)st.fused_nodes);
+    CHECK_MSG(st.bytes_written == 2 * X + 2 * M && st.bytes_elided == X + M, "%llu %llu %llu %llu", STATS(st));
+    prog_free(&p);
+}
+
 /* A loop body repeated is flushed, not grown. */
 TEST(defer_loop_detection_flushes_a_repeating_record) {
     CHECK_OK(vt_init());

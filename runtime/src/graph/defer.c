@@ -56,25 +56,12 @@ static void pend_init(void) {
 
 /* ------------------------------------------------------------ recording */
 
-static int fusable_kind(vt_node_kind k) {
-    switch (k) {
-    case VT_NODE_UNARY:
-    case VT_NODE_BINARY:
-    case VT_NODE_TERNARY:
-    case VT_NODE_WHERE:
-    case VT_NODE_COPY:
-    case VT_NODE_FILL:
-    case VT_NODE_FOREACH: return 1;
-    default: return 0;
-    }
-}
-
-/* Recorded: elementwise nodes, and the kinds that may end a fusion group
- * (reductions, softmax: fuse.c), run alone where they do not. */
-static int recorded(const vt_node *n) { return fusable_kind(n->kind) || vt_node_kinds[n->kind].run_from != NULL; }
-
+/* Every node is recorded: elementwise nodes fuse, reductions, softmax and
+ * norms may end a group, and the rest (matmul, attention, convolution,
+ * indexing, RNG) run in program order between the groups (fuse.c). */
 int vt_defer_wants(const vt_node *n, vt_eager_mode mode) {
-    return mode == VT_EAGER_DEFER_AND_FUSE && recorded(n) && !vt_on_queue_worker();
+    (void)n;
+    return mode == VT_EAGER_DEFER_AND_FUSE && !vt_on_queue_worker();
 }
 
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -98,7 +85,10 @@ static uint64_t signature(const vt_node *n) {
 static vt_status flush_locked(int dev, pending *p);
 
 vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
-    if (vt_tensor_numel(&n->out[0]) == 0) return VT_OK; /* writes nothing, reads nothing */
+    uint64_t out_bytes = 0;
+    for (int j = 0; j < n->nout; j++)
+        if (vt_node_has_out(n, j)) out_bytes += (uint64_t)vt_tensor_numel(&n->out[j]) * vt_dtype_size(n->out[j].dtype);
+    if (out_bytes == 0) return VT_OK; /* writes nothing, reads nothing */
     vt_prepared pr;
     /* Elementwise reads are never staged for overlap, but a view too hard
      * to compare is: that copy is queued now, after a flush of what was
@@ -157,7 +147,7 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
     }
     for (int per = top + 1 > LOOP_MIN ? top + 1 : LOOP_MIN; per <= LOOP_MAX; per++) p->run[per] = 0;
     p->n++;
-    p->bytes += (uint64_t)vt_tensor_numel(&n->out[0]) * vt_dtype_size(n->out[0].dtype);
+    p->bytes += out_bytes;
     atomic_store_explicit(&p->count, p->n, memory_order_relaxed);
     s = VT_OK;
     if (loop || p->n >= MAX_PENDING_NODES || p->bytes >= MAX_PENDING_BYTES) {
@@ -255,7 +245,9 @@ static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *
     for (int i = 0; i < n; i++) {
         int joined = -1;
         const int tail = vt_fuse_is_tail(&recs[i]);
-        for (int j = 0; j < nopen; j++) {
+        /* a node that neither fuses nor ends a group is a group of its own */
+        const int alone = !tail && !vt_fuse_is_member(&recs[i]);
+        for (int j = 0; j < nopen && !alone; j++) {
             open_group *o = &open[(ngroups - 1 - j) % OPEN_GROUPS];
             group_rec *g = &groups[o->id];
             if (!o->closed && g->count < VT_FUSE_MAX_NODES &&
@@ -273,7 +265,7 @@ static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *
             joined = ngroups++;
             open_group *o = &open[joined % OPEN_GROUPS];
             o->id = joined;
-            o->closed = tail;
+            o->closed = tail || alone;
             o->rmask = o->wmask = 0;
             vt_fuse_begin(&o->uses, &recs[i]);
             masks_add(o, &recs[i]);

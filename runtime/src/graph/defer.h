@@ -47,6 +47,10 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g);
  * other), so running the group tile by tile computes what running its
  * nodes one after another does. */
 int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r);
+/* Whether r can be a member of a group: an elementwise kind, run tile by
+ * tile as a plan (vt_node_kind_def.plan). Other nodes run alone, or end a
+ * group (vt_fuse_is_tail). */
+int vt_fuse_is_member(const vt_rec *r);
 /* Whether r may end a group instead of joining it: a kind whose input can
  * come from a producer (a reduction, a softmax: vt_node_kind_def.run_from). */
 int vt_fuse_is_tail(const vt_rec *r);

@@ -69,6 +69,8 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g) {
     vt_fuse_add(t, g);
 }
 
+int vt_fuse_is_member(const vt_rec *r) { return vt_node_kinds[r->n.kind].plan != NULL; }
+
 int vt_fuse_is_tail(const vt_rec *r) { return vt_node_kinds[r->n.kind].run_from != NULL; }
 
 int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r) {
@@ -472,8 +474,8 @@ static int touches(const vt_rec *const *r, int ne, const unsigned char *elide, c
 
 vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
                           vt_fusion_stats *st) {
+    if (count == 1 && !vt_fuse_is_member(r[0])) return enqueue_alone(dev, r[0], st);
     const vt_rec *tail = vt_fuse_is_tail(r[count - 1]) ? r[count - 1] : NULL;
-    if (tail && count == 1) return enqueue_alone(dev, tail, st);
     int order[VT_MAX_DIMS];
     const int *perm = group_order(r, order);
     if (!tail) return enqueue_group(dev, r, count, elide, perm, NULL, -1, st);

@@ -770,13 +770,13 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
                       norm_fed, norm_run_from},
     /* losses read their inputs while they write (a reduction): overlapping inputs are copied first */
     [VT_NODE_LOSS] = {"loss", loss_check, loss_run, loss_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
-    /* the product reads a and b while it writes out: overlapping operands are
-     * copied (CPU PyTorch gets some aliased products wrong); bias is read
-     * elementwise and may be out itself (vt_node_uses) */
     /* the kernels read their inputs while they write: overlaps are copied */
     [VT_NODE_ATTENTION] = {"attention", attention_check, attention_run, attention_ref, NULL,
                            VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     [VT_NODE_CONV] = {"conv", conv_check, conv_run, conv_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+    /* the product reads a and b while it writes out: overlapping operands are
+     * copied (CPU PyTorch gets some aliased products wrong); bias is read
+     * elementwise and may be out itself (vt_node_uses) */
     [VT_NODE_MATMUL] = {"matmul", matmul_check, matmul_run, matmul_ref, NULL, VT_USE_READ | VT_USE_STAGE,
                         VT_USE_WRITE},
     [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,
