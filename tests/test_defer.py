@@ -368,6 +368,55 @@ def test_matmul_is_recorded_and_runs_between_groups(stats):
     assert s["bytes_elided"] == 2 * X + 2 * Y  # x * 0.5, + 1, + b and the gelu
 
 
+def test_shape_ops_are_recorded_between_groups(stats):
+    x = torch.randn(4, 64, 32).to("tpu")
+
+    def rotate(x):  # RoPE's half rotation, then a sort and a flip of the result
+        a, b = x[..., :16], x[..., 16:]
+        r = torch.cat((b * -2, a + 1), dim=-1)  # two groups (other shapes), then the cat
+        y = (r * 0.5).exp()
+        v, i = torch.sort(y, dim=-1)
+        return y, v.flip(1), i, torch.tril(y[0])
+
+    ref = run("strict", rotate, x)
+    vtpu.reset_fusion_stats()
+    with vtpu.eager_mode("defer_and_fuse"):
+        out = rotate(x)
+        assert stats()["flushes"] == 0  # cat, sort, flip and tril were recorded
+        got = [o.cpu() for o in out]
+    for g, r in zip(got, ref):
+        assert torch.equal(g, r)
+    s = stats()
+    assert s["flushes"] == 1 and s["nodes"] == 8
+    # the cat's inputs are written (it reads them); r * 0.5 is not
+    assert s["bytes_elided"] == x.numel() * 4
+
+
+def test_indexing_ops_are_recorded_and_match_strict(stats):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(50, 16).to("tpu")
+    idx = torch.tensor([[1, 4, 4, 9], [0, 2, 49, 4]]).to("tpu")
+    x = torch.randn(6, 16).to("tpu")
+
+    def f():
+        emb.weight.grad = None
+        h = emb(idx) * 2  # index_select, then a group
+        g = torch.gather(x, 0, idx[:, :3].repeat(3, 1) % 6)  # gather
+        s = x.index_add(0, idx[0] % 6, h[0], alpha=0.5)  # index_add updates a copy of x in place
+        (h.sum() + g.sum() + s.sum()).backward()  # embedding_dense_backward
+        return h, g, s, emb.weight.grad
+
+    ref = run("strict", f)
+    vtpu.reset_fusion_stats()
+    with vtpu.eager_mode("defer_and_fuse"):
+        emb.weight.grad = None
+        h = emb(idx) * 2
+        assert stats()["flushes"] == 0  # the lookup was recorded, not run
+        got = [t.cpu() for t in f()]
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
+
+
 def test_error_in_a_recorded_op_that_runs_alone_raises_at_the_flush_naming_it(stats):
     logits = torch.randn(4, 5).to("tpu")
     target = torch.tensor([0, 7, 1, 2]).to("tpu")  # 7: out of range, found by the kernel

@@ -29,7 +29,7 @@ def test_cat_stack(dtype, dim):
         same(torch.cat(ts, dim), torch.cat(xs, dim))
         same(torch.stack(ts, dim), torch.stack(xs, dim))
         same(torch.cat(ts + [ts[0].narrow(dim, 0, 0)], dim), torch.cat(xs, dim))  # empty piece
-        same(torch.cat(ts * 3, dim), torch.cat(xs * 3, dim))  # more inputs than one command holds
+        same(torch.cat(ts * 3, dim), torch.cat(xs * 3, dim))  # more inputs than one node holds
         out = torch.empty(0, dtype=dtype, device="tpu")
         torch.cat(ts, dim, out=out)
         same(out, torch.cat(xs, dim))

@@ -1,27 +1,21 @@
-/* ops_shape.c — queued data-movement ops: the kernels' argument checks run
- * on the calling thread (bad shapes fail at the op), then the descriptors
- * are copied into a command run on the device queue. A cat list longer than
- * one command holds is split: each command writes its own slice of out. */
+/* ops_shape.c — queued data-movement ops as nodes (VT_NODE_SHAPE,
+ * kernels/shape/shape_node.c checks and runs them): bad shapes fail at the
+ * op. A cat list longer than a node holds is split: each node writes its
+ * own slice of out. */
 #include <stdlib.h>
 
+#include "graph/node.h"
 #include "kernels/shape/shape.h"
 
 static vt_status prefixed(vt_status s, const char *name) { return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name); }
 
-/* ------------------------------------------------------------ cat */
-
-#define CAT_PER_CMD 6
-
-typedef struct cat_cmd {
-    int n, dim;
-    vt_tensor out;
-    vt_tensor ins[CAT_PER_CMD];
-} cat_cmd;
-
-static vt_status cat_kernel(void *p) {
-    const cat_cmd *c = p;
-    return vt_cat(&c->out, c->n, c->ins, c->dim);
+/* A node of op with out[0] and the inputs ins[0..nin); iparams set by fill. */
+static void shape_node(vt_node *n, vt_shape_op op, const char *name, const vt_tensor *out) {
+    vt_node_init(n, VT_NODE_SHAPE, op, name);
+    vt_node_add_out(n, out);
 }
+
+/* ------------------------------------------------------------ cat */
 
 vt_status vt_op_cat(int dev, const char *name, const vt_tensor *out, int n, const vt_tensor *ins, int dim) {
     if (!name) name = "vt_op_cat";
@@ -30,7 +24,7 @@ vt_status vt_op_cat(int dev, const char *name, const vt_tensor *out, int n, cons
     if (!out) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
     if ((s = vt_cat_check(out, n, ins, dim))) return s == VT_ERR_INVALID_ARGUMENT ? s : prefixed(s, name);
     /* The inputs are checked against the whole of out at once (as CPU
-     * refuses any overlap); the commands then write disjoint slices. */
+     * refuses any overlap); the nodes then write disjoint slices. */
     vt_tensor whole = *out;
     vt_tensor *local = malloc(sizeof(vt_tensor) * (size_t)(n > 0 ? n : 1));
     vt_use *u = malloc(sizeof(vt_use) * (size_t)(n + 1));
@@ -48,35 +42,29 @@ vt_status vt_op_cat(int dev, const char *name, const vt_tensor *out, int n, cons
     s = vt_uses_prepare(dev, name, u, n + 1, &all);
     free(u);
     int64_t at = 0;
-    for (int k0 = 0; s == VT_OK && k0 < n; k0 += CAT_PER_CMD) {
-        cat_cmd c;
-        memset(&c, 0, sizeof c);
-        c.n = n - k0 < CAT_PER_CMD ? n - k0 : CAT_PER_CMD;
-        c.dim = dim;
+    for (int k0 = 0; s == VT_OK && k0 < n; k0 += VT_NODE_MAX_SRC) {
+        const int m = n - k0 < VT_NODE_MAX_SRC ? n - k0 : VT_NODE_MAX_SRC;
         int64_t len = 0;
-        for (int k = 0; k < c.n; k++) c.ins[k] = local[k0 + k], len += local[k0 + k].sizes[dim];
-        c.out = vt_shape_narrow(out, dim, at, len);
+        for (int k = 0; k < m; k++) len += local[k0 + k].sizes[dim];
+        const vt_tensor slice = vt_shape_narrow(out, dim, at, len);
         at += len;
         if (len == 0) continue;
-        vt_use cu[1 + CAT_PER_CMD] = {{&c.out, VT_USE_WRITE, 0}};
-        for (int k = 0; k < c.n; k++) cu[k + 1] = (vt_use){&c.ins[k], VT_USE_READ, 0};
-        s = vt_enqueue_uses(dev, name, cat_kernel, &c, sizeof c, cu, c.n + 1);
+        vt_node nd;
+        shape_node(&nd, VT_SHAPE_OP_CAT, name, &slice);
+        nd.iparams[0] = dim;
+        for (int k = 0; k < m && s == VT_OK; k++) s = vt_node_add_src(&nd, &local[k0 + k], NULL);
+        if (s == VT_OK) s = vt_node_submit(dev, &nd);
     }
-    vt_prepared_release(dev, &all); /* staged inputs go after the commands that read them */
+    vt_prepared_release(dev, &all); /* staged inputs go after the nodes that read them */
     free(local);
     return s;
 }
 
 /* ------------------------------------------------------------ flip, roll, tril/triu */
 
-typedef struct flip_cmd {
-    uint64_t mask;
-    vt_tensor out, in;
-} flip_cmd;
-
-static vt_status flip_kernel(void *p) {
-    const flip_cmd *c = p;
-    return vt_flip(&c->out, &c->in, c->mask);
+static vt_status one_in(int dev, vt_node *n, const vt_tensor *in) {
+    vt_status s = vt_node_add_src(n, in, NULL);
+    return s == VT_OK ? vt_node_submit(dev, n) : s;
 }
 
 vt_status vt_op_flip(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask) {
@@ -84,24 +72,10 @@ vt_status vt_op_flip(int dev, const char *name, const vt_tensor *out, const vt_t
     vt_status s = vt_check_device(dev);
     if (!s && (!out || !in)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", name);
     if (s) return s;
-    if ((s = vt_flip_check(out, in, dims_mask))) return prefixed(s, name);
-    flip_cmd c;
-    memset(&c, 0, sizeof c);
-    c.mask = dims_mask, c.out = *out, c.in = *in;
-    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
-    return vt_enqueue_uses(dev, name, flip_kernel, &c, sizeof c, u, 2);
-}
-
-typedef struct roll_cmd {
-    int ndims;
-    int dims[VT_MAX_DIMS];
-    int64_t shifts[VT_MAX_DIMS];
-    vt_tensor out, in;
-} roll_cmd;
-
-static vt_status roll_kernel(void *p) {
-    const roll_cmd *c = p;
-    return vt_roll(&c->out, &c->in, c->ndims, c->dims, c->shifts);
+    vt_node n;
+    shape_node(&n, VT_SHAPE_OP_FLIP, name, out);
+    n.iparams[0] = (int64_t)dims_mask;
+    return one_in(dev, &n, in);
 }
 
 vt_status vt_op_roll(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int ndims, const int *dims,
@@ -110,24 +84,12 @@ vt_status vt_op_roll(int dev, const char *name, const vt_tensor *out, const vt_t
     vt_status s = vt_check_device(dev);
     if (!s && (!out || !in)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", name);
     if (s) return s;
+    /* the dims as given: the node holds valid ones only */
     if ((s = vt_roll_check(out, in, ndims, dims, shifts))) return prefixed(s, name);
-    roll_cmd c;
-    memset(&c, 0, sizeof c);
-    c.ndims = ndims, c.out = *out, c.in = *in;
-    for (int k = 0; k < ndims; k++) c.dims[k] = dims[k], c.shifts[k] = shifts[k];
-    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
-    return vt_enqueue_uses(dev, name, roll_kernel, &c, sizeof c, u, 2);
-}
-
-typedef struct tri_cmd {
-    int64_t diagonal;
-    int upper;
-    vt_tensor out, in;
-} tri_cmd;
-
-static vt_status tri_kernel(void *p) {
-    const tri_cmd *c = p;
-    return vt_tri(&c->out, &c->in, c->diagonal, c->upper);
+    vt_node n;
+    shape_node(&n, VT_SHAPE_OP_ROLL, name, out);
+    vt_node_set_roll(&n, ndims, dims, shifts);
+    return one_in(dev, &n, in);
 }
 
 vt_status vt_op_tri(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int64_t diagonal, int upper) {
@@ -135,112 +97,60 @@ vt_status vt_op_tri(int dev, const char *name, const vt_tensor *out, const vt_te
     vt_status s = vt_check_device(dev);
     if (!s && (!out || !in)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", name);
     if (s) return s;
-    if ((s = vt_tri_check(out, in))) return prefixed(s, name);
-    tri_cmd c;
-    memset(&c, 0, sizeof c);
-    c.diagonal = diagonal, c.upper = upper, c.out = *out, c.in = *in;
-    /* elementwise: tril_ in place is exact */
-    vt_use u[2] = {{&c.out, VT_USE_WRITE, 0}, {&c.in, VT_USE_READ | VT_USE_ALIAS_OK | VT_USE_STAGE, 0}};
-    return vt_enqueue_uses(dev, name, tri_kernel, &c, sizeof c, u, 2);
+    vt_node n;
+    shape_node(&n, VT_SHAPE_OP_TRI, name, out);
+    n.iparams[0] = diagonal;
+    n.iparams[1] = upper;
+    return one_in(dev, &n, in);
 }
 
 /* ------------------------------------------------------------ sort, topk */
 
-typedef struct sel_cmd {
-    int dim, flag, has_v, has_i;
-    int64_t k; /* < 0: sort */
-    vt_tensor values, indices, in;
-} sel_cmd;
-
-static vt_status sel_kernel(void *p) {
-    const sel_cmd *c = p;
-    const vt_tensor *v = c->has_v ? &c->values : NULL, *i = c->has_i ? &c->indices : NULL;
-    return c->k < 0 ? vt_sort(v, i, &c->in, c->dim, c->flag) : vt_topk(v, i, &c->in, c->dim, c->k, c->flag);
-}
-
-static vt_status sel_enqueue(int dev, const char *name, const vt_tensor *values, const vt_tensor *indices,
-                             const vt_tensor *in, int dim, int64_t k, int flag) {
-    sel_cmd c;
-    memset(&c, 0, sizeof c);
-    c.dim = dim, c.flag = flag, c.k = k, c.in = *in;
-    c.has_v = values != NULL, c.has_i = indices != NULL;
-    if (values) c.values = *values;
-    if (indices) c.indices = *indices;
-    vt_use u[3] = {{&c.in, VT_USE_READ | VT_USE_STAGE, 0}};
-    int n = 1;
-    if (values) u[n++] = (vt_use){&c.values, VT_USE_WRITE, 0};
-    if (indices) u[n++] = (vt_use){&c.indices, VT_USE_WRITE, 0};
-    return vt_enqueue_uses(dev, name, sel_kernel, &c, sizeof c, u, n);
+static vt_status select_op(int dev, const char *name, vt_shape_op op, const vt_tensor *values,
+                           const vt_tensor *indices, const vt_tensor *in, int dim, int64_t k, int flag) {
+    vt_status s = vt_check_device(dev);
+    if (!s && !in) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input is NULL", name);
+    if (s) return s;
+    vt_node n;
+    shape_node(&n, op, name, values);
+    vt_node_add_out(&n, indices);
+    n.iparams[0] = dim;
+    n.iparams[1] = flag;
+    n.iparams[2] = k;
+    return one_in(dev, &n, in);
 }
 
 vt_status vt_op_sort(int dev, const char *name, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,
                      int dim, int descending) {
-    if (!name) name = "vt_op_sort";
-    vt_status s = vt_check_device(dev);
-    if (!s && !in) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input is NULL", name);
-    if (s) return s;
-    int d;
-    if ((s = vt_sort_check(values, indices, in, dim, &d))) return prefixed(s, name);
-    return sel_enqueue(dev, name, values, indices, in, d, -1, descending);
+    return select_op(dev, name ? name : "vt_op_sort", VT_SHAPE_OP_SORT, values, indices, in, dim, -1, descending);
 }
 
 vt_status vt_op_topk(int dev, const char *name, const vt_tensor *values, const vt_tensor *indices, const vt_tensor *in,
                      int dim, int64_t k, int largest) {
-    if (!name) name = "vt_op_topk";
-    vt_status s = vt_check_device(dev);
-    if (!s && !in) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input is NULL", name);
-    if (s) return s;
-    int d;
-    if ((s = vt_topk_check(values, indices, in, dim, k, &d))) return prefixed(s, name);
-    return sel_enqueue(dev, name, values, indices, in, d, k, largest);
+    return select_op(dev, name ? name : "vt_op_topk", VT_SHAPE_OP_TOPK, values, indices, in, dim, k, largest);
 }
 
 /* ------------------------------------------------------------ ranges, searchsorted */
 
-typedef struct range_cmd {
-    int linspace;
-    vt_scalar a, b;
-    int64_t vec, chunk;
-    vt_tensor out;
-} range_cmd;
-
-static vt_status range_kernel(void *p) {
-    const range_cmd *c = p;
-    return c->linspace ? vt_linspace(&c->out, c->a, c->b, c->vec, c->chunk)
-                       : vt_arange(&c->out, c->a, c->b, c->vec, c->chunk);
-}
-
-static vt_status range_enqueue(int dev, const char *name, int linspace, const vt_tensor *out, vt_scalar a, vt_scalar b,
-                               int64_t vec, int64_t chunk) {
+static vt_status range_op(int dev, const char *name, vt_shape_op op, const vt_tensor *out, vt_scalar a, vt_scalar b,
+                          int64_t vec, int64_t chunk) {
     vt_status s = vt_check_device(dev);
     if (!s && !out) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
     if (s) return s;
-    if ((s = vt_range_check(out, linspace ? "linspace" : "arange"))) return prefixed(s, name);
-    range_cmd c;
-    memset(&c, 0, sizeof c);
-    c.linspace = linspace, c.a = a, c.b = b, c.vec = vec, c.chunk = chunk, c.out = *out;
-    vt_use u[1] = {{&c.out, VT_USE_WRITE, 0}};
-    return vt_enqueue_uses(dev, name, range_kernel, &c, sizeof c, u, 1);
+    vt_node n;
+    shape_node(&n, op, name, out);
+    vt_node_set_range(&n, a, b, vec, chunk);
+    return vt_node_submit(dev, &n);
 }
 
 vt_status vt_op_arange(int dev, const char *name, const vt_tensor *out, vt_scalar start, vt_scalar step, int64_t vec,
                        int64_t chunk) {
-    return range_enqueue(dev, name ? name : "vt_op_arange", 0, out, start, step, vec, chunk);
+    return range_op(dev, name ? name : "vt_op_arange", VT_SHAPE_OP_ARANGE, out, start, step, vec, chunk);
 }
 
 vt_status vt_op_linspace(int dev, const char *name, const vt_tensor *out, vt_scalar start, vt_scalar end, int64_t vec,
                          int64_t chunk) {
-    return range_enqueue(dev, name ? name : "vt_op_linspace", 1, out, start, end, vec, chunk);
-}
-
-typedef struct ss_cmd {
-    int right;
-    vt_tensor out, sorted, values;
-} ss_cmd;
-
-static vt_status ss_kernel(void *p) {
-    const ss_cmd *c = p;
-    return vt_searchsorted(&c->out, &c->sorted, &c->values, c->right);
+    return range_op(dev, name ? name : "vt_op_linspace", VT_SHAPE_OP_LINSPACE, out, start, end, vec, chunk);
 }
 
 vt_status vt_op_searchsorted(int dev, const char *name, const vt_tensor *out, const vt_tensor *sorted,
@@ -249,12 +159,9 @@ vt_status vt_op_searchsorted(int dev, const char *name, const vt_tensor *out, co
     vt_status s = vt_check_device(dev);
     if (!s && (!out || !sorted || !values)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", name);
     if (s) return s;
-    if ((s = vt_searchsorted_check(out, sorted, values))) return prefixed(s, name);
-    ss_cmd c;
-    memset(&c, 0, sizeof c);
-    c.right = right, c.out = *out, c.sorted = *sorted, c.values = *values;
-    vt_use u[3] = {{&c.out, VT_USE_WRITE, 0},
-                   {&c.sorted, VT_USE_READ | VT_USE_STAGE, 0},
-                   {&c.values, VT_USE_READ | VT_USE_STAGE, 0}};
-    return vt_enqueue_uses(dev, name, ss_kernel, &c, sizeof c, u, 3);
+    vt_node n;
+    shape_node(&n, VT_SHAPE_OP_SEARCHSORTED, name, out);
+    n.iparams[0] = right;
+    s = vt_node_add_src(&n, sorted, NULL);
+    return s == VT_OK ? one_in(dev, &n, values) : s;
 }

@@ -196,18 +196,10 @@ int vt_node_uses(vt_node *n, vt_use *u) {
     const vt_node_kind_def *d = &vt_node_kinds[n->kind];
     int m = 0;
     for (int j = 0; j < n->nout; j++)
-        if (!(n->absent >> j & 1)) u[m++] = (vt_use){&n->out[j], d->write, 0};
-    unsigned read = d->read;
-    if (n->kind == VT_NODE_RNG && n->op == VT_RNG_MULTINOMIAL) read = VT_USE_READ | VT_USE_STAGE;
-    /* a training batch norm updates its running statistics in place */
-    const int running = n->kind == VT_NODE_NORM && n->op == VT_NORM_BATCH && n->iparams[2];
+        if (!(n->absent >> j & 1)) u[m++] = (vt_use){&n->out[j], d->use ? d->use(n, j, d->write) : d->write, 0};
     for (int k = 0; k < n->nsrc; k++)
         if (!(n->host >> k & 1) && vt_node_has_src(n, k))
-            u[m++] = (vt_use){&n->src[k],
-                              running && (k == 3 || k == 4)           ? VT_USE_READ | VT_USE_WRITE
-                              : n->kind == VT_NODE_MATMUL && k == 2 ? read | VT_USE_ALIAS_OK
-                                                                      : read,
-                              0};
+            u[m++] = (vt_use){&n->src[k], d->use ? d->use(n, VT_NODE_MAX_OUT + k, d->read) : d->read, 0};
     return m;
 }
 

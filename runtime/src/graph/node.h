@@ -10,7 +10,8 @@
  *   plan   for elementwise kinds, the kernel as a plan over a range of
  *          output elements (run is plan + vt_ew_plan_run; the fuser runs
  *          plans tile by tile), else NULL;
- *   read   how the kernel reads its inputs (access.c's VT_USE_* flags);
+ *   read   how the kernel reads its inputs (access.c's VT_USE_* flags),
+ *          write how it writes its outputs, use where an op differs;
  *   fed, run_from
  *          for kinds whose input src[0] may come from a producer (the
  *          DeferAndFuse group that computes it, graph/fuse.c): whether a
@@ -28,7 +29,7 @@
 
 #define VT_NODE_MAX_SRC 7 /* a batch-norm backward reads seven */
 #define VT_NODE_MAX_OUT 3
-#define VT_NODE_MAX_IPARAMS 12 /* a pooling window's parameters take 12 */
+#define VT_NODE_MAX_IPARAMS (2 + VT_MAX_DIMS) /* a roll over every dim (a pooling window takes 12) */
 
 typedef enum vt_node_kind {
     VT_NODE_UNARY = 0, /* op: vt_unary_op; params */
@@ -55,6 +56,8 @@ typedef enum vt_node_kind {
     VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
                           the op has them; params[0]: its scalar, params[1]: alpha; iparams[0]: which
                           tensor of the op's lists */
+    VT_NODE_SHAPE,     /* op: vt_shape_op (kernels/shape/shape.def) */
+    VT_NODE_INDEX,     /* op: vt_index_op (kernels/index/index.def) */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
@@ -90,6 +93,22 @@ typedef enum vt_loss_op {
 } vt_loss_op;
 const char *vt_loss_op_name(vt_loss_op op);
 
+typedef enum vt_shape_op {
+#define VT_SHAPE_OP(e, name) VT_SHAPE_OP_##e,
+#include "kernels/shape/shape.def"
+#undef VT_SHAPE_OP
+    VT_SHAPE_OP_COUNT
+} vt_shape_op;
+const char *vt_shape_op_name(vt_shape_op op);
+
+typedef enum vt_index_op {
+#define VT_INDEX_OP(e, name) VT_INDEX_OP_##e,
+#include "kernels/index/index.def"
+#undef VT_INDEX_OP
+    VT_INDEX_OP_COUNT
+} vt_index_op;
+const char *vt_index_op_name(vt_index_op op);
+
 typedef struct vt_node {
     vt_node_kind kind;
     int32_t op;       /* the family's op code */
@@ -117,6 +136,10 @@ typedef struct vt_node_kind_def {
     unsigned write; /* VT_USE_* flags of each output */
     int (*fed)(const vt_node *n);
     vt_status (*run_from)(const vt_node *n, const vt_source *src);
+    /* where an op of the kind uses a tensor otherwise: the flags of tensor
+     * t (j for out[j], VT_NODE_MAX_OUT + k for src[k]) given the kind's
+     * (NULL: the kind's, always) */
+    unsigned (*use)(const vt_node *n, int t, unsigned flags);
 } vt_node_kind_def;
 
 extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];
@@ -159,6 +182,10 @@ vt_status vt_node_submit_op(int dev, vt_node_kind kind, int32_t op, const char *
 /* A convolution's parameters and precision into n's iparams, and back. */
 void vt_node_set_conv_params(vt_node *n, const vt_conv_params *p, vt_precision prec);
 vt_precision vt_node_conv_params(const vt_node *n, vt_conv_params *p);
+/* A roll's dims and shifts, a range's scalars into n's iparams
+ * (kernels/shape/shape_node.c). */
+void vt_node_set_roll(vt_node *n, int ndims, const int *dims, const int64_t *shifts);
+void vt_node_set_range(vt_node *n, vt_scalar a, vt_scalar b, int64_t vec, int64_t chunk);
 /* The node of tensor i of foreach op x (checked by vt_foreach_check). */
 void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x, int64_t i);
 /* An elementwise node's dims, permuted alike in every operand so that its

@@ -8,8 +8,10 @@
 #include "graph/node.h"
 #include "kernels/attention/attention.h"
 #include "kernels/conv/conv.h"
+#include "kernels/index/index.h"
 #include "kernels/norm/norm.h"
 #include "kernels/pool/pool.h"
+#include "kernels/shape/shape.h"
 #include "kernels/softmax/softmax.h"
 
 /* ------------------------------------------------------------ checks */
@@ -739,6 +741,26 @@ static vt_status foreach_ref(const vt_node *n) {
 
 #define ELEMENTWISE_READ (VT_USE_READ | VT_USE_ALIAS_OK)
 
+/* ------------------------------------------------------------ uses that differ by op */
+
+/* multinomial reads its probabilities whole for each sample: overlaps are copied */
+static unsigned rng_use(const vt_node *n, int t, unsigned f) {
+    return t >= VT_NODE_MAX_OUT && n->op == VT_RNG_MULTINOMIAL ? VT_USE_READ | VT_USE_STAGE : f;
+}
+/* a training batch norm updates its running statistics (src 3, 4) in place */
+static unsigned norm_use(const vt_node *n, int t, unsigned f) {
+    const int running = n->op == VT_NORM_BATCH && n->iparams[2];
+    return running && (t == VT_NODE_MAX_OUT + 3 || t == VT_NODE_MAX_OUT + 4) ? VT_USE_READ | VT_USE_WRITE : f;
+}
+/* the bias is read elementwise and may be out itself */
+static unsigned matmul_use(const vt_node *n, int t, unsigned f) {
+    return t == VT_NODE_MAX_OUT + 2 ? f | VT_USE_ALIAS_OK : f;
+}
+/* tril / triu in place is exact */
+static unsigned shape_use(const vt_node *n, int t, unsigned f) {
+    return t >= VT_NODE_MAX_OUT && n->op == VT_SHAPE_OP_TRI ? f | VT_USE_ALIAS_OK : f;
+}
+
 const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_UNARY] = {"unary", unary_check, plan_run, unary_ref, unary_plan, ELEMENTWISE_READ, VT_USE_WRITE},
     [VT_NODE_BINARY] = {"binary", binary_check, plan_run, binary_ref, binary_plan, ELEMENTWISE_READ, VT_USE_WRITE},
@@ -761,13 +783,13 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
                                   softmax_backward_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* elementwise inputs may be the output (in-place dropout); multinomial's
-     * probs are read whole for each sample (vt_node_uses stages them) */
-    [VT_NODE_RNG] = {"rng", rng_check, rng_run, NULL, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
+     * probs are read whole for each sample (rng_use stages them) */
+    [VT_NODE_RNG] = {"rng", rng_check, rng_run, NULL, NULL, ELEMENTWISE_READ, VT_USE_WRITE, .use = rng_use},
     /* inputs are read while the output (and argmax indices) are written: overlaps are copied */
     [VT_NODE_POOL] = {"pool", pool_check, pool_run, pool_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* inputs that overlap an output are copied first */
     [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE,
-                      norm_fed, norm_run_from},
+                      norm_fed, norm_run_from, norm_use},
     /* losses read their inputs while they write (a reduction): overlapping inputs are copied first */
     [VT_NODE_LOSS] = {"loss", loss_check, loss_run, loss_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* the kernels read their inputs while they write: overlaps are copied */
@@ -776,9 +798,17 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_CONV] = {"conv", conv_check, conv_run, conv_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* the product reads a and b while it writes out: overlapping operands are
      * copied (CPU PyTorch gets some aliased products wrong); bias is read
-     * elementwise and may be out itself (vt_node_uses) */
+     * elementwise and may be out itself (matmul_use) */
     [VT_NODE_MATMUL] = {"matmul", matmul_check, matmul_run, matmul_ref, NULL, VT_USE_READ | VT_USE_STAGE,
-                        VT_USE_WRITE},
+                        VT_USE_WRITE, .use = matmul_use},
     [VT_NODE_FOREACH] = {"foreach", foreach_check, plan_run, foreach_ref, foreach_plan, ELEMENTWISE_READ,
                          VT_USE_WRITE},
+    /* the kernels read while they write: overlaps are copied (tril/triu in
+     * place is exact: shape_use) */
+    [VT_NODE_SHAPE] = {"shape", vt_shape_node_check, vt_shape_node_run, vt_shape_node_ref, NULL,
+                       VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE, .use = shape_use},
+    /* an output may not overlap what it is computed from, as on CPU; the
+     * ops that update out in place read it (vt_index_node_use) */
+    [VT_NODE_INDEX] = {"index", vt_index_node_check, vt_index_node_run, vt_index_node_ref, NULL, VT_USE_READ,
+                       VT_USE_WRITE, .use = vt_index_node_use},
 };

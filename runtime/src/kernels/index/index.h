@@ -84,6 +84,13 @@ vt_status ix_check_mask(const char *op, const vt_tensor *mask);
 /* Broadcast shape of a and b (VT_ERR_INVALID_ARGUMENT if none). */
 vt_status ix_broadcast_shape(const vt_tensor *a, const vt_tensor *b, int32_t *ndim, int64_t *sizes);
 
+/* The family's node kind (VT_NODE_INDEX, index_node.c). */
+typedef struct vt_node vt_node;
+vt_status vt_index_node_check(const vt_node *n);
+vt_status vt_index_node_run(const vt_node *n);
+vt_status vt_index_node_ref(const vt_node *n);
+unsigned vt_index_node_use(const vt_node *n, int t, unsigned flags);
+
 /* Number of elements of a chunk in the masked kernels' fixed chunking. */
 #define IX_CHUNK 65536
 

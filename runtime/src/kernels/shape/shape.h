@@ -16,6 +16,12 @@ vt_status vt_topk_check(const vt_tensor *values, const vt_tensor *indices, const
 vt_status vt_range_check(const vt_tensor *out, const char *what);
 vt_status vt_searchsorted_check(const vt_tensor *out, const vt_tensor *sorted, const vt_tensor *values);
 
+/* The family's node kind (VT_NODE_SHAPE, shape_node.c). */
+typedef struct vt_node vt_node;
+vt_status vt_shape_node_check(const vt_node *n);
+vt_status vt_shape_node_run(const vt_node *n);
+vt_status vt_shape_node_ref(const vt_node *n);
+
 /* t with dim d narrowed to [start, start + len). */
 static inline vt_tensor vt_shape_narrow(const vt_tensor *t, int d, int64_t start, int64_t len) {
     vt_tensor v = *t;
