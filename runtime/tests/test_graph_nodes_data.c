@@ -1,7 +1,7 @@
 /* test_graph_nodes_data.c — the data-movement and indexing node kinds
  * (VT_NODE_SHAPE, VT_NODE_INDEX): every op of both catalogues run
- * synchronously, queued from the ring's packed copy and in Debug, bit for
- * bit alike, and against its scalar reference where it has one; bad
+ * synchronously, queued from the ring's packed copy, in Debug and recorded
+ * in DeferAndFuse, bit for bit alike, and against its scalar reference where it has one; bad
  * arguments fail at the op; DeferAndFuse records them between groups. */
 #include "test_defer_util.h"
 

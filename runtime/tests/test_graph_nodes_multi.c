@@ -1,7 +1,7 @@
 /* test_graph_nodes_multi.c — the multi-tensor node kinds (normalisation,
  * losses, the matrix product, attention, convolution): each op run
- * synchronously, queued from the ring's packed copy and in Debug, bit for
- * bit alike (outputs, and inputs an op updates in place), and against its
+ * synchronously, queued from the ring's packed copy, in Debug and recorded
+ * in DeferAndFuse, bit for bit alike (outputs, and inputs an op updates in place), and against its
  * scalar reference; bad arguments fail at the op. */
 #include "graph/node.h"
 #include "kernels/conv/conv.h"

@@ -28,16 +28,19 @@ typedef struct out_spec {
 } out_spec;
 
 /* The node proto (kind, op, iparams, params; no tensors) on the input
- * templates tmpl[] (NULL: absent) and fresh outputs. Each of four runs gets
- * fresh device copies of the inputs (some ops update an input in place):
+ * templates tmpl[] (NULL: absent) and fresh outputs. Each of five runs gets
+ * fresh copies of the inputs (some ops update an input in place):
  * synchronously, queued in Strict behind a closed gate (the ring's packed
- * copy), in Debug, and the scalar reference. The first three agree bit for
- * bit, outputs and inputs as left; the reference within rtol (sums in
- * another order; rtol < 0: the op has no reference, three runs). */
+ * copy), in Debug, recorded in DeferAndFuse and run at the synchronisation,
+ * and the scalar reference. The first four agree bit for bit, outputs and
+ * inputs as left; the reference within rtol (sums in another order;
+ * rtol < 0: the op has no reference). */
+#define MULTI_RUNS 5
+#define MULTI_REF 4
 static inline void multi_case(const char *what, const vt_node *proto, host_tensor *const *tmpl, int nin,
-                       const out_spec *outs, int nout, double rtol) {
-    host_tensor in[4][VT_NODE_MAX_SRC], out[4][VT_NODE_MAX_OUT];
-    for (int r = 0; r < 4; r++) {
+                              const out_spec *outs, int nout, double rtol) {
+    host_tensor in[MULTI_RUNS][VT_NODE_MAX_SRC], out[MULTI_RUNS][VT_NODE_MAX_OUT];
+    for (int r = 0; r < MULTI_RUNS; r++) {
         vt_node n;
         memcpy(&n, proto, offsetof(vt_node, out));
         n.nout = n.nsrc = 0;
@@ -48,7 +51,7 @@ static inline void multi_case(const char *what, const vt_node *proto, host_tenso
                 continue;
             }
             out[r][j] = ht_new(outs[j].dt, outs[j].shape.ndim, outs[j].shape.s);
-            if (r < 3) ht_device(&out[r][j]);
+            if (r != MULTI_REF) ht_device(&out[r][j]);
             vt_node_add_out(&n, &out[r][j].t);
         }
         for (int k = 0; k < nin; k++) {
@@ -60,39 +63,46 @@ static inline void multi_case(const char *what, const vt_node *proto, host_tenso
             in[r][k].block = malloc(tmpl[k]->bytes);
             memcpy(in[r][k].block, tmpl[k]->block, tmpl[k]->bytes);
             in[r][k].t.data = in[r][k].block;
-            if (r < 3) ht_device(&in[r][k]);
+            if (r != MULTI_REF) ht_device(&in[r][k]);
             CHECK_OK(vt_node_add_src(&n, &in[r][k].t, NULL));
         }
         vt_status s;
         if (r == 0) {
             s = vt_node_check(&n);
             if (s == VT_OK) s = vt_node_run(&n);
-        } else if (r == 3) {
+        } else if (r == MULTI_REF) {
             s = rtol < 0 ? VT_OK : vt_node_run_ref(&n);
         } else {
-            vt_set_thread_eager_mode(r == 1 ? VT_EAGER_STRICT : VT_EAGER_DEBUG);
+            static const vt_eager_mode modes[4] = {0, VT_EAGER_STRICT, VT_EAGER_DEBUG, VT_EAGER_DEFER_AND_FUSE};
+            vt_fusion_stats before, after;
+            vt_get_fusion_stats(&before);
+            vt_set_thread_eager_mode(modes[r]);
             if (r == 1) CHECK_OK(vt_debug_gate_enqueue(0, 30000));
             s = vt_node_submit(0, &n);
-            memset(&n, 0xAB, sizeof n); /* the queue keeps its own copy */
+            memset(&n, 0xAB, sizeof n); /* the queue (or the record) keeps its own copy */
             if (r == 1) vt_debug_gate_open();
-            vt_set_thread_eager_mode(-1);
             if (s == VT_OK) s = vt_synchronize(0);
+            vt_set_thread_eager_mode(-1);
+            vt_get_fusion_stats(&after);
+            /* recorded, then run by the synchronisation's flush */
+            if (r == 3) CHECK_MSG(after.nodes == before.nodes + 1, "%s was not recorded", what);
         }
         CHECK_MSG(s == VT_OK, "%s run %d: %s", what, r, vt_last_error());
     }
-    for (int r = 1; r < (rtol < 0 ? 3 : 4); r++) {
+    for (int r = 1; r < MULTI_RUNS; r++) {
+        if (r == MULTI_REF && rtol < 0) continue;
         for (int j = 0; j < nout; j++) {
             if (outs[j].shape.s[0] < 0) continue;
-            if (r < 3) CHECK(ht_compare(what, &out[r][j].t, &out[0][j].t, -1) == 0);
-            else CHECK(ht_near(what, &out[0][j].t, &out[3][j].t, rtol, rtol * 0.1) == 0);
+            if (r != MULTI_REF) CHECK(ht_compare(what, &out[r][j].t, &out[0][j].t, -1) == 0);
+            else CHECK(ht_near(what, &out[0][j].t, &out[r][j].t, rtol, rtol * 0.1) == 0);
         }
         for (int k = 0; k < nin; k++) /* inputs as the op left them (running statistics) */
             if (tmpl[k]) {
-                if (r < 3) CHECK(ht_compare(what, &in[r][k].t, &in[0][k].t, -1) == 0);
-                else CHECK(ht_near(what, &in[0][k].t, &in[3][k].t, rtol, rtol * 0.1) == 0);
+                if (r != MULTI_REF) CHECK(ht_compare(what, &in[r][k].t, &in[0][k].t, -1) == 0);
+                else CHECK(ht_near(what, &in[0][k].t, &in[r][k].t, rtol, rtol * 0.1) == 0);
             }
     }
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < MULTI_RUNS; r++) {
         for (int j = 0; j < nout; j++)
             if (outs[j].shape.s[0] >= 0) ht_free(&out[r][j]);
         for (int k = 0; k < nin; k++)
