@@ -34,4 +34,10 @@ typedef struct vt_upsample_src {
 vt_upsample_src vt_upsample_source(vt_upsample_mode mode, int64_t o, int64_t in, int64_t out, int align_corners,
                                    double scale, int f64);
 
+/* The family's node kind (VT_NODE_POOL, pool_node.c). */
+typedef struct vt_node vt_node;
+vt_status vt_pool_node_check(const vt_node *n);
+vt_status vt_pool_node_run(const vt_node *n);
+vt_status vt_pool_node_ref(const vt_node *n);
+
 #endif

@@ -21,6 +21,7 @@ typedef struct vt_node vt_node;
 vt_status vt_shape_node_check(const vt_node *n);
 vt_status vt_shape_node_run(const vt_node *n);
 vt_status vt_shape_node_ref(const vt_node *n);
+unsigned vt_shape_node_use(const vt_node *n, int t, unsigned flags);
 
 /* t with dim d narrowed to [start, start + len). */
 static inline vt_tensor vt_shape_narrow(const vt_tensor *t, int d, int64_t start, int64_t len) {

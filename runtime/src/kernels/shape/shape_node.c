@@ -122,6 +122,11 @@ vt_status vt_shape_node_check(const vt_node *n) {
     return VT_ERR_INTERNAL;
 }
 
+/* tril / triu in place is exact */
+unsigned vt_shape_node_use(const vt_node *n, int t, unsigned f) {
+    return t >= VT_NODE_MAX_OUT && n->op == VT_SHAPE_OP_TRI ? f | VT_USE_ALIAS_OK : f;
+}
+
 /* ------------------------------------------------------------ kernels */
 
 static vt_status call(const vt_node *n, int ref) {
