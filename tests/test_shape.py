@@ -35,6 +35,13 @@ def test_cat_stack(dtype, dim):
         same(out, torch.cat(xs, dim))
 
 
+def test_cat_of_many_inputs_of_many_dims():
+    # 9 inputs of 12 dims: more descriptors than one queued node holds
+    xs = [torch.randn([1] * 11 + [2]) for _ in range(9)]
+    with vtpu.cpu_fallback(False):
+        same(torch.cat([x.to("tpu") for x in xs], -1), torch.cat(xs, -1))
+
+
 def test_cat_promotion_legacy_empty_and_errors():
     a, b = make((3, 4), torch.float32, 1), make((3, 2), torch.int64, 2)
     with vtpu.cpu_fallback(False):

@@ -41,19 +41,26 @@ vt_status vt_op_cat(int dev, const char *name, const vt_tensor *out, int n, cons
     vt_prepared all;
     s = vt_uses_prepare(dev, name, u, n + 1, &all);
     free(u);
+    /* each node takes the inputs its ring slot holds (fewer of many dims) */
     int64_t at = 0;
-    for (int k0 = 0; s == VT_OK && k0 < n; k0 += VT_NODE_MAX_SRC) {
-        const int m = n - k0 < VT_NODE_MAX_SRC ? n - k0 : VT_NODE_MAX_SRC;
-        int64_t len = 0;
-        for (int k = 0; k < m; k++) len += local[k0 + k].sizes[dim];
-        const vt_tensor slice = vt_shape_narrow(out, dim, at, len);
-        at += len;
-        if (len == 0) continue;
+    for (int k = 0; s == VT_OK && k < n;) {
         vt_node nd;
-        shape_node(&nd, VT_SHAPE_OP_CAT, name, &slice);
+        shape_node(&nd, VT_SHAPE_OP_CAT, name, out);
         nd.iparams[0] = dim;
-        for (int k = 0; k < m && s == VT_OK; k++) s = vt_node_add_src(&nd, &local[k0 + k], NULL);
-        if (s == VT_OK) s = vt_node_submit(dev, &nd);
+        int64_t len = 0;
+        while (k < n && nd.nsrc < VT_NODE_MAX_SRC) {
+            vt_node_add_src(&nd, &local[k], NULL);
+            if (nd.nsrc > 1 && vt_node_packed_size(&nd) > VT_MAX_ARGS) {
+                nd.nsrc--;
+                break;
+            }
+            len += local[k++].sizes[dim];
+        }
+        if (len == 0) continue;
+        const vt_tensor slice = vt_shape_narrow(out, dim, at, len);
+        vt_tensor_copy(&nd.out[0], &slice);
+        at += len;
+        s = vt_node_submit(dev, &nd);
     }
     vt_prepared_release(dev, &all); /* staged inputs go after the nodes that read them */
     free(local);

@@ -259,3 +259,69 @@ TEST(defer_shape_and_index_nodes_run_between_groups) {
         ht_free(&x), ht_free(&t), ht_free(&c), ht_free(&i), ht_free(&s), ht_free(&y);
     }
 }
+
+/* A cat of many inputs of many dims is split into nodes whose packed form
+ * fits a ring slot, in Strict and recorded alike: 7 inputs of 12 dims
+ * would not fit one. */
+TEST(cat_of_many_dims_splits_into_nodes_that_fit) {
+    CHECK_OK(vt_init());
+    int64_t si[12], so[12];
+    for (int d = 0; d < 12; d++) si[d] = so[d] = 1;
+    si[11] = 2, so[11] = 14;
+    host_tensor ref = ht_new(VT_F32, 12, so);
+    vt_tensor ins_h[7];
+    host_tensor in[7];
+    for (int k = 0; k < 7; k++) {
+        in[k] = ht_new(VT_F32, 12, si);
+        ht_fill_random(&in[k], 0, 1);
+        ins_h[k] = in[k].t;
+    }
+    CHECK_OK(vt_ref_cat(&ref.t, 7, ins_h, 11));
+    for (int k = 0; k < 7; k++) ht_device(&in[k]), ins_h[k] = in[k].t;
+    for (int mode = 0; mode < 2; mode++) {
+        host_tensor o = ht_new(VT_F32, 12, so);
+        ht_device(&o);
+        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
+        vt_status s = vt_op_cat(0, "aten::cat", &o.t, 7, ins_h, 11);
+        vt_status w = vt_synchronize(0);
+        vt_set_thread_eager_mode(-1);
+        CHECK_MSG(s == VT_OK && w == VT_OK, "mode %d: %s", mode, vt_last_error());
+        CHECK(ht_compare("cat of 12 dims", &o.t, &ref.t, -1) == 0);
+        ht_free(&o);
+    }
+    for (int k = 0; k < 7; k++) ht_free(&in[k]);
+    ht_free(&ref);
+}
+
+/* A flush that fails drops its nodes, and everything they write carries
+ * the error: a sort's indices as well as its values. */
+TEST(defer_failed_flush_poisons_every_output) {
+    CHECK_OK(vt_init());
+    const int64_t sh[2] = {3, 40};
+    host_tensor x = ht_new(VT_F32, 2, sh), v = ht_new(VT_F32, 2, sh), i = ht_new(VT_I64, 2, sh);
+    host_tensor hv = ht_new(VT_F32, 2, sh), hi = ht_new(VT_I64, 2, sh);
+    ht_fill_random(&x, 0, 1);
+    ht_device(&x), ht_device(&v), ht_device(&i);
+    CHECK_OK(vt_synchronize(0));
+    vt_set_thread_eager_mode(VT_EAGER_DEFER_AND_FUSE);
+    CHECK_OK(vt_op_sort(0, "aten::sort", &v.t, &i.t, &x.t, 1, 0));
+    vt_defer_fail_alloc_for_test(0); /* the flush's tables */
+    CHECK_STATUS(vt_flush(0), VT_ERR_OUT_OF_MEMORY);
+    vt_defer_fail_alloc_for_test(-1);
+    vt_set_thread_eager_mode(-1);
+    CHECK_STATUS(vt_copy_to_host(0, &hi.t, &i.t), VT_ERR_OUT_OF_MEMORY);
+    CHECK_STATUS(vt_copy_to_host(0, &hv.t, &v.t), VT_ERR_OUT_OF_MEMORY);
+    CHECK_OK(vt_synchronize(0));
+    /* sorted again, it runs */
+    CHECK_OK(vt_op_sort(0, "aten::sort", &v.t, &i.t, &x.t, 1, 0));
+    CHECK_OK(vt_copy_to_host(0, &hi.t, &i.t));
+    int bad = 0;
+    for (int r = 0; r < 3; r++)
+        for (int c = 1; c < 40; c++) {
+            const float *xs = x.block;
+            const int64_t *is = hi.block;
+            bad += xs[r * 40 + is[r * 40 + c - 1]] > xs[r * 40 + is[r * 40 + c]];
+        }
+    CHECK_MSG(bad == 0, "%d out of order", bad);
+    ht_free(&x), ht_free(&v), ht_free(&i), ht_free(&hv), ht_free(&hi);
+}

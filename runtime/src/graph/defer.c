@@ -182,12 +182,13 @@ static last_use *find_use(last_use *t, size_t mask, const vt_access *a) {
     return &t[i];
 }
 
-/* Recorded nodes that could not be queued: what they write carries the
- * error, so a read of it raises instead of returning stale memory. */
+/* Recorded nodes that could not be queued: all they write (every output,
+ * and inputs updated in place) carries the error, so a read of it raises
+ * instead of returning stale memory. */
 static void poison_rest(int dev, vt_rec *recs, int n, vt_status s) {
     vt_fault *f = vt_fault_new(dev, 0, s, recs[0].n.name, vt_last_error());
     if (!f) return;
-    for (int i = 0; i < n; i++) vt_fault_poison(recs[i].acc, 1, f);
+    for (int i = 0; i < n; i++) vt_fault_poison(recs[i].acc, recs[i].nacc, f);
     vt_fault_latch(f);
     vt_fault_unref(f);
 }
@@ -282,7 +283,7 @@ static void poison_groups(int dev, const vt_rec *recs, const group_rec *groups, 
     vt_fault *f = vt_fault_new(dev, 0, s, recs[groups[0].member[0]].n.name, vt_last_error());
     if (!f) return;
     for (int g = 0; g < ngroups; g++)
-        for (int m = 0; m < groups[g].count; m++) vt_fault_poison(recs[groups[g].member[m]].acc, 1, f);
+        for (int m = 0; m < groups[g].count; m++) vt_fault_poison(recs[groups[g].member[m]].acc, recs[groups[g].member[m]].nacc, f);
     vt_fault_latch(f);
     vt_fault_unref(f);
 }

@@ -177,12 +177,20 @@ static size_t node_pack(const void *n, void *slot) { return vt_node_pack(n, slot
 
 static const vt_packed_kernel node_kernel = {node_run_kernel, node_packed_kernel, node_pack};
 
-vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy) {
+/* Whether n's packed form fits a ring slot (refused at the op otherwise,
+ * recorded or queued alike). */
+static vt_status node_fits(const vt_node *n) {
     const size_t size = vt_node_packed_size(n);
-    if (size > VT_MAX_ARGS) {
+    if (size <= VT_MAX_ARGS) return VT_OK;
+    return vt_set_error(VT_ERR_UNSUPPORTED, "%s: %zu bytes of descriptors exceed a queued command (%d)", n->name,
+                        size, VT_MAX_ARGS);
+}
+
+vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy) {
+    vt_status s = node_fits(n);
+    if (s != VT_OK) {
         vt_prepared_release(dev, p);
-        return vt_set_error(VT_ERR_UNSUPPORTED, "%s: %zu bytes of descriptors exceed a queued command (%d)", n->name,
-                            size, VT_MAX_ARGS);
+        return s;
     }
     /* Elementwise work below the parallel grain is a few microseconds: it
      * may run on the calling thread when the queue is idle. */
@@ -274,6 +282,7 @@ void vt_node_memory_order(vt_node *n) {
 vt_status vt_node_submit(int dev, vt_node *n) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_node_check(n);
+    if (s == VT_OK) s = node_fits(n);
     if (s != VT_OK) return s;
     vt_use u[VT_NODE_MAX_OUT + VT_NODE_MAX_SRC];
     const int m = vt_node_uses(n, u);

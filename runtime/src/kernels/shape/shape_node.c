@@ -15,6 +15,8 @@ const char *vt_shape_op_name(vt_shape_op op) { return (unsigned)op < VT_SHAPE_OP
 
 /* ------------------------------------------------------------ parameters */
 
+_Static_assert(VT_MAX_DIMS <= 16, "a roll's dims are packed as 4-bit fields in one iparam");
+
 void vt_node_set_roll(vt_node *n, int ndims, const int *dims, const int64_t *shifts) {
     uint64_t packed = 0;
     n->iparams[0] = ndims;
