@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "common.h"
+#include "heartbeat.h"
 
 extern "C" {
 #include "vtpu/comm.h"
@@ -112,114 +113,6 @@ std::string check_calls(const std::vector<Desc>& all, int rank, const char* own_
 void comm_check(vt_status s) {
   if (s != VT_OK) throw std::runtime_error(vt_last_error());
 }
-
-// Liveness between hosts, where no shared segment shows a rank's exit: a
-// thread bumps this rank's beat in the group's store every second, and when
-// its queue starts a collective, with that collective's number. It has its
-// own connection to the store, so a program blocked on the store (a
-// store.wait) still beats. When a collective fails
-// over TCP, the rank reads every beat twice, kBeatWindow apart, and says
-// which rank stopped beating (exited or hung) or which is alive but has not
-// reached this collective.
-constexpr auto kBeatEvery = std::chrono::seconds(1);
-constexpr auto kBeatWindow = std::chrono::milliseconds(2500);
-
-class Heartbeat {
- public:
-  Heartbeat(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
-      : store_(own_connection(store)), rank_(rank), size_(size), thread_([this] { run(); }) {}
-  ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  Heartbeat(const Heartbeat&) = delete;
-  Heartbeat& operator=(const Heartbeat&) = delete;
-
-  void started(uint64_t seq) {
-    started_.store(seq);
-    cv_.notify_all();
-  }
-
-  // Why collective `seq` failed, as far as the beats tell; "" when they do not.
-  std::string diagnose(uint64_t seq) const {
-    try {
-      auto first = read_beats();
-      std::this_thread::sleep_for(kBeatWindow);
-      auto second = read_beats();
-      std::ostringstream os;
-      for (int r = 0; r < size_; r++) {
-        if (r == rank_) continue;
-        const auto& [b1, s1] = first[r];
-        const auto& [b2, s2] = second[r];
-        if (b2 < 0) {
-          os << "; rank " << r << " never joined the group's heartbeat";
-        } else if (b1 == b2) {
-          os << "; rank " << r << " stopped answering (its process exited or is frozen; the last collective it "
-             << "started was #" << s2 << ", this one is #" << seq << ")";
-        } else if (s2 < static_cast<int64_t>(seq)) {
-          os << "; rank " << r << " is alive but has not reached this collective (#" << seq << "; it is at #" << s2
-             << ")";
-        }
-      }
-      return os.str();
-    } catch (const std::exception&) {
-      return "; the group's store is unreachable (rank 0 holds it: it has likely exited)";
-    }
-  }
-
- private:
-  static c10::intrusive_ptr<c10d::Store> own_connection(const c10::intrusive_ptr<c10d::Store>& store) {
-    try {
-      return store->clone();
-    } catch (const std::exception&) {
-      return store;  // a store that cannot clone: share its connection
-    }
-  }
-
-  std::string key(int r) const { return "beat/" + std::to_string(r); }
-
-  // (beat, collective) per rank; beat -1 for a rank that never beat.
-  std::vector<std::pair<int64_t, int64_t>> read_beats() const {
-    std::vector<std::pair<int64_t, int64_t>> out(size_, {-1, -1});
-    for (int r = 0; r < size_; r++) {
-      if (r == rank_ || !store_->check({key(r)})) continue;
-      auto v = store_->get(key(r));
-      std::istringstream is(std::string(v.begin(), v.end()));
-      is >> out[r].first >> out[r].second;
-    }
-    return out;
-  }
-
-  void run() {
-    int64_t beat = 0;
-    uint64_t posted = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      posted = started_.load();
-      lock.unlock();
-      try {
-        std::string v = std::to_string(++beat) + " " + std::to_string(posted);
-        store_->set(key(rank_), std::vector<uint8_t>(v.begin(), v.end()));
-      } catch (const std::exception&) {
-        // the store is gone (its host exited): a later diagnosis says so
-      }
-      lock.lock();
-      cv_.wait_for(lock, kBeatEvery, [&] { return stop_ || started_.load() != posted; });
-    }
-  }
-
-  c10::intrusive_ptr<c10d::Store> store_;
-  int rank_, size_;
-  std::atomic<uint64_t> started_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // One collective, as the worker runs it. run returns the transport's work
 // to wait for, or null when it did the exchange itself (shared memory).
@@ -781,8 +674,8 @@ class ProcessGroupTpu : public c10d::Backend {
       TORCH_CHECK(op.op_ != c10d::ReduceOp::UNUSED, step_name(k), ": unknown reduce op");
     }
     auto a = aliases(work);
-    vt_dtype dt;
-    vt_red_op red;
+    vt_dtype dt = VT_F32;
+    vt_red_op red = VT_RED_SUM;  // copied into the step, read only with comm
     std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> run;
     if (comm_ && k != kReduce && to_vt_dtype(ts[0].scalar_type(), &dt) && comm_red_op(wire, &red)) {
       auto comm = comm_;
@@ -878,8 +771,8 @@ class ProcessGroupTpu : public c10d::Backend {
       wire = c10d::ReduceOp(c10d::ReduceOp::SUM);
     }
     auto a_out = aliases(ww), a_in = aliases(rw);
-    vt_dtype dt;
-    vt_red_op red;
+    vt_dtype dt = VT_F32;
+    vt_red_op red = VT_RED_SUM;  // copied into the step, read only with comm
     std::shared_ptr<vt_comm> comm;
     if (comm_ && to_vt_dtype(ins[0].scalar_type(), &dt) && comm_red_op(wire, &red)) comm = comm_;
     return launch(k, rw, ww, desc(k, ins[0], p.numel, op.op_, -1),
