@@ -59,8 +59,7 @@ static void pend_init(void) {
 /* Every node is recorded: elementwise nodes fuse, reductions, softmax and
  * norms may end a group, and the rest (matmul, attention, convolution,
  * indexing, RNG) run in program order between the groups (fuse.c). */
-int vt_defer_wants(const vt_node *n, vt_eager_mode mode) {
-    (void)n;
+int vt_defer_wants(vt_eager_mode mode) {
     return mode == VT_EAGER_DEFER_AND_FUSE && !vt_on_queue_worker();
 }
 
@@ -283,7 +282,10 @@ static void poison_groups(int dev, const vt_rec *recs, const group_rec *groups, 
     vt_fault *f = vt_fault_new(dev, 0, s, recs[groups[0].member[0]].n.name, vt_last_error());
     if (!f) return;
     for (int g = 0; g < ngroups; g++)
-        for (int m = 0; m < groups[g].count; m++) vt_fault_poison(recs[groups[g].member[m]].acc, recs[groups[g].member[m]].nacc, f);
+        for (int m = 0; m < groups[g].count; m++) {
+            const vt_rec *r = &recs[groups[g].member[m]];
+            vt_fault_poison(r->acc, r->nacc, f);
+        }
     vt_fault_latch(f);
     vt_fault_unref(f);
 }

@@ -20,8 +20,9 @@ typedef struct vt_rec {
     vt_access acc[VT_REC_MAX_ACC];
 } vt_rec;
 
-/* Whether n, submitted on this thread in mode, is recorded instead of queued. */
-int vt_defer_wants(const vt_node *n, vt_eager_mode mode);
+/* Whether a node submitted on this thread in mode is recorded instead of
+ * queued (every kind is, in DeferAndFuse, except on a queue's worker). */
+int vt_defer_wants(vt_eager_mode mode);
 /* Record a checked node with its uses (vt_node_uses of n). */
 vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
 

@@ -288,7 +288,7 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     const int m = vt_node_uses(n, u);
     /* the thread's mode, read once: record, or queue (Debug waits) */
     const vt_eager_mode mode = vt_get_eager_mode();
-    if (vt_defer_wants(n, mode)) return vt_defer_record(dev, n, u, m);
+    if (vt_defer_wants(mode)) return vt_defer_record(dev, n, u, m);
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, n->name, u, m, &p)) != VT_OK) return s;
     vt_node_memory_order(n);
