@@ -70,6 +70,13 @@ void vt_node_add_optional(vt_node *n, const vt_tensor *t) {
     }
 }
 
+vt_status vt_node_check_counts(const vt_node *n, int nout, int nsrc) {
+    if (n->nout != nout || n->nsrc != nsrc)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d outputs and %d inputs given, %s takes %d and %d", n->name,
+                            n->nout, n->nsrc, vt_node_kinds[n->kind].name, nout, nsrc);
+    return VT_OK;
+}
+
 vt_status vt_node_check(const vt_node *n) {
     if ((unsigned)n->kind >= VT_NODE_KIND_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid node kind %d", n->name, (int)n->kind);

@@ -168,6 +168,8 @@ static inline int vt_node_has_src(const vt_node *n, int k) {
 }
 /* n's compute dtype is one (node_kinds.c; host scalars are made in it). */
 vt_status vt_node_check_compute(const vt_node *n);
+/* n has nout outputs and nsrc inputs, as its kind (or op) takes. */
+vt_status vt_node_check_counts(const vt_node *n, int nout, int nsrc);
 /* n's check (errors are prefixed with n's name). */
 vt_status vt_node_check(const vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this

@@ -22,17 +22,9 @@ vt_status vt_node_check_compute(const vt_node *n) {
     return VT_OK;
 }
 
-/* n has nout outputs and nsrc inputs, as its kind takes. */
-static vt_status check_counts(const vt_node *n, int nout, int nsrc) {
-    if (n->nout != nout || n->nsrc != nsrc)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d outputs and %d inputs given, %s takes %d and %d", n->name,
-                            n->nout, n->nsrc, vt_node_kinds[n->kind].name, nout, nsrc);
-    return VT_OK;
-}
-
 /* out and the tensor inputs (host scalars were made by the builder). */
 static vt_status check_operands(const vt_node *n, int nsrc, const char *const *what, const char *out_what) {
-    vt_status s0 = check_counts(n, 1, nsrc);
+    vt_status s0 = vt_node_check_counts(n, 1, nsrc);
     if (s0 == VT_OK && n->absent) s0 = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: no output given", n->name);
     if (s0 != VT_OK) return s0;
     vt_status s = vt_check_operand(n->name, &n->out[0], out_what);
@@ -76,14 +68,14 @@ static vt_status named(const vt_node *n, vt_status s) {
 }
 
 static vt_status reduce_check(const vt_node *n) {
-    vt_status s = check_counts(n, 1, 1);
+    vt_status s = vt_node_check_counts(n, 1, 1);
     if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
     if (s != VT_OK) return s;
     return named(n, vt_reduce_check((vt_reduce_op)n->op, &n->out[0], &n->src[0], (uint64_t)n->iparams[0],
                                     n->compute, n->params[0]));
 }
 static vt_status reduce_arg_check(const vt_node *n) {
-    vt_status s = check_counts(n, 2, 1);
+    vt_status s = vt_node_check_counts(n, 2, 1);
     if (s == VT_OK && !vt_node_has_out(n, 0) && !vt_node_has_out(n, 1))
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: neither values nor indices given", n->name);
     if (s != VT_OK) return s;
@@ -91,7 +83,7 @@ static vt_status reduce_arg_check(const vt_node *n) {
                                         &n->src[0], (int)n->iparams[0]));
 }
 static vt_status scan_check(const vt_node *n) {
-    vt_status s = check_counts(n, 1, 1);
+    vt_status s = vt_node_check_counts(n, 1, 1);
     if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
     if (s != VT_OK) return s;
     return named(n, vt_scan_check((vt_scan_op)n->op, &n->out[0], &n->src[0], (int)n->iparams[0], n->compute));
@@ -173,13 +165,13 @@ static vt_status scan_ref(const vt_node *n) {
 }
 
 static vt_status softmax_check(const vt_node *n) {
-    vt_status s = check_counts(n, 1, 1);
+    vt_status s = vt_node_check_counts(n, 1, 1);
     if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
     int d;
     return s != VT_OK ? s : named(n, vt_softmax_check(&n->out[0], &n->src[0], (int)n->iparams[0], &d));
 }
 static vt_status softmax_backward_check(const vt_node *n) {
-    vt_status s = check_counts(n, 1, 2);
+    vt_status s = vt_node_check_counts(n, 1, 2);
     if (s == VT_OK && n->absent) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_input is NULL", n->name);
     int d;
     return s != VT_OK ? s
@@ -222,7 +214,7 @@ static vt_status rng_check(const vt_node *n) {
     case VT_RNG_NORMAL_TENSOR: nsrc = 2; break;
     default: break;
     }
-    vt_status s = check_counts(n, nout, nsrc);
+    vt_status s = vt_node_check_counts(n, nout, nsrc);
     if (s == VT_OK && !vt_node_has_out(n, 0)) s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: out is NULL", n->name);
     if (s == VT_OK) s = vt_check_operand(n->name, &n->out[0], "out");
     if (s == VT_OK && vt_node_has_out(n, 1)) s = vt_check_operand(n->name, &n->out[1], "mask");
@@ -307,7 +299,7 @@ static vt_status chan_check(const vt_tensor *in, const vt_tensor *out, const vt_
 static vt_status norm_check(const vt_node *n) {
     if ((unsigned)n->op >= VT_NORM_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid normalisation op %d", n->name, (int)n->op);
-    vt_status s = check_counts(n, norm_rows[n->op].nout, norm_rows[n->op].nsrc);
+    vt_status s = vt_node_check_counts(n, norm_rows[n->op].nout, norm_rows[n->op].nsrc);
     if (s != VT_OK) return s;
     const vt_tensor *o0 = out_opt(n, 0), *o1 = out_opt(n, 1), *o2 = out_opt(n, 2);
     const vt_tensor *s0 = src_opt(n, 0), *s1 = src_opt(n, 1), *s2 = src_opt(n, 2), *s3 = src_opt(n, 3),
@@ -413,7 +405,7 @@ const char *vt_loss_op_name(vt_loss_op op) { return row_name(loss_rows, VT_LOSS_
 static vt_status loss_check(const vt_node *n) {
     if ((unsigned)n->op >= VT_LOSS_OP_COUNT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid loss op %d", n->name, (int)n->op);
-    vt_status s = check_counts(n, loss_rows[n->op].nout, loss_rows[n->op].nsrc);
+    vt_status s = vt_node_check_counts(n, loss_rows[n->op].nout, loss_rows[n->op].nsrc);
     if (s != VT_OK) return s;
     const vt_tensor *o0 = out_opt(n, 0), *o1 = out_opt(n, 1);
     const vt_tensor *s0 = src_opt(n, 0), *s1 = src_opt(n, 1), *s2 = src_opt(n, 2), *s3 = src_opt(n, 3),
@@ -465,7 +457,7 @@ static vt_status attention_check(const vt_node *n) {
     const int bwd = n->op == 1;
     if (n->op != 0 && n->op != 1)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid attention op %d", n->name, (int)n->op);
-    vt_status s = check_counts(n, bwd ? 3 : 2, bwd ? 7 : 4);
+    vt_status s = vt_node_check_counts(n, bwd ? 3 : 2, bwd ? 7 : 4);
     if (s != VT_OK) return s;
     vt_attn_problem p;
     const double scale = n->params[0];
@@ -524,7 +516,7 @@ static vt_status conv_check(const vt_node *n) {
     const vt_conv_kind kind = (vt_conv_kind)n->op;
     if ((unsigned)kind > VT_CONV_BACKWARD_WEIGHT)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid convolution op %d", n->name, (int)n->op);
-    vt_status s = check_counts(n, 1, 3);
+    vt_status s = vt_node_check_counts(n, 1, 3);
     if (s != VT_OK) return s;
     const vt_tensor *t0 = out_opt(n, 0), *t1 = src_opt(n, 0), *t2 = src_opt(n, 1), *bias = src_opt(n, 2);
     if (bias && kind != VT_CONV_FORWARD)
@@ -564,7 +556,7 @@ static vt_status conv_ref(const vt_node *n) { return conv_call(n, 1); }
 /* ------------------------------------------------------------ matmul */
 
 static vt_status matmul_check(const vt_node *n) {
-    vt_status s = check_counts(n, 1, 3);
+    vt_status s = vt_node_check_counts(n, 1, 3);
     if (s != VT_OK) return s;
     const vt_precision prec = (vt_precision)n->iparams[0];
     if ((unsigned)prec > VT_PRECISION_HIGHEST)

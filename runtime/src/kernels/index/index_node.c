@@ -22,11 +22,9 @@ static const vt_tensor *src_opt(const vt_node *n, int k) { return vt_node_has_sr
 
 /* nsrc inputs, those past `required` optional; one output; no host scalars */
 static vt_status counts(const vt_node *n, int nsrc, int required) {
-    vt_status s = VT_OK;
-    if (n->nout != 1 || n->nsrc != nsrc)
-        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d outputs and %d inputs given, %s takes 1 and %d", n->name,
-                         n->nout, n->nsrc, vt_index_op_name((vt_index_op)n->op), nsrc);
-    else if (n->absent & 1)
+    vt_status s = vt_node_check_counts(n, 1, nsrc);
+    if (s != VT_OK) return s;
+    if (n->absent & 1)
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", n->name);
     else if (n->host)
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: inputs are tensors", n->name);

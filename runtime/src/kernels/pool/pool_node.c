@@ -51,10 +51,7 @@ vt_status vt_pool_node_check(const vt_node *n) {
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid pool op %d", n->name, (int)n->op);
     const int with_idx = n->op == VT_POOL_OP_MAX || n->op == VT_POOL_OP_ADAPTIVE_MAX;
     const int nout = with_idx ? 2 : 1, nsrc = n->op == VT_POOL_OP_MAX_BACKWARD ? 2 : 1;
-    vt_status s = VT_OK;
-    if (n->nout != nout || n->nsrc != nsrc)
-        s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d outputs and %d inputs given, pool takes %d and %d", n->name,
-                         n->nout, n->nsrc, nout, nsrc);
+    vt_status s = vt_node_check_counts(n, nout, nsrc);
     if (s == VT_OK && (!vt_node_has_out(n, 0) || !vt_node_has_src(n, 0) ||
                        (n->op == VT_POOL_OP_MAX_BACKWARD && !vt_node_has_src(n, 1))))
         s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: tensor is NULL", n->name);

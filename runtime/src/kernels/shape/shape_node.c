@@ -62,9 +62,9 @@ void vt_node_set_range(vt_node *n, vt_scalar a, vt_scalar b, int64_t vec, int64_
 /* ------------------------------------------------------------ check */
 
 static vt_status counts(const vt_node *n, int nout, int nsrc_min, int nsrc_max) {
-    if (n->nout != nout || n->nsrc < nsrc_min || n->nsrc > nsrc_max)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %d outputs and %d inputs given, %s takes %d and %d",
-                            n->name, n->nout, n->nsrc, vt_shape_op_name((vt_shape_op)n->op), nout, nsrc_max);
+    const int in_range = n->nsrc >= nsrc_min && n->nsrc <= nsrc_max;
+    vt_status s = vt_node_check_counts(n, nout, in_range ? n->nsrc : nsrc_max);
+    if (s != VT_OK) return s;
     /* only sort's and topk's outputs are optional; no input is */
     const uint32_t may_lack = n->op == VT_SHAPE_OP_SORT || n->op == VT_SHAPE_OP_TOPK ? 3u : 0u;
     if (n->absent & ~may_lack)
