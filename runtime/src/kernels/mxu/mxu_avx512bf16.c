@@ -5,33 +5,40 @@
 
 #include "internal.h"
 
-/* C[8 x 32] over kc chunks; a: first of the 8 rows, b: first of two panels. */
+/* C[8 x 32] over kc chunks; a: first of the 8 rows, b: first of two panels.
+ * The 16 accumulators are named variables, not an array indexed in a loop:
+ * GCC kept such an array on the stack and every VDPBF16PS loaded and stored
+ * its accumulator, which held the engine to about a fifth of its peak. */
+#define VT_ACC_DECL(r) __m512 c##r##0 = _mm512_loadu_ps(c + r * ldc), c##r##1 = _mm512_loadu_ps(c + r * ldc + 16);
+#define VT_ACC_STEP(r)                                                                  \
+    do {                                                                                \
+        uint32_t w;                                                                     \
+        memcpy(&w, ac + r * 32 + 2 * j, 4);                                             \
+        __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);                              \
+        c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                                    \
+        c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                                    \
+    } while (0)
+#define VT_ACC_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r##0), _mm512_storeu_ps(c + r * ldc + 16, c##r##1);
+
 static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, const uint16_t *restrict b, int64_t bs,
                               float *restrict c, int64_t ldc) {
-    __m512 acc[8][2];
-    for (int r = 0; r < 8; r++) {
-        acc[r][0] = _mm512_loadu_ps(c + r * ldc);
-        acc[r][1] = _mm512_loadu_ps(c + r * ldc + 16);
-    }
+    VT_ACC_DECL(0) VT_ACC_DECL(1) VT_ACC_DECL(2) VT_ACC_DECL(3)
+    VT_ACC_DECL(4) VT_ACC_DECL(5) VT_ACC_DECL(6) VT_ACC_DECL(7)
     for (int64_t ch = 0; ch < kc; ch++) {
         const uint16_t *ac = a + ch * VT_MXU_CHUNK, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
         for (int j = 0; j < 16; j++) {
             __m512bh b0 = (__m512bh)_mm512_loadu_si512(b0c + j * 32);
             __m512bh b1 = (__m512bh)_mm512_loadu_si512(b1c + j * 32);
-            for (int r = 0; r < 8; r++) {
-                uint32_t w;
-                memcpy(&w, ac + r * 32 + 2 * j, 4);
-                __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);
-                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
-                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
-            }
+            VT_ACC_STEP(0); VT_ACC_STEP(1); VT_ACC_STEP(2); VT_ACC_STEP(3);
+            VT_ACC_STEP(4); VT_ACC_STEP(5); VT_ACC_STEP(6); VT_ACC_STEP(7);
         }
     }
-    for (int r = 0; r < 8; r++) {
-        _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-        _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
-    }
+    VT_ACC_STORE(0) VT_ACC_STORE(1) VT_ACC_STORE(2) VT_ACC_STORE(3)
+    VT_ACC_STORE(4) VT_ACC_STORE(5) VT_ACC_STORE(6) VT_ACC_STORE(7)
 }
+#undef VT_ACC_DECL
+#undef VT_ACC_STEP
+#undef VT_ACC_STORE
 
 static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
