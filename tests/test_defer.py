@@ -417,6 +417,35 @@ def test_indexing_ops_are_recorded_and_match_strict(stats):
         assert torch.equal(a, b)
 
 
+def test_advanced_indexing_is_recorded_and_matches_strict(stats):
+    torch.manual_seed(0)
+    x = torch.randn(6, 5, 4).to("tpu")
+    rows = torch.tensor([5, 0, 2, 2]).to("tpu")
+    cols = torch.tensor([[1, 4], [0, 0]]).to("tpu")
+
+    def f():
+        leaf = x.clone().requires_grad_()
+        a = leaf[rows] * 2  # index, then a group
+        b = leaf[:, cols, 1:3]  # index with a full slice first
+        y = x.clone()
+        y[rows, 1] = -1.0  # index_put_
+        y.index_put_((rows,), torch.ones(4, 5, 4).to("tpu"), accumulate=True)  # repeated rows add up
+        (a.sum() + b.square().sum()).backward()  # index backward: index_put_ with accumulate
+        return a, b, y, leaf.grad
+
+    ref = run("strict", f)
+    vtpu.reset_fusion_stats()
+    with vtpu.eager_mode("defer_and_fuse"):
+        z = x[rows] + 1
+        z[0, 0] = 7.0
+        assert stats()["flushes"] == 0  # index and index_put_ were recorded, not run
+        got = [t.cpu() for t in f()]
+        assert torch.equal(z.cpu(), (x.cpu()[rows.cpu()] + 1).index_put_((torch.tensor(0), torch.tensor(0)),
+                                                                        torch.tensor(7.0)))
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
+
+
 def test_error_in_a_recorded_op_that_runs_alone_raises_at_the_flush_naming_it(stats):
     logits = torch.randn(4, 5).to("tpu")
     target = torch.tensor([0, 7, 1, 2]).to("tpu")  # 7: out of range, found by the kernel

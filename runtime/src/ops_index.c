@@ -1,11 +1,7 @@
-/* ops_index.c — queued indexing ops. Most are nodes (VT_NODE_INDEX,
+/* ops_index.c — queued indexing ops, all nodes (VT_NODE_INDEX,
  * kernels/index/index_node.c checks and runs them): shape and dtype errors
  * fail at the op, bad index values are found by the kernel on the queue
- * (reported at the next synchronisation). Advanced indexing, whose list of
- * up to VT_MAX_DIMS index tensors is longer than a node holds, is still a
- * command with the same checks. */
-#include <stdlib.h>
-
+ * (reported at the next synchronisation). */
 #include "graph/node.h"
 #include "kernels/index/index.h"
 
@@ -85,85 +81,34 @@ vt_status vt_op_take(int dev, const char *name, const vt_tensor *out, const vt_t
 
 /* ------------------------------------------------------------ advanced indexing */
 
-/* The index list lives on the heap (16 descriptors exceed VT_MAX_ARGS),
- * owned by the command. */
-typedef struct adv_list {
-    int n;
-    unsigned present;
-    vt_tensor t[VT_MAX_DIMS];
-} adv_list;
-
-typedef struct adv_cmd {
-    int put, accumulate;
-    adv_list *list;
-    vt_tensor out, in;
-} adv_cmd;
-
-static vt_status adv_kernel(void *p) {
-    const adv_cmd *c = p;
-    const vt_tensor *ptrs[VT_MAX_DIMS];
-    for (int i = 0; i < c->list->n; i++) ptrs[i] = (c->list->present >> i) & 1 ? &c->list->t[i] : NULL;
-    return c->put ? vt_index_put(&c->out, c->list->n, ptrs, &c->in, c->accumulate)
-                  : vt_index(&c->out, &c->in, c->list->n, ptrs);
-}
-
-static vt_status adv_enqueue(int dev, const char *name, int put, int accumulate, const vt_tensor *out,
-                             const vt_tensor *in, int n, const vt_tensor *const *indices) {
+/* A node of in (index: the input; index_put: the values) and the list of n
+ * index tensors (NULL: the whole dim), which may be as long as self has dims. */
+static vt_status submit_adv(int dev, const char *name, vt_index_op op, const vt_tensor *out, const vt_tensor *in,
+                            int n, const vt_tensor *const *indices, int accumulate) {
     vt_status s = pre(dev, name);
     if (s != VT_OK) return s;
-    const vt_tensor *self = put ? out : in, *other = put ? in : out;
-    int32_t rnd;
-    int64_t rsz[VT_MAX_DIMS];
-    if ((s = vt_index_shape(self, n, indices, &rnd, rsz)) != VT_OK) return s;
-    if (!other) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: NULL tensor", name);
-    /* CPU's order: the values' shape, then their dtype */
-    if (put) {
-        vt_tensor v;
-        if ((s = vt_broadcast_to(other, rnd, rsz, &v)) != VT_OK) return ix_values_mismatch(other, rnd, rsz, s);
-    } else if (other->ndim != rnd || memcmp(other->sizes, rsz, sizeof(int64_t) * (size_t)rnd)) {
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index(): out must have the result's shape");
-    }
-    if (other->dtype != self->dtype)
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "Index put requires the source and destination dtypes match, "
-                                                     "got %s for the destination and %s for the source.",
-                            vt_dtype_name(self->dtype), vt_dtype_name(other->dtype));
-    adv_cmd c;
-    memset(&c, 0, sizeof c);
-    c.list = calloc(1, sizeof *c.list);
-    if (!c.list) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: no host memory for the index list", name);
-    c.list->n = n;
-    for (int i = 0; i < n; i++)
-        if (indices[i]) c.list->present |= 1u << i, c.list->t[i] = *indices[i];
-    c.put = put, c.accumulate = accumulate;
-    c.out = *out;
-    c.in = *in;
-    /* index_put_ updates out in place (repeated elements allowed, as CPU
-     * allows with a deprecation warning); its values and indices may not
-     * overlap it. index makes out from in. */
-    vt_use u[2 + VT_MAX_DIMS] = {{&c.out, VT_USE_WRITE | (put ? VT_USE_READ | VT_USE_SAME_VALUE : 0), 0},
-                                 {&c.in, VT_USE_READ, 0}};
-    int nu = 2;
-    for (int i = 0; i < n; i++)
-        if (indices[i]) u[nu++] = (vt_use){&c.list->t[i], VT_USE_READ, 0};
-    vt_prepared p;
-    if ((s = vt_uses_prepare(dev, name, u, nu, &p)) != VT_OK) {
-        free(c.list);
-        return s;
-    }
-    p.payload = c.list;
-    return vt_enqueue_prepared(dev, name, adv_kernel, &c, sizeof c, &p, VT_ENQ_AUTO);
+    const vt_tensor *self = op == VT_INDEX_OP_INDEX_PUT ? out : in;
+    if (n < 0 || n > VT_MAX_DIMS || (n > 0 && !indices))
+        return vt_set_error(VT_ERR_INDEX, "too many indices for tensor of dimension %d (got %d)", (int)self->ndim, n);
+    vt_node nd;
+    vt_node_init(&nd, VT_NODE_INDEX, op, name);
+    vt_node_add_out(&nd, out);
+    nd.iparams[0] = accumulate;
+    vt_node_add_optional(&nd, in);
+    for (int i = 0; i < n; i++) vt_node_add_optional(&nd, indices[i]);
+    return vt_node_submit(dev, &nd);
 }
 
 vt_status vt_op_index(int dev, const char *name, const vt_tensor *out, const vt_tensor *in, int n,
                       const vt_tensor *const *indices) {
     if (!out || !in) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index(): NULL tensor");
-    return adv_enqueue(dev, name, 0, 0, out, in, n, indices);
+    return submit_adv(dev, name, VT_INDEX_OP_INDEX, out, in, n, indices, 0);
 }
 
 vt_status vt_op_index_put(int dev, const char *name, const vt_tensor *out, int n, const vt_tensor *const *indices,
                           const vt_tensor *values, int accumulate) {
     if (!out || !values) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index_put(): NULL tensor");
-    return adv_enqueue(dev, name, 1, accumulate, out, values, n, indices);
+    return submit_adv(dev, name, VT_INDEX_OP_INDEX_PUT, out, values, n, indices, accumulate);
 }
 
 /* ------------------------------------------------------------ masks and nonzero */

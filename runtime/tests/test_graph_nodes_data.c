@@ -103,10 +103,10 @@ TEST(graph_nodes_index_ops_sync_queued_debug_and_reference_agree) {
     CHECK_OK(vt_init());
     const norm_shape X = {2, {6, 5}}, I1 = {1, {4}}, SEL = {2, {4, 5}}, G = {2, {3, 5}}, V = {0, {1}};
     const norm_shape SRC = {2, {4, 5}}, NZ = {2, {30, 2}}, MS = {1, {10}}, EMB = {2, {7, 5}}, EI = {1, {6}};
-    host_tensor x, idx, gidx, src, value, mask, grad, eidx;
+    host_tensor x, idx, cidx, gidx, src, value, mask, grad, eidx;
     uniform(&x, &X, -2.0, 2.0), uniform(&src, &SRC, -1.0, 1.0), uniform(&value, &V, 3.0, 4.0);
     uniform(&grad, &X, -1.0, 1.0);
-    indices(&idx, &I1, 6), indices(&gidx, &G, 6), indices(&eidx, &EI, 7), every_third(&mask, &X);
+    indices(&idx, &I1, 6), indices(&cidx, &I1, 5), indices(&gidx, &G, 6), indices(&eidx, &EI, 7), every_third(&mask, &X);
     int ops_run = 0;
     for (int op = 0; op < VT_INDEX_OP_COUNT; op++) {
         vt_node n;
@@ -189,6 +189,23 @@ TEST(graph_nodes_index_ops_sync_queued_debug_and_reference_agree) {
             multi_case(what, &n, ts, 2, o, 1, 1e-6);
             break;
         }
+        case VT_INDEX_OP_INDEX: {
+            host_tensor *rows[] = {&x, &idx}, *cols[] = {&x, NULL, &cidx}, *both[] = {&x, &idx, &cidx};
+            const out_spec r[] = {{VT_F32, SEL}}, c[] = {{VT_F32, {2, {6, 4}}}}, b[] = {{VT_F32, I1}};
+            multi_case(what, &n, rows, 2, r, 1, 0); /* x[idx] */
+            multi_case(what, &n, cols, 3, c, 1, 0); /* x[:, cidx] */
+            multi_case(what, &n, both, 3, b, 1, 0); /* x[idx, cidx] */
+            break;
+        }
+        case VT_INDEX_OP_INDEX_PUT: {
+            host_tensor *rows[] = {&src, &idx}, *pairs[] = {&value, &idx, &cidx};
+            for (int acc = 0; acc <= 1; acc++) {
+                n.iparams[0] = acc; /* repeated rows: the last write, or their sum */
+                multi_case(what, &n, rows, 2, like_x, 1, acc ? 1e-6 : 0); /* x[idx] (+)= src */
+                multi_case(what, &n, pairs, 3, like_x, 1, acc ? 1e-6 : 0); /* x[idx, cidx] (+)= value */
+            }
+            break;
+        }
         default: CHECK_MSG(0, "index op %d has no case", op);
         }
         ops_run++;
@@ -203,8 +220,18 @@ TEST(graph_nodes_index_ops_sync_queued_debug_and_reference_agree) {
     CHECK_STATUS(vt_synchronize(0), VT_ERR_INDEX);
     CHECK_MSG(strstr(vt_last_error(), "aten::index_select"), "%s", vt_last_error());
     CHECK_OK(vt_synchronize(0));
+    /* advanced indexing likewise: values that do not broadcast, too many
+     * indices, then an index past the dim */
+    const vt_tensor *list[2] = {&bad.t, NULL}, *many[3] = {&bad.t, NULL, NULL};
+    CHECK_STATUS(vt_op_index_put(0, "aten::index_put_", &xd.t, 1, list, &xd.t, 0), VT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(vt_last_error(), "shape mismatch"), "%s", vt_last_error());
+    CHECK_STATUS(vt_op_index(0, "aten::index", &o.t, &xd.t, 3, many), VT_ERR_INDEX);
+    CHECK_OK(vt_op_index(0, "aten::index", &o.t, &xd.t, 1, list));
+    CHECK_STATUS(vt_synchronize(0), VT_ERR_INDEX);
+    CHECK_MSG(strstr(vt_last_error(), "aten::index"), "%s", vt_last_error());
+    CHECK_OK(vt_synchronize(0));
     ht_free(&o), ht_free(&xd), ht_free(&bad), ht_free(&gidx), ht_free(&src), ht_free(&value), ht_free(&mask);
-    ht_free(&grad), ht_free(&eidx);
+    ht_free(&grad), ht_free(&eidx), ht_free(&cidx);
 }
 
 /* In DeferAndFuse, a cat and an index_select are recorded and run in
@@ -290,6 +317,38 @@ TEST(cat_of_many_dims_splits_into_nodes_that_fit) {
         ht_free(&o);
     }
     for (int k = 0; k < 7; k++) ht_free(&in[k]);
+    ht_free(&ref);
+}
+
+/* A cat of 20 inputs: a node of VT_NODE_MAX_SRC inputs has more accesses
+ * than a command's inline list (VT_ACCESS_INLINE); queued in Strict and
+ * queued alone at a flush, it runs from a list the command owns. */
+TEST(cat_of_more_inputs_than_inline_accesses_runs_in_every_mode) {
+    CHECK_OK(vt_init());
+    enum { K = 20 };
+    CHECK(VT_NODE_MAX_OUT + VT_NODE_MAX_SRC > VT_ACCESS_INLINE);
+    const int64_t si[1] = {3}, so[1] = {3 * K};
+    host_tensor ref = ht_new(VT_F32, 1, so), in[K];
+    vt_tensor ins[K];
+    for (int k = 0; k < K; k++) {
+        in[k] = ht_new(VT_F32, 1, si);
+        ht_fill_random(&in[k], (uint64_t)k, 1);
+        ins[k] = in[k].t;
+    }
+    CHECK_OK(vt_ref_cat(&ref.t, K, ins, 0));
+    for (int k = 0; k < K; k++) ht_device(&in[k]), ins[k] = in[k].t;
+    for (int mode = 0; mode < 2; mode++) {
+        host_tensor o = ht_new(VT_F32, 1, so);
+        ht_device(&o);
+        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
+        vt_status s = vt_op_cat(0, "aten::cat", &o.t, K, ins, 0);
+        vt_status w = vt_synchronize(0);
+        vt_set_thread_eager_mode(-1);
+        CHECK_MSG(s == VT_OK && w == VT_OK, "mode %d: %s", mode, vt_last_error());
+        CHECK(ht_compare("cat of 20", &o.t, &ref.t, -1) == 0);
+        ht_free(&o);
+    }
+    for (int k = 0; k < K; k++) ht_free(&in[k]);
     ht_free(&ref);
 }
 

@@ -420,6 +420,10 @@ static vt_status enqueue_alone(int dev, const vt_rec *r, vt_fusion_stats *st) {
     memset(&p, 0, sizeof p);
     p.acc = p.inline_acc;
     p.scratch = p.inline_scratch;
+    /* a node reads up to VT_NODE_MAX_SRC tensors: more accesses than the
+     * inline list holds go to a list the command owns */
+    if (r->nacc > VT_ACCESS_INLINE && !(p.acc = malloc(sizeof(vt_access) * (size_t)r->nacc)))
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queueing the op", r->n.name);
     p.n = r->nacc;
     memcpy(p.acc, r->acc, sizeof(vt_access) * (size_t)r->nacc);
     st->groups++;

@@ -27,7 +27,7 @@
 
 #include "internal.h"
 
-#define VT_NODE_MAX_SRC 7 /* a batch-norm backward reads seven */
+#define VT_NODE_MAX_SRC (1 + VT_MAX_DIMS) /* advanced indexing: its input and an index per dim */
 #define VT_NODE_MAX_OUT 3
 #define VT_NODE_MAX_IPARAMS (2 + VT_MAX_DIMS) /* a roll over every dim (a pooling window takes 12) */
 

@@ -76,6 +76,34 @@ static vt_status check_mask_op(const vt_node *n) {
     }
 }
 
+/* Advanced indexing: the result's shape from self (in; out for index_put)
+ * and the list src[1..], then, in CPU's order, the other tensor's shape and
+ * its dtype. */
+static vt_status check_adv(const vt_node *n) {
+    const int put = n->op == VT_INDEX_OP_INDEX_PUT;
+    vt_status s = n->nsrc < 1 ? counts(n, 1, 1) : counts(n, n->nsrc, 1);
+    if (s != VT_OK) return s;
+    const vt_tensor *list[VT_MAX_DIMS];
+    const int nidx = n->nsrc - 1;
+    for (int i = 0; i < nidx; i++) list[i] = src_opt(n, 1 + i);
+    const vt_tensor *self = put ? &n->out[0] : &n->src[0], *other = put ? &n->src[0] : &n->out[0];
+    int32_t rnd;
+    int64_t rsz[VT_MAX_DIMS];
+    if ((s = vt_index_shape(self, nidx, list, &rnd, rsz)) != VT_OK) return s;
+    if ((s = vt_tensor_validate(other, put ? "values" : "out")) != VT_OK) return vt_error_prefix(s, n->name);
+    if (put) {
+        vt_tensor v;
+        if ((s = vt_broadcast_to(other, rnd, rsz, &v)) != VT_OK) return ix_values_mismatch(other, rnd, rsz, s);
+    } else if (other->ndim != rnd || memcmp(other->sizes, rsz, sizeof(int64_t) * (size_t)rnd)) {
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "index(): out must have the result's shape");
+    }
+    if (other->dtype != self->dtype)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "Index put requires the source and destination dtypes match, "
+                                                     "got %s for the destination and %s for the source.",
+                            vt_dtype_name(self->dtype), vt_dtype_name(other->dtype));
+    return VT_OK;
+}
+
 /* Shape errors keep the kernels' PyTorch-style wording (no op prefix). */
 vt_status vt_index_node_check(const vt_node *n) {
     const vt_tensor *out = &n->out[0];
@@ -134,17 +162,22 @@ vt_status vt_index_node_check(const vt_node *n) {
                                 "%s: expected float grad_weight [V, D], grad [N, D] and indices [N]", n->name);
         return VT_OK;
     }
+    case VT_INDEX_OP_INDEX:
+    case VT_INDEX_OP_INDEX_PUT: return check_adv(n);
     default:
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid index op %d", n->name, (int)n->op);
     }
 }
 
-/* The ops that update out in place read it; fills may repeat its elements,
- * and a masked fill's mask may be out itself, as on CPU. */
+/* The ops that update out in place read it; fills and index_put may
+ * repeat its elements (index_put of repeated elements as CPU allows them,
+ * with a deprecation warning), and a masked fill's mask may be out itself,
+ * as on CPU. */
 unsigned vt_index_node_use(const vt_node *n, int t, unsigned f) {
     const int op = n->op;
     if (t < VT_NODE_MAX_OUT) {
-        if (op == VT_INDEX_OP_FILL || op == VT_INDEX_OP_MASKED_FILL) return f | VT_USE_READ | VT_USE_SAME_VALUE;
+        if (op == VT_INDEX_OP_FILL || op == VT_INDEX_OP_MASKED_FILL || op == VT_INDEX_OP_INDEX_PUT)
+            return f | VT_USE_READ | VT_USE_SAME_VALUE;
         if (op == VT_INDEX_OP_SCATTER || op == VT_INDEX_OP_ADD || op == VT_INDEX_OP_COPY ||
             op == VT_INDEX_OP_MASKED_SCATTER)
             return f | VT_USE_READ;
@@ -158,7 +191,12 @@ unsigned vt_index_node_use(const vt_node *n, int t, unsigned f) {
 static vt_status call(const vt_node *n, int ref) {
     const vt_tensor *out = &n->out[0], *a = &n->src[0], *b = &n->src[1];
     const int dim = (int)n->iparams[0];
+    const vt_tensor *list[VT_MAX_DIMS];
+    const int nidx = n->nsrc - 1;
+    for (int i = 0; i < nidx && i < VT_MAX_DIMS; i++) list[i] = src_opt(n, 1 + i);
     switch ((vt_index_op)n->op) {
+    case VT_INDEX_OP_INDEX: return (ref ? vt_ref_index : vt_index)(out, a, nidx, list);
+    case VT_INDEX_OP_INDEX_PUT: return (ref ? vt_ref_index_put : vt_index_put)(out, nidx, list, a, (int)n->iparams[0]);
     case VT_INDEX_OP_SELECT: return (ref ? vt_ref_index_select : vt_index_select)(out, a, dim, b);
     case VT_INDEX_OP_GATHER: return (ref ? vt_ref_gather : vt_gather)(out, a, dim, b);
     case VT_INDEX_OP_SCATTER:
