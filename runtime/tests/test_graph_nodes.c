@@ -251,6 +251,16 @@ TEST(graph_nodes_bad_arguments_fail_at_build) {
     CHECK_OK(vt_node_add_src(&n, &out.t, NULL));
     CHECK_STATUS(vt_node_submit(0, &n), VT_ERR_INVALID_ARGUMENT);
     CHECK(strstr(vt_last_error(), "3 outputs") != NULL);
+    /* host scalars only in the first VT_NODE_MAX_HOST inputs (their store is
+     * in every node's header); tensors up to VT_NODE_MAX_SRC */
+    vt_node_init(&n, VT_NODE_INDEX, VT_INDEX_OP_INDEX, "aten::index");
+    n.compute = VT_F32;
+    vt_scalar one = vt_scalar_from_double(1.0);
+    for (int k = 0; k < VT_NODE_MAX_HOST; k++) CHECK_OK(vt_node_add_src(&n, &out.t, NULL));
+    CHECK_STATUS(vt_node_add_src(&n, NULL, &one), VT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(vt_last_error(), "host scalar") != NULL);
+    for (int k = VT_NODE_MAX_HOST; k < VT_NODE_MAX_SRC; k++) CHECK_OK(vt_node_add_src(&n, &out.t, NULL));
+    CHECK_STATUS(vt_node_add_src(&n, &out.t, NULL), VT_ERR_INVALID_ARGUMENT);
     CHECK(vt_queue_pending(0) == pending);
     ht_free(&out);
     ht_free(&a);

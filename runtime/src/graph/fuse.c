@@ -116,7 +116,7 @@ int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
 typedef struct member {
     vt_ew_plan plan;
     const char *name;
-    alignas(16) unsigned char store[VT_NODE_MAX_SRC][16];
+    alignas(16) unsigned char store[VT_NODE_MAX_HOST][16];
     int8_t slot[VT_ITER_MAX_OPS]; /* per plan operand (out, then src[k]): scratch slot, or -1 */
 } member;
 

@@ -28,6 +28,9 @@ void vt_node_add_out(vt_node *n, const vt_tensor *t) {
 vt_status vt_node_add_src(vt_node *n, const vt_tensor *t, const vt_scalar *host) {
     if (n->nsrc >= VT_NODE_MAX_SRC)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: more than %d inputs", n->name, VT_NODE_MAX_SRC);
+    if (host && n->nsrc >= VT_NODE_MAX_HOST)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: input %d is a host scalar; only the first %d may be", n->name,
+                            n->nsrc, VT_NODE_MAX_HOST);
     const int k = n->nsrc++;
     vt_tensor *d = &n->src[k];
     if (!host) {

@@ -28,6 +28,7 @@
 #include "internal.h"
 
 #define VT_NODE_MAX_SRC (1 + VT_MAX_DIMS) /* advanced indexing: its input and an index per dim */
+#define VT_NODE_MAX_HOST 7 /* inputs that may be host scalars (the first ones): the store is in every node's header */
 #define VT_NODE_MAX_OUT 3
 #define VT_NODE_MAX_IPARAMS (2 + VT_MAX_DIMS) /* a roll over every dim (a pooling window takes 12) */
 
@@ -116,12 +117,12 @@ typedef struct vt_node {
     int32_t nout, nsrc;
     uint32_t absent;  /* bit j: out[j] is an optional output not asked for;
                          bit VT_NODE_MAX_OUT + k: src[k] is an optional input not given */
-    uint32_t host;    /* bit k: src[k] is a host scalar held in store[k] */
+    uint32_t host;    /* bit k: src[k] is a host scalar held in store[k] (k < VT_NODE_MAX_HOST) */
     const char *name; /* the user's op, "aten::add.Tensor" (a static string) */
     vt_scalar alpha;
     double params[VT_EW_MAX_PARAMS];
     int64_t iparams[VT_NODE_MAX_IPARAMS];
-    alignas(16) unsigned char store[VT_NODE_MAX_SRC][16]; /* host scalars, in compute dtype */
+    alignas(16) unsigned char store[VT_NODE_MAX_HOST][16]; /* host scalars, in compute dtype */
     vt_tensor out[VT_NODE_MAX_OUT];
     vt_tensor src[VT_NODE_MAX_SRC]; /* last: a node is copied up to src[nsrc] */
 } vt_node;
