@@ -40,15 +40,38 @@ static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, const uint
 #undef VT_ACC_STEP
 #undef VT_ACC_STORE
 
+/* One row of C[1 x 32]: the rows past the last whole 8 (a short M, a
+ * matrix-vector product), with the same per-element sequence of steps. */
+static inline void micro_1x32(int64_t kc, const uint16_t *restrict a, const uint16_t *restrict b, int64_t bs,
+                              float *restrict c) {
+    __m512 c0 = _mm512_loadu_ps(c), c1 = _mm512_loadu_ps(c + 16);
+    for (int64_t ch = 0; ch < kc; ch++) {
+        const uint16_t *ac = a + ch * VT_MXU_CHUNK, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
+        for (int j = 0; j < 16; j++) {
+            uint32_t w;
+            memcpy(&w, ac + 2 * j, 4);
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);
+            c0 = _mm512_dpbf16_ps(c0, av, (__m512bh)_mm512_loadu_si512(b0c + j * 32));
+            c1 = _mm512_dpbf16_ps(c1, av, (__m512bh)_mm512_loadu_si512(b1c + j * 32));
+        }
+    }
+    _mm512_storeu_ps(c, c0);
+    _mm512_storeu_ps(c + 16, c1);
+}
+
 static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
     if (!acc)
         for (int64_t m = 0; m < mb; m++)
             for (int64_t n = 0; n < nb; n += 16) _mm512_storeu_ps(c + m * ldc + n, _mm512_setzero_ps());
-    for (int64_t n = 0; n < nb; n += 32)
-        for (int64_t m = 0; m < mb; m += 8)
+    const int64_t m8 = mb & ~(int64_t)7;
+    for (int64_t n = 0; n < nb; n += 32) {
+        for (int64_t m = 0; m < m8; m += 8)
             micro_8x32(kc, a + (m / 16) * as + (m % 16) * 32, b + (n / 16) * bs, bs, c + m * ldc + n, ldc);
+        for (int64_t m = m8; m < mb; m++)
+            micro_1x32(kc, a + (m / 16) * as + (m % 16) * 32, b + (n / 16) * bs, bs, c + m * ldc + n);
+    }
 }
 
 const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,
-                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0};
+                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512, 1};
