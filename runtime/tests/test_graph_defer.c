@@ -243,6 +243,28 @@ TEST(defer_error_in_group_names_the_op) {
     ht_free(&a), ht_free(&z), ht_free(&t), ht_free(&o);
 }
 
+/* A node with an empty output is checked as in Strict before nothing is
+ * recorded: an input in host memory (not the device's) is refused in both
+ * modes, with the same status. */
+TEST(defer_empty_output_node_is_checked_as_in_strict) {
+    CHECK_OK(vt_init());
+    const int64_t s0[1] = {0}, sx[2] = {6, 5}, so[2] = {0, 5};
+    host_tensor x = ht_new(VT_F32, 2, sx), idx = ht_new(VT_I64, 1, s0), o = ht_new(VT_F32, 2, so);
+    ht_device(&idx), ht_device(&o); /* x stays in host memory */
+    vt_status got[2];
+    for (int mode = 0; mode < 2; mode++) {
+        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
+        got[mode] = vt_op_index_select(0, "aten::index_select", &o.t, &x.t, 0, &idx.t);
+        vt_set_thread_eager_mode(-1);
+        CHECK_MSG(got[mode] != VT_OK, "mode %d accepted a host input", mode);
+        CHECK_MSG(strstr(vt_last_error(), "aten::index_select") || strstr(vt_last_error(), "device"), "%s",
+                  vt_last_error());
+    }
+    CHECK(got[0] == got[1]);
+    CHECK_OK(vt_synchronize(0));
+    ht_free(&x), ht_free(&idx), ht_free(&o);
+}
+
 /* Host memory running out at a flush (its tables, the group's command, or
  * a thread's tiles on the worker): the caller of the flush, or the next
  * synchronisation, gets VT_ERR_OUT_OF_MEMORY (torch.OutOfMemoryError);

@@ -87,13 +87,16 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
     uint64_t out_bytes = 0;
     for (int j = 0; j < n->nout; j++)
         if (vt_node_has_out(n, j)) out_bytes += (uint64_t)vt_tensor_numel(&n->out[j]) * vt_dtype_size(n->out[j].dtype);
-    if (out_bytes == 0) return VT_OK; /* writes nothing, reads nothing */
     vt_prepared pr;
     /* Elementwise reads are never staged for overlap, but a view too hard
      * to compare is: that copy is queued now, after a flush of what was
      * recorded before (queue.c), and the node reads the copy. */
     vt_status s = vt_uses_prepare(dev, n->name, u, m, &pr);
     if (s != VT_OK) return s;
+    if (out_bytes == 0) { /* writes nothing, reads nothing: checked as in Strict, nothing to record */
+        vt_prepared_release(dev, &pr);
+        return VT_OK;
+    }
     /* recorded in logical order: the group it joins picks the order of the
      * visit for all its members (fuse.c), so views compare as the op's */
     pthread_once(&pend_once, pend_init);
