@@ -131,7 +131,7 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   }
   const bool bool_out = b.kind == Kind::Compare || b.kind == Kind::Logical;
   const c10::ScalarType result = bool_out ? at::kBool : common;
-  const auto shape = at::infer_size(a.sizes(), o.sizes());
+  const auto shape = at::infer_size_dimvector(a.sizes(), o.sizes());
 
   if (inplace) {
     TORCH_CHECK(a.sizes() == c10::IntArrayRef(shape), "output with shape ", a.sizes(),
@@ -363,7 +363,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
   if (float_only)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(common), "\"", name, "\" not implemented for '",
                                 c10::toString(common), "'");
-  const auto shape = at::infer_size(at::infer_size(a.sizes(), b.sizes()), c.sizes());
+  const auto shape = at::infer_size_dimvector(at::infer_size_dimvector(a.sizes(), b.sizes()), c.sizes());
   if (inplace) {
     TORCH_CHECK(a.sizes() == c10::IntArrayRef(shape), "output with shape ", a.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
@@ -503,7 +503,7 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   const at::Tensor aa = is_host_scalar(a) ? a.to(device) : a;
   const at::Tensor bb = is_host_scalar(b) ? b.to(device) : b;
   const c10::ScalarType result = common_dtype(a, b);
-  const auto shape = at::infer_size(at::infer_size(cond.sizes(), a.sizes()), b.sizes());
+  const auto shape = at::infer_size_dimvector(at::infer_size_dimvector(cond.sizes(), a.sizes()), b.sizes());
   if (out.defined()) {
     check_cast(result, out);
     resize_elementwise_out(out, shape, {cond, a, b});
