@@ -220,6 +220,10 @@ vt_status vt_enqueue_uses(int dev, const char *name, vt_kernel_fn fn, void *args
                           int n);
 /* Release what vt_uses_prepare took when the command is not enqueued after all. */
 void vt_prepared_release(int dev, vt_prepared *p);
+/* An empty p with room for nacc accesses: the inline list, or a malloc'd one
+ * when they do not fit (the command owns it once p is enqueued). 0 when host
+ * memory ran out; p then holds nothing. */
+int vt_prepared_init(vt_prepared *p, int nacc);
 
 /* View geometry, PyTorch's rules (access.c). Bytes [*lo, *hi) a non-empty
  * view spans; 0 on overflow. */

@@ -287,6 +287,34 @@ TEST(defer_shape_and_index_nodes_run_between_groups) {
     }
 }
 
+/* A cat of k random inputs of shape si along dim, in Strict and recorded,
+ * against the scalar reference. */
+static void cat_in_both_modes(const char *what, int k, int32_t ndim, const int64_t *si, const int64_t *so, int dim) {
+    host_tensor ref = ht_new(VT_F32, ndim, so), in[VT_NODE_MAX_SRC + 8];
+    vt_tensor ins[VT_NODE_MAX_SRC + 8];
+    CHECK(k <= VT_NODE_MAX_SRC + 8);
+    for (int i = 0; i < k; i++) {
+        in[i] = ht_new(VT_F32, ndim, si);
+        ht_fill_random(&in[i], (uint64_t)i, 1);
+        ins[i] = in[i].t;
+    }
+    CHECK_OK(vt_ref_cat(&ref.t, k, ins, dim));
+    for (int i = 0; i < k; i++) ht_device(&in[i]), ins[i] = in[i].t;
+    for (int mode = 0; mode < 2; mode++) {
+        host_tensor o = ht_new(VT_F32, ndim, so);
+        ht_device(&o);
+        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
+        vt_status s = vt_op_cat(0, "aten::cat", &o.t, k, ins, dim);
+        vt_status w = vt_synchronize(0);
+        vt_set_thread_eager_mode(-1);
+        CHECK_MSG(s == VT_OK && w == VT_OK, "%s, mode %d: %s", what, mode, vt_last_error());
+        CHECK(ht_compare(what, &o.t, &ref.t, -1) == 0);
+        ht_free(&o);
+    }
+    for (int i = 0; i < k; i++) ht_free(&in[i]);
+    ht_free(&ref);
+}
+
 /* A cat of many inputs of many dims is split into nodes whose packed form
  * fits a ring slot, in Strict and recorded alike: 7 inputs of 12 dims
  * would not fit one. */
@@ -295,29 +323,7 @@ TEST(cat_of_many_dims_splits_into_nodes_that_fit) {
     int64_t si[12], so[12];
     for (int d = 0; d < 12; d++) si[d] = so[d] = 1;
     si[11] = 2, so[11] = 14;
-    host_tensor ref = ht_new(VT_F32, 12, so);
-    vt_tensor ins_h[7];
-    host_tensor in[7];
-    for (int k = 0; k < 7; k++) {
-        in[k] = ht_new(VT_F32, 12, si);
-        ht_fill_random(&in[k], 0, 1);
-        ins_h[k] = in[k].t;
-    }
-    CHECK_OK(vt_ref_cat(&ref.t, 7, ins_h, 11));
-    for (int k = 0; k < 7; k++) ht_device(&in[k]), ins_h[k] = in[k].t;
-    for (int mode = 0; mode < 2; mode++) {
-        host_tensor o = ht_new(VT_F32, 12, so);
-        ht_device(&o);
-        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
-        vt_status s = vt_op_cat(0, "aten::cat", &o.t, 7, ins_h, 11);
-        vt_status w = vt_synchronize(0);
-        vt_set_thread_eager_mode(-1);
-        CHECK_MSG(s == VT_OK && w == VT_OK, "mode %d: %s", mode, vt_last_error());
-        CHECK(ht_compare("cat of 12 dims", &o.t, &ref.t, -1) == 0);
-        ht_free(&o);
-    }
-    for (int k = 0; k < 7; k++) ht_free(&in[k]);
-    ht_free(&ref);
+    cat_in_both_modes("cat of 12 dims", 7, 12, si, so, 11);
 }
 
 /* A cat of 20 inputs: a node of VT_NODE_MAX_SRC inputs has more accesses
@@ -325,31 +331,9 @@ TEST(cat_of_many_dims_splits_into_nodes_that_fit) {
  * queued alone at a flush, it runs from a list the command owns. */
 TEST(cat_of_more_inputs_than_inline_accesses_runs_in_every_mode) {
     CHECK_OK(vt_init());
-    enum { K = 20 };
     CHECK(VT_NODE_MAX_OUT + VT_NODE_MAX_SRC > VT_ACCESS_INLINE);
-    const int64_t si[1] = {3}, so[1] = {3 * K};
-    host_tensor ref = ht_new(VT_F32, 1, so), in[K];
-    vt_tensor ins[K];
-    for (int k = 0; k < K; k++) {
-        in[k] = ht_new(VT_F32, 1, si);
-        ht_fill_random(&in[k], (uint64_t)k, 1);
-        ins[k] = in[k].t;
-    }
-    CHECK_OK(vt_ref_cat(&ref.t, K, ins, 0));
-    for (int k = 0; k < K; k++) ht_device(&in[k]), ins[k] = in[k].t;
-    for (int mode = 0; mode < 2; mode++) {
-        host_tensor o = ht_new(VT_F32, 1, so);
-        ht_device(&o);
-        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
-        vt_status s = vt_op_cat(0, "aten::cat", &o.t, K, ins, 0);
-        vt_status w = vt_synchronize(0);
-        vt_set_thread_eager_mode(-1);
-        CHECK_MSG(s == VT_OK && w == VT_OK, "mode %d: %s", mode, vt_last_error());
-        CHECK(ht_compare("cat of 20", &o.t, &ref.t, -1) == 0);
-        ht_free(&o);
-    }
-    for (int k = 0; k < K; k++) ht_free(&in[k]);
-    ht_free(&ref);
+    const int64_t si[1] = {3}, so[1] = {3 * 20};
+    cat_in_both_modes("cat of 20", 20, 1, si, so, 0);
 }
 
 /* A flush that fails drops its nodes, and everything they write carries

@@ -190,6 +190,15 @@ static void init_prepared(vt_prepared *p) {
     p->payload = NULL;
 }
 
+int vt_prepared_init(vt_prepared *p, int nacc) {
+    init_prepared(p);
+    if (nacc <= VT_ACCESS_INLINE) return 1;
+    p->acc = malloc(sizeof(vt_access) * (size_t)nacc);
+    if (p->acc) return 1;
+    p->acc = p->inline_acc;
+    return 0;
+}
+
 void vt_prepared_release(int dev, vt_prepared *p) {
     for (int i = 0; i < p->nscratch; i++) vt_hbm_free(dev, p->scratch[i]);
     if (p->scratch != p->inline_scratch) free(p->scratch);
@@ -244,8 +253,7 @@ vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_pre
         acc_of = heap ? (int *)(sp + n) : NULL;
         stage_it = heap ? (unsigned char *)(acc_of + n) : NULL;
     }
-    if (n > VT_ACCESS_INLINE) p->acc = malloc(sizeof(vt_access) * (size_t)n);
-    if ((n > 16 && !heap) || !p->acc) {
+    if ((n > 16 && !heap) || !vt_prepared_init(p, n)) {
         s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %d tensor uses", name, n);
         goto fail;
     }

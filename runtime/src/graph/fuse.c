@@ -289,15 +289,12 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
                    ? NULL
                    : aligned_alloc(64, (head + (tail ? sizeof(vt_node) : 0) + 63) & ~(size_t)63);
     vt_prepared p;
-    memset(&p, 0, sizeof p);
-    p.acc = p.inline_acc;
-    p.scratch = p.inline_scratch;
     int nacc = tail ? tail->nacc : 0;
     for (int i = 0; i < count; i++) nacc += r[i]->nacc;
-    if (nacc > VT_ACCESS_INLINE) p.acc = malloc(sizeof(vt_access) * (size_t)nacc);
-    if (!g || !p.acc) {
+    const int have_acc = vt_prepared_init(&p, nacc);
+    if (!g || !have_acc) {
         free(g);
-        if (p.acc != p.inline_acc) free(p.acc);
+        vt_prepared_release(dev, &p);
         return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queuing recorded ops", r[0]->n.name);
     }
     g->count = count;
@@ -382,7 +379,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     }
     if (s != VT_OK) {
         free(g);
-        if (p.acc != p.inline_acc) free(p.acc);
+        vt_prepared_release(dev, &p);
         return s;
     }
     if (tail) {
@@ -416,13 +413,8 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
 static vt_status enqueue_alone(int dev, const vt_rec *r, vt_fusion_stats *st) {
     vt_node n;
     memcpy(&n, &r->n, vt_node_size(&r->n));
-    vt_prepared p;
-    memset(&p, 0, sizeof p);
-    p.acc = p.inline_acc;
-    p.scratch = p.inline_scratch;
-    /* a node reads up to VT_NODE_MAX_SRC tensors: more accesses than the
-     * inline list holds go to a list the command owns */
-    if (r->nacc > VT_ACCESS_INLINE && !(p.acc = malloc(sizeof(vt_access) * (size_t)r->nacc)))
+    vt_prepared p; /* a node reads up to VT_NODE_MAX_SRC tensors: maybe more than the inline list holds */
+    if (!vt_prepared_init(&p, r->nacc))
         return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory queueing the op", r->n.name);
     p.n = r->nacc;
     memcpy(p.acc, r->acc, sizeof(vt_access) * (size_t)r->nacc);

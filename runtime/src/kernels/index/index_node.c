@@ -76,6 +76,13 @@ static vt_status check_mask_op(const vt_node *n) {
     }
 }
 
+/* Advanced indexing's list: src[1..] (absent: a whole dim); returns its length. */
+static int index_list(const vt_node *n, const vt_tensor **list) {
+    const int nidx = n->nsrc - 1;
+    for (int i = 0; i < nidx && i < VT_MAX_DIMS; i++) list[i] = src_opt(n, 1 + i);
+    return nidx;
+}
+
 /* Advanced indexing: the result's shape from self (in; out for index_put)
  * and the list src[1..], then, in CPU's order, the other tensor's shape and
  * its dtype. */
@@ -84,8 +91,7 @@ static vt_status check_adv(const vt_node *n) {
     vt_status s = n->nsrc < 1 ? counts(n, 1, 1) : counts(n, n->nsrc, 1);
     if (s != VT_OK) return s;
     const vt_tensor *list[VT_MAX_DIMS];
-    const int nidx = n->nsrc - 1;
-    for (int i = 0; i < nidx; i++) list[i] = src_opt(n, 1 + i);
+    const int nidx = index_list(n, list);
     const vt_tensor *self = put ? &n->out[0] : &n->src[0], *other = put ? &n->src[0] : &n->out[0];
     int32_t rnd;
     int64_t rsz[VT_MAX_DIMS];
@@ -192,11 +198,10 @@ static vt_status call(const vt_node *n, int ref) {
     const vt_tensor *out = &n->out[0], *a = &n->src[0], *b = &n->src[1];
     const int dim = (int)n->iparams[0];
     const vt_tensor *list[VT_MAX_DIMS];
-    const int nidx = n->nsrc - 1;
-    for (int i = 0; i < nidx && i < VT_MAX_DIMS; i++) list[i] = src_opt(n, 1 + i);
     switch ((vt_index_op)n->op) {
-    case VT_INDEX_OP_INDEX: return (ref ? vt_ref_index : vt_index)(out, a, nidx, list);
-    case VT_INDEX_OP_INDEX_PUT: return (ref ? vt_ref_index_put : vt_index_put)(out, nidx, list, a, (int)n->iparams[0]);
+    case VT_INDEX_OP_INDEX: return (ref ? vt_ref_index : vt_index)(out, a, index_list(n, list), list);
+    case VT_INDEX_OP_INDEX_PUT:
+        return (ref ? vt_ref_index_put : vt_index_put)(out, index_list(n, list), list, a, (int)n->iparams[0]);
     case VT_INDEX_OP_SELECT: return (ref ? vt_ref_index_select : vt_index_select)(out, a, dim, b);
     case VT_INDEX_OP_GATHER: return (ref ? vt_ref_gather : vt_gather)(out, a, dim, b);
     case VT_INDEX_OP_SCATTER:
