@@ -459,8 +459,10 @@ int vt_binary_op_is_bool(vt_binary_op op);
 int vt_unary_op_is_bool(vt_unary_op op);
 
 /* ---- kernels: elementwise ISA dispatch (kernels/elementwise*.c) */
-/* Contiguous f32 microkernels that have per-ISA versions; out may alias a or b. */
-typedef void (*vt_f32_binary_fn)(int64_t n, float *out, const float *a, const float *b);
+/* f32 microkernels that have per-ISA versions: out[i] = a[i*as] op b[i*bs]
+ * with out contiguous, as and bs each 1 or 0 (a scalar operand, read once),
+ * not both 0; out may alias a or b. */
+typedef void (*vt_f32_binary_fn)(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs);
 typedef struct vt_f32_binary_table {
     vt_f32_binary_fn add, sub, mul, div;
 } vt_f32_binary_table;

@@ -323,6 +323,16 @@ TEST(kernels_isa_paths_match_portable) {
                 }
                 ht_free(&a); ht_free(&b); ht_free(&out);
             }
+            /* A scalar operand on either side (its own specialisation per
+             * ISA), up to sizes that take the streaming-store path. */
+            const int64_t sizes[] = {1, 15, 17, 63, 65, 1000, 3 << 19};
+            for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+                host_tensor a = ht_1d(VT_F32, sizes[k]), s = ht_new(VT_F32, 0, NULL), out = ht_1d(VT_F32, sizes[k]);
+                check_binary(ops[o], VT_F32, &out, &a, &s, vt_scalar_from_double(1.0), "tensor-scalar");
+                check_binary(ops[o], VT_F32, &out, &s, &a, vt_scalar_from_double(1.0), "scalar-tensor");
+                check_binary(ops[o], VT_F32, &a, &a, &s, vt_scalar_from_double(1.0), "tensor-scalar in place");
+                ht_free(&a); ht_free(&s); ht_free(&out);
+            }
         }
     }
     vt_isa_force(active);

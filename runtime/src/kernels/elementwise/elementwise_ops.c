@@ -128,8 +128,8 @@ DEFINE_FLOAT_CLASS(dbl, double)
 DEFINE_FLOAT_CLASS(flt, float)
 
 #define F32_PORTABLE(NAME, OP)                                                                                 \
-    static void f32p_##NAME(int64_t n, float *out, const float *a, const float *b) {                           \
-        VLOOP(n, out[i] = a[i] OP b[i]);                                                                       \
+    static void f32p_##NAME(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs) {   \
+        BIN_WALK(n, float, float, out, a, as, b, bs, x OP y);                                                  \
     }
 F32_PORTABLE(add, +)
 F32_PORTABLE(sub, -)
@@ -160,8 +160,8 @@ static inline const vt_f32_binary_table *f32_table(void) {
 #define F32_DISPATCHED(NAME, FALLBACK, ALPHA_OK)                                                               \
     static int f32_##NAME(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,            \
                           const void *al) {                                                                    \
-        if (as && bs && (ALPHA_OK)) {                                                                          \
-            f32_table()->NAME(n, o, a, b);                                                                     \
+        if ((as || bs) && (ALPHA_OK)) {                                                                        \
+            f32_table()->NAME(n, o, a, as, b, bs);                                                             \
             return 0;                                                                                          \
         }                                                                                                      \
         return FALLBACK(n, o, a, as, b, bs, al);                                                               \
