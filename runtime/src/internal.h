@@ -678,7 +678,7 @@ typedef struct vt_source {
     const void *(*read)(void *ctx, int64_t first, int64_t m);
     void *ctx;
 } vt_source;
-#define VT_SOURCE_MAX 1024
+#define VT_SOURCE_MAX 16384
 #define VT_SOURCE_RUN 256
 
 /* ---- kernels: reductions and scans (kernels/reduce*.c, kernels/reduce/scan.c) */

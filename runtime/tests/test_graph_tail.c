@@ -324,7 +324,7 @@ TEST(defer_norm_ends_a_group_fed_by_its_tiles) {
     static const struct {
         int64_t rows, cols;
         int fed;
-    } cases[] = {{37, 1031, 1}, {3, 4096, 1}, {300, 77, 0}};
+    } cases[] = {{37, 1031, 1}, {3, 4096, 1}, {300, 256, 1}, {2, VT_SOURCE_MAX + 3, 1}, {300, 77, 0}};
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
             for (int rms = 0; rms < 2; rms++)

@@ -49,8 +49,15 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
     const KT *k = c->k;
     T xb[NORM_CH], yb[NORM_CH];
     const size_t xes = vt_dtype_size(c->xdt);
-    char *row = NULL; /* a unit staged from the source, read as often as the walk reads memory */
-    if (c->src && !(row = malloc((size_t)g->L * xes))) {
+    /* From a source: units of up to VT_SOURCE_MAX values are read several
+     * at a time (consecutive units are consecutive values) and used where
+     * the source leaves them, valid until the next read; a longer unit is
+     * staged in row, read as often as the walk reads memory. */
+    const int64_t per_read = c->src && g->L <= VT_SOURCE_MAX ? VT_SOURCE_MAX / g->L : 0;
+    const char *read = NULL;
+    int64_t read_first = 0, read_end = 0; /* the units read holds */
+    char *row = NULL;
+    if (c->src && !per_read && !(row = malloc((size_t)g->L * xes))) {
         atomic_store(c->oom, 1);
         return;
     }
@@ -58,7 +65,14 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
         const int64_t ub = u * g->ustride;
         const char *xu = c->x; /* x of this unit is at xu + (xo + element offset in the unit) */
         int64_t xo = ub;
-        if (row) {
+        if (per_read) {
+            if (u >= read_end) {
+                read_first = u;
+                read_end = u1 - u < per_read ? u1 : u + per_read;
+                read = c->src->read(c->src->ctx, ub, (read_end - u) * g->L);
+            }
+            xu = read + (size_t)((u - read_first) * g->L) * xes, xo = 0;
+        } else if (row) {
             for (int64_t j = 0; j < g->L; j += VT_SOURCE_MAX) {
                 const int64_t n = g->L - j < VT_SOURCE_MAX ? g->L - j : VT_SOURCE_MAX;
                 memcpy(row + (size_t)j * xes, c->src->read(c->src->ctx, ub + j, n), (size_t)n * xes);
