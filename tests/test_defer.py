@@ -201,6 +201,27 @@ def test_norm_ends_the_group_that_computes_its_input(stats):
         torch.testing.assert_close(a, e, rtol=tol, atol=tol)
 
 
+def test_residual_norm_fuses_where_its_output_reuses_the_product_block():
+    # x + o(h), then a norm: the product dies at the add, and the norm's output takes its
+    # block. The norm writes each row after the group read it there, so it still ends the group.
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(512, 512, bias=False).to("tpu")
+    norm = torch.nn.RMSNorm(512, eps=1e-6).to("tpu")
+    x, h = torch.randn(4, 64, 512).to("tpu"), torch.randn(4, 64, 512).to("tpu")
+
+    def f(x, h):
+        y = x + lin(h)
+        return y, norm(y)
+
+    with torch.no_grad():
+        ref = run("strict", f, x, h)
+        with vtpu.trace() as t:
+            got = run("defer_and_fuse", f, x, h)
+    for a, e in zip(got, ref):
+        assert torch.equal(a, e)
+    assert [g["name"] for g in t.groups()] == ["fused: aten::add + aten::_fused_rms_norm"]
+
+
 def test_norm_backward_and_short_rows_in_defer_match_strict():
     torch.manual_seed(3)
     x = torch.randn(300, 77)

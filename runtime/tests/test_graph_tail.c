@@ -403,3 +403,37 @@ TEST(defer_norm_apart_from_what_its_group_touches) {
         prog_free(&p);
     }
 }
+
+/* The allocator hands a dead operand's block to the next output of its
+ * size: a residual add of a product's result, then a norm (or softmax) of
+ * the sum written where the product was. The tail writes each row after
+ * the group read it there, so the group still feeds it; written one row
+ * on, over a row the group has yet to read, it runs after the group. */
+TEST(defer_tail_written_over_what_its_group_reads) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    const int64_t R = 37, N = 1031;
+    vt_fusion_stats st;
+    for (int kind = 0; kind < 2; kind++)
+        for (int shift = 0; shift < 2; shift++) {
+            int64_t big[2] = {R + 1, N}, sh[2] = {R, N}, col[2] = {R, 1};
+            prog p = {0};
+            int m = add_buf(&p, F, 2, big, 0), mv = add_buf(&p, F, 2, sh, 0), y = add_buf(&p, F, 2, sh, 0);
+            int x = add_buf(&p, F, 2, sh, 0), t = add_buf(&p, F, 2, sh, 1), rstd = add_buf(&p, F, 2, col, 0);
+            p.alias[mv] = m + 1;
+            p.alias[y] = m + 1;
+            p.buf[y].t.offset = shift * N; /* over row u (in step), or row u + 1 */
+            add_step(&p, VT_NODE_BINARY, VT_ADD, F, t, x, mv, 0);
+            if (kind == 0) p.s[p.nstep++] = (step){VT_NODE_NORM, VT_NORM_RMS, y, {t, -1, -1}, F, 1, 1e-5, {rstd + 1, 0}};
+            else p.s[p.nstep++] = (step){VT_NODE_SOFTMAX, 0, y, {t, 0, 0}, F, 1, 0, {0, 0}};
+            char what[64];
+            snprintf(what, sizeof what, "%s written %s", kind ? "softmax" : "rms_norm", shift ? "a row on" : "in step");
+            if (!agree(what, &p, &st)) {
+                prog_free(&p);
+                return;
+            }
+            CHECK_MSG(st.groups == (shift ? 2u : 1u) && st.fused_nodes == (shift ? 0u : 2u),
+                      "%s: groups %llu fused %llu written %llu elided %llu", what, STATS(st));
+            prog_free(&p);
+        }
+}

@@ -468,6 +468,29 @@ static int touches(const vt_rec *const *r, int ne, const unsigned char *elide, c
     return 0;
 }
 
+/* Whether output access k of tail may be memory the group r[0..ne) reads:
+ * the tail writes it in step with what the group gives it (in_step), the
+ * output is laid out as the tail's input (so the tail writes element i
+ * where the group computed element i), and every member reads that block
+ * through the same view, never writing it to memory: each element is read
+ * before it is overwritten, on the same thread. The allocator hands a
+ * dead input's block to the next output of its size; a residual add whose
+ * operand was a product, then a norm, is the common case. */
+static int written_in_step(const vt_rec *const *r, int ne, const unsigned char *elide, const vt_rec *tail, int k) {
+    const vt_tensor *o = view_of(tail, k), *in = &tail->n.src[0];
+    if (!vt_node_kinds[tail->n.kind].in_step || o->ndim != in->ndim || o->dtype != in->dtype) return 0;
+    for (int d = 0; d < o->ndim; d++)
+        if (o->sizes[d] != in->sizes[d] || o->strides[d] != in->strides[d]) return 0;
+    const void *block = tail->acc[k].block;
+    for (int i = 0; i < ne; i++) {
+        const vt_access *out = &r[i]->acc[0];
+        if (out->block == block && !(elide[i] && vt_dtype_size(r[i]->n.out[0].dtype) <= MAX_ES)) return 0;
+        for (int j = 1; j < r[i]->nacc; j++)
+            if (r[i]->acc[j].block == block && !same_view(view_of(r[i], j), o)) return 0;
+    }
+    return 1;
+}
+
 vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
                           vt_fusion_stats *st) {
     if (count == 1 && !vt_fuse_is_member(r[0])) return enqueue_alone(dev, r[0], st);
@@ -481,7 +504,8 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
     while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;
     int apart = q < 0 || !feeds(r, q, perm, tail);
     for (int k = 0; k < tail->nacc && !apart; k++)
-        apart = tail->tensor_of[k] < VT_NODE_MAX_OUT && touches(r, ne, elide, tail->acc[k].block);
+        apart = tail->tensor_of[k] < VT_NODE_MAX_OUT && touches(r, ne, elide, tail->acc[k].block) &&
+                !written_in_step(r, ne, elide, tail, k);
     if (!apart) return enqueue_group(dev, r, ne, elide, perm, tail, q, st);
     /* the tail reads memory: what it reads is written there first */
     unsigned char keep[VT_FUSE_MAX_NODES];

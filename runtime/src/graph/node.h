@@ -141,6 +141,11 @@ typedef struct vt_node_kind_def {
      * t (j for out[j], VT_NODE_MAX_OUT + k for src[k]) given the kind's
      * (NULL: the kind's, always) */
     unsigned (*use)(const vt_node *n, int t, unsigned flags);
+    /* fed (run_from), it writes element i of an output shaped like its
+     * input only after the source gave it element i, on the same thread
+     * (row by row): such an output may reuse memory the feeding group
+     * reads at the same elements (graph/fuse.c) */
+    int in_step;
 } vt_node_kind_def;
 
 extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];

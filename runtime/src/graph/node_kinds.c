@@ -662,7 +662,7 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_SCAN] = {"scan", scan_check, scan_run, scan_ref, NULL, ELEMENTWISE_READ, VT_USE_WRITE},
     /* row by row, each row read before it is written: in place is exact */
     [VT_NODE_SOFTMAX] = {"softmax", softmax_check, softmax_run, softmax_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
-                         VT_USE_WRITE, softmax_fed, softmax_run_from},
+                         VT_USE_WRITE, softmax_fed, softmax_run_from, .in_step = 1},
     [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
                                   softmax_backward_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* elementwise inputs may be the output (in-place dropout); multinomial's
@@ -672,7 +672,7 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_POOL] = {"pool", vt_pool_node_check, vt_pool_node_run, vt_pool_node_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* inputs that overlap an output are copied first */
     [VT_NODE_NORM] = {"norm", norm_check, norm_run, norm_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE,
-                      norm_fed, norm_run_from, norm_use},
+                      norm_fed, norm_run_from, norm_use, .in_step = 1},
     /* losses read their inputs while they write (a reduction): overlapping inputs are copied first */
     [VT_NODE_LOSS] = {"loss", loss_check, loss_run, loss_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* the kernels read their inputs while they write: overlaps are copied */
