@@ -467,6 +467,8 @@ typedef struct vt_f32_binary_table {
     vt_f32_binary_fn add, sub, mul, div;
 } vt_f32_binary_table;
 extern const vt_f32_binary_table vt_f32_binary_portable;
+/* The active ISA's microkernel for f32 add/sub/mul/div (alpha 1); NULL for other ops. */
+vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op);
 #if defined(__x86_64__)
 extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;

@@ -333,6 +333,20 @@ TEST(kernels_isa_paths_match_portable) {
                 check_binary(ops[o], VT_F32, &a, &a, &s, vt_scalar_from_double(1.0), "tensor-scalar in place");
                 ht_free(&a); ht_free(&s); ht_free(&out);
             }
+            /* Short rows of a wider tensor (a sliced view, as RoPE's halves):
+             * the row loop calls the ISA microkernel directly, with a row
+             * broadcast or a scalar beside it; alpha 2 takes the portable path. */
+            int64_t wide[2] = {7, 64}, rows[2] = {7, 33}, row[2] = {1, 33};
+            host_tensor v = ht_new(VT_F32, 2, wide), r = ht_new(VT_F32, 2, row), s = ht_new(VT_F32, 0, NULL);
+            host_tensor out = ht_new(VT_F32, 2, rows);
+            v.t.sizes[1] = 33;
+            check_binary(ops[o], VT_F32, &out, &v, &r, vt_scalar_from_double(1.0), "row view + row");
+            check_binary(ops[o], VT_F32, &out, &r, &v, vt_scalar_from_double(1.0), "row + row view");
+            check_binary(ops[o], VT_F32, &out, &v, &s, vt_scalar_from_double(1.0), "row view + scalar");
+            check_binary(ops[o], VT_F32, &v, &v, &r, vt_scalar_from_double(1.0), "row view in place");
+            if (ops[o] == VT_ADD || ops[o] == VT_SUB)
+                check_binary(ops[o], VT_F32, &out, &v, &r, vt_scalar_from_double(2.0), "row view, alpha 2");
+            ht_free(&v); ht_free(&r); ht_free(&s); ht_free(&out);
         }
     }
     vt_isa_force(active);

@@ -44,6 +44,7 @@ typedef struct ew_ctx {
     vt_unary_ukernel un;
     vt_binary_ukernel bin;
     vt_ternary_ukernel ter;
+    vt_f32_binary_fn f32; /* what bin calls for f32 add/sub/mul/div with alpha 1 (NULL: none), called directly */
     /* Class-typed alpha and params: binary/ternary kernels read [0] = alpha,
      * [1 + k] = params[k]; unary kernels read prm + 1 (params[k] at [k]). */
     union {
@@ -170,6 +171,13 @@ static void ew_block(void *vctx, char *const *ptrs, const int64_t *strides, int6
         return;
     }
     const int64_t ks[3] = {strides[1], nin > 1 ? strides[2] : 0, nin > 2 ? strides[3] : 0};
+    if (c->f32 && (ks[0] || ks[1])) { /* short runs (a strided view's rows) cost a call chain each */
+        for (int64_t r = 0; r < rows; r++) {
+            c->f32(n, (float *)(void *)p[0], (const float *)(void *)p[1], ks[0], (const float *)(void *)p[2], ks[1]);
+            for (int k = 0; k <= nin; k++) p[k] += rstrides[k];
+        }
+        return;
+    }
     int err = 0;
     for (int64_t r = 0; r < rows; r++) {
         const void *in[3] = {p[1], p[2], p[3]};
@@ -206,6 +214,7 @@ static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int 
     vt_iter_init(&c->h.it, nin + 1, ops);
     atomic_init(&c->h.failed, 0);
     p->range = ew_range;
+    c->f32 = NULL;
     c->nin = nin;
     c->out_dt = out->dtype;
     c->compute = compute;
@@ -300,6 +309,8 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", binary_names[op],
                             vt_dtype_name(compute));
     set_params(c, alpha, params);
+    if (c->bin == vt_binary_ukernels[VT_CLASS_FLOAT][op] && ((op != VT_ADD && op != VT_SUB) || c->prm.f[0] == 1.0f))
+        c->f32 = vt_f32_binary_direct(op);
     return VT_OK;
 }
 

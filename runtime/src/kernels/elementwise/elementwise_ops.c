@@ -157,6 +157,17 @@ static inline const vt_f32_binary_table *f32_table(void) {
     return atomic_load_explicit(&f32_active, memory_order_acquire);
 }
 
+vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op) {
+    const vt_f32_binary_table *t = f32_table();
+    switch (op) {
+    case VT_ADD: return t->add;
+    case VT_SUB: return t->sub;
+    case VT_MUL: return t->mul;
+    case VT_DIV: return t->div;
+    default: return NULL;
+    }
+}
+
 #define F32_DISPATCHED(NAME, FALLBACK, ALPHA_OK)                                                               \
     static int f32_##NAME(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,            \
                           const void *al) {                                                                    \
