@@ -9,52 +9,16 @@
  * skip the read-for-ownership and cut memory traffic by a quarter. */
 #define NT_MIN_ELEMS (1 << 19)
 
-/* An operand of a microkernel: a vector from memory, or (stride 0, a
- * constant in each specialisation) its scalar, read once before any store
- * as the portable loop does, broadcast. */
-static inline __attribute__((always_inline)) __m512 ld(const float *p, int64_t i, int s, __m512 splat) {
-    return s ? _mm512_loadu_ps(p + i) : splat;
-}
-
-/* Four vectors per iteration keep enough loads in flight to saturate
- * memory bandwidth; the tail (under one vector) goes element by element.
- * One body, specialised for two tensors and for a scalar on either side. */
-#define F32_AVX512(NAME, VOP, SOP)                                                                             \
-    static inline __attribute__((always_inline)) void NAME##_k(int64_t n, float *out, const float *a,          \
-                                                               const float *b, const int as, const int bs) {   \
-        const float xs = as ? 0.0f : a[0], ys = bs ? 0.0f : b[0];                                              \
-        const __m512 va = _mm512_set1_ps(xs), vb = _mm512_set1_ps(ys);                                         \
-        int64_t i = 0;                                                                                         \
-        if (n >= NT_MIN_ELEMS) {                                                                               \
-            for (; ((uintptr_t)(out + i) & 63) != 0; i++) out[i] = (as ? a[i] : xs) SOP (bs ? b[i] : ys);      \
-            for (; i + 16 <= n; i += 16) _mm512_stream_ps(out + i, VOP(ld(a, i, as, va), ld(b, i, bs, vb)));   \
-            _mm_sfence(); /* order the streamed lines before the pool's completion flag */                     \
-        }                                                                                                      \
-        for (; i + 4 * 16 <= n; i += 4 * 16) {                                                                 \
-            __m512 a0 = ld(a, i, as, va), a1 = ld(a, i + 16, as, va);                                          \
-            __m512 a2 = ld(a, i + 2 * 16, as, va), a3 = ld(a, i + 3 * 16, as, va);                             \
-            __m512 b0 = ld(b, i, bs, vb), b1 = ld(b, i + 16, bs, vb);                                          \
-            __m512 b2 = ld(b, i + 2 * 16, bs, vb), b3 = ld(b, i + 3 * 16, bs, vb);                             \
-            _mm512_storeu_ps(out + i, VOP(a0, b0));                                                            \
-            _mm512_storeu_ps(out + i + 16, VOP(a1, b1));                                                       \
-            _mm512_storeu_ps(out + i + 2 * 16, VOP(a2, b2));                                                   \
-            _mm512_storeu_ps(out + i + 3 * 16, VOP(a3, b3));                                                   \
-        }                                                                                                      \
-        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, VOP(ld(a, i, as, va), ld(b, i, bs, vb)));       \
-        for (; i < n; i++) out[i] = (as ? a[i] : xs) SOP (bs ? b[i] : ys);                                     \
-    }                                                                                                          \
-    static void NAME(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs) {          \
-        if (as && bs) NAME##_k(n, out, a, b, 1, 1);                                                            \
-        else if (as) NAME##_k(n, out, a, b, 1, 0);                                                             \
-        else NAME##_k(n, out, a, b, 0, 1);                                                                     \
-    }
-
-F32_AVX512(add_avx512, _mm512_add_ps, +)
-F32_AVX512(sub_avx512, _mm512_sub_ps, -)
-F32_AVX512(mul_avx512, _mm512_mul_ps, *)
-F32_AVX512(div_avx512, _mm512_div_ps, /)
-
-const vt_f32_binary_table vt_f32_binary_avx512 = {add_avx512, sub_avx512, mul_avx512, div_avx512};
+/* add/sub/mul/div: kernels/elementwise/elementwise_f32_binary.h on 16 lanes */
+#define VEC __m512
+#define W 16
+#define VI(name) _mm512_##name
+#define SFX avx512
+#include "kernels/elementwise/elementwise_f32_binary.h"
+#undef VEC
+#undef W
+#undef VI
+#undef SFX
 
 /* ------------------------------------------------------------ activations
  * silu, gelu and addcmul with PyTorch's vector formulas. exp is Cephes'
