@@ -467,8 +467,10 @@ typedef struct vt_f32_binary_table {
     vt_f32_binary_fn add, sub, mul, div;
 } vt_f32_binary_table;
 extern const vt_f32_binary_table vt_f32_binary_portable;
-/* The active ISA's microkernel for f32 add/sub/mul/div (alpha 1); NULL for other ops. */
-vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op);
+/* The active ISA's microkernel that f32 op with alpha (a float: the binary
+ * ukernel's class-typed alpha) calls for two operands of stride 1 or 0;
+ * NULL where it takes the portable path (other ops; add/sub with alpha != 1). */
+vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha);
 #if defined(__x86_64__)
 extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;

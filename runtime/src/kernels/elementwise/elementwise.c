@@ -44,7 +44,7 @@ typedef struct ew_ctx {
     vt_unary_ukernel un;
     vt_binary_ukernel bin;
     vt_ternary_ukernel ter;
-    vt_f32_binary_fn f32; /* what bin calls for f32 add/sub/mul/div with alpha 1 (NULL: none), called directly */
+    vt_f32_binary_fn f32; /* what bin calls (vt_f32_binary_direct; NULL: none), called directly */
     /* Class-typed alpha and params: binary/ternary kernels read [0] = alpha,
      * [1 + k] = params[k]; unary kernels read prm + 1 (params[k] at [k]). */
     union {
@@ -309,8 +309,7 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", binary_names[op],
                             vt_dtype_name(compute));
     set_params(c, alpha, params);
-    if (c->bin == vt_binary_ukernels[VT_CLASS_FLOAT][op] && ((op != VT_ADD && op != VT_SUB) || c->prm.f[0] == 1.0f))
-        c->f32 = vt_f32_binary_direct(op);
+    if (c->bin == vt_binary_ukernels[VT_CLASS_FLOAT][op]) c->f32 = vt_f32_binary_direct(op, &c->prm.f[0]);
     return VT_OK;
 }
 

@@ -157,8 +157,14 @@ static inline const vt_f32_binary_table *f32_table(void) {
     return atomic_load_explicit(&f32_active, memory_order_acquire);
 }
 
-vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op) {
+/* The table computes a + b and a - b: add and sub with alpha 1 only. */
+static inline int table_takes(vt_binary_op op, const void *alpha) {
+    return (op != VT_ADD && op != VT_SUB) || *(const float *)alpha == 1;
+}
+
+vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha) {
     const vt_f32_binary_table *t = f32_table();
+    if (!table_takes(op, alpha)) return NULL;
     switch (op) {
     case VT_ADD: return t->add;
     case VT_SUB: return t->sub;
@@ -168,19 +174,19 @@ vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op) {
     }
 }
 
-#define F32_DISPATCHED(NAME, FALLBACK, ALPHA_OK)                                                               \
+#define F32_DISPATCHED(NAME, FALLBACK, OP)                                                                     \
     static int f32_##NAME(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,            \
                           const void *al) {                                                                    \
-        if ((as || bs) && (ALPHA_OK)) {                                                                        \
+        if ((as || bs) && table_takes(OP, al)) {                                                               \
             f32_table()->NAME(n, o, a, as, b, bs);                                                             \
             return 0;                                                                                          \
         }                                                                                                      \
         return FALLBACK(n, o, a, as, b, bs, al);                                                               \
     }
-F32_DISPATCHED(add, flt_add, *(const float *)al == 1)
-F32_DISPATCHED(sub, flt_sub, *(const float *)al == 1)
-F32_DISPATCHED(mul, flt_mul, 1)
-F32_DISPATCHED(div, flt_div, 1)
+F32_DISPATCHED(add, flt_add, VT_ADD)
+F32_DISPATCHED(sub, flt_sub, VT_SUB)
+F32_DISPATCHED(mul, flt_mul, VT_MUL)
+F32_DISPATCHED(div, flt_div, VT_DIV)
 
 /* ------------------------------------------------------------ int64 class
  * Wrapping arithmetic is done in uint64_t (signed overflow is undefined);
