@@ -279,6 +279,12 @@ typedef struct scratch_value {
     int slot;
 } scratch_value;
 
+/* Whether member i of r writes its output to a scratch tile, not memory:
+ * dead (elide), and no wider than a slot's element. */
+static int in_scratch(const vt_rec *const *r, const unsigned char *elide, int i) {
+    return elide[i] && vt_dtype_size(r[i]->n.out[0].dtype) <= MAX_ES;
+}
+
 /* Queue the elementwise members r[0..count) as one group command, every
  * member's dims permuted by perm (group_order; NULL: none); tail: a tail
  * the group feeds (NULL: none), with the values member q writes. */
@@ -338,7 +344,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         }
         const vt_access *o = &r[i]->acc[0];
         const uint64_t bytes = (uint64_t)g->numel * vt_dtype_size(n.out[0].dtype);
-        if (elide[i] && vt_dtype_size(n.out[0].dtype) <= MAX_ES) {
+        if (in_scratch(r, elide, i)) {
             if (vt_dtype_size(n.out[0].dtype) > g->slot_es) g->slot_es = vt_dtype_size(n.out[0].dtype);
             int last = i; /* the last member reading this value (a later value of the allocation counts too) */
             for (int j = i + 1; j < count; j++)
@@ -456,7 +462,7 @@ static int feeds(const vt_rec *const *r, int q, const int *perm, const vt_rec *t
 static int touches(const vt_rec *const *r, int ne, const unsigned char *elide, const void *block) {
     for (int i = 0; i < ne; i++) {
         const vt_access *o = &r[i]->acc[0];
-        if (o->block == block && !(elide[i] && vt_dtype_size(r[i]->n.out[0].dtype) <= MAX_ES)) return 1;
+        if (o->block == block && !in_scratch(r, elide, i)) return 1;
         for (int k = 1; k < r[i]->nacc; k++) {
             const vt_access *in = &r[i]->acc[k];
             if (in->block != block) continue;
@@ -484,7 +490,7 @@ static int written_in_step(const vt_rec *const *r, int ne, const unsigned char *
     const void *block = tail->acc[k].block;
     for (int i = 0; i < ne; i++) {
         const vt_access *out = &r[i]->acc[0];
-        if (out->block == block && !(elide[i] && vt_dtype_size(r[i]->n.out[0].dtype) <= MAX_ES)) return 0;
+        if (out->block == block && !in_scratch(r, elide, i)) return 0;
         for (int j = 1; j < r[i]->nacc; j++)
             if (r[i]->acc[j].block == block && !same_view(view_of(r[i], j), o)) return 0;
     }
