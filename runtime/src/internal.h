@@ -699,7 +699,8 @@ vt_status vt_scan_check(vt_scan_op op, const vt_tensor *out, const vt_tensor *in
 const char *vt_reduce_op_name(vt_reduce_op op);
 /* Whether a source (vt_source) can feed this (checked) reduction: it
  * reads each element of in once (one pass: not var, std or logsumexp), in
- * runs of at least VT_SOURCE_RUN consecutive elements, and in is dense with
+ * runs of at least VT_SOURCE_RUN consecutive elements (along the reduced
+ * dims, or, for column sums, along rows of lanes), and in is dense with
  * nonnegative strides. */
 int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask);
 /* vt_reduce on arguments vt_reduce_check accepted (a checked node's),

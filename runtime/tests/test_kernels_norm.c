@@ -197,9 +197,11 @@ TEST(kernels_norm_rows_from_a_source) {
                 if (takes) {
                     CHECK_OK(vt_norm_rows_run(rms, &ya.t, &ma.t, &ra.t, &x.t, &w.t, &b.t, 1, 1e-5, NULL));
                     int *reads = calloc((size_t)(M * N), sizeof *reads);
-                    mem_source ms = {vt_base(&x.t), vt_dtype_size(dt), reads};
+                    mem_source ms = {.base = vt_base(&x.t), .es = vt_dtype_size(dt), .reads = reads, .strict = 1};
                     const vt_source src = {mem_read, &ms};
                     CHECK_OK(vt_norm_rows_run(rms, &yb.t, &mb.t, &rb.t, &x.t, &w.t, &b.t, 1, 1e-5, &src));
+                    mem_source_release(&ms);
+                    CHECK_MSG(!ms.bad, "%s: a read of fewer than 1 or more than VT_SOURCE_MAX values", what);
                     CHECK(ht_compare(what, &ya.t, &yb.t, -1) == 0);
                     CHECK(ht_compare(what, &ra.t, &rb.t, -1) == 0);
                     if (!rms) CHECK(ht_compare(what, &ma.t, &mb.t, -1) == 0);
@@ -208,7 +210,7 @@ TEST(kernels_norm_rows_from_a_source) {
                     CHECK_MSG(wrong == 0, "%s: %lld elements not read exactly once", what, (long long)wrong);
                     free(reads);
                 } else { /* a source it cannot take is refused, never misread */
-                    mem_source ms = {vt_base(&x.t), vt_dtype_size(dt), NULL};
+                    mem_source ms = {.base = vt_base(&x.t), .es = vt_dtype_size(dt)};
                     const vt_source src = {mem_read, &ms};
                     CHECK_STATUS(vt_norm_rows_run(rms, &yb.t, &mb.t, &rb.t, &x.t, &w.t, &b.t, 1, 1e-5, &src),
                                  VT_ERR_INTERNAL);

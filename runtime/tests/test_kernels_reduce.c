@@ -410,7 +410,8 @@ TEST(kernels_reduce_from_a_source) {
     static const shape_case cases[] = {
         {1, {3001}, 1},          {2, {256, 1031}, 2},  {2, {1031, 256}, 1}, {2, {1000, 8}, 2},
         {2, {7, 3}, 3},          {3, {13, 5, 1031}, 2}, {3, {13, 5, 1031}, 5}, {3, {40, 30, 9}, 4},
-        {2, {100, 100}, 0},
+        {2, {100, 100}, 0},      {2, {5, 16700}, 1},   {2, {2, 140000}, 1}, {2, {40, 300}, 1},
+        {2, {300, 257}, 1},      {2, {3, 16385}, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int layout = 0; layout < 3; layout++) {
@@ -419,18 +420,24 @@ TEST(kernels_reduce_from_a_source) {
             fill_rand(&in, 0, 0);
             const int64_t span = ht_block_elems(&in);
             int *reads = calloc((size_t)span, sizeof *reads);
-            for (int op = 0; op < VT_REDUCE_OP_COUNT; op++) {
-                const double p = op == VT_REDUCE_NORM ? 3 : op == VT_REDUCE_VAR || op == VT_REDUCE_STD ? 1 : 0;
+            static const double norm_ps[] = {3, 0, 1, 2, INFINITY, -INFINITY};
+            for (int run = 0; run < VT_REDUCE_OP_COUNT + 5; run++) { /* every op, then the norm at each other p */
+                const int op = run < VT_REDUCE_OP_COUNT ? run : VT_REDUCE_NORM;
+                const double p = op == VT_REDUCE_NORM ? norm_ps[run < VT_REDUCE_OP_COUNT ? 0 : run - VT_REDUCE_OP_COUNT + 1]
+                                 : op == VT_REDUCE_VAR || op == VT_REDUCE_STD ? 1
+                                                                              : 0;
                 host_tensor a = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
                 host_tensor b = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
                 CHECK_OK(vt_reduce((vt_reduce_op)op, &a.t, &in.t, c->mask, VT_F32, p));
                 memset(reads, 0, sizeof *reads * (size_t)span);
-                mem_source ms = {vt_base(&in.t), 4, reads + in.t.offset};
+                mem_source ms = {.base = vt_base(&in.t), .es = 4, .reads = reads + in.t.offset, .strict = 1};
                 const vt_source src = {mem_read, &ms};
                 CHECK_OK(vt_reduce_run((vt_reduce_op)op, &b.t, &in.t, c->mask, VT_F32, p, &src));
+                mem_source_release(&ms);
                 char what[96];
-                snprintf(what, sizeof what, "%s case %zu layout %d", op_names[op], k, layout);
+                snprintf(what, sizeof what, "%s p %g case %zu layout %d", op_names[op], p, k, layout);
                 CHECK(ht_compare(what, &a.t, &b.t, -1) == 0);
+                CHECK_MSG(!ms.bad, "%s: a read of fewer than 1 or more than VT_SOURCE_MAX values", what);
                 const int takes = vt_reduce_takes_source((vt_reduce_op)op, &b.t, &in.t, c->mask);
                 const int two_pass = op == VT_REDUCE_VAR || op == VT_REDUCE_STD || op == VT_REDUCE_LOGSUMEXP;
                 CHECK_MSG(!takes || (!two_pass && layout != 2), "%s: takes a source", what);

@@ -185,9 +185,11 @@ TEST(softmax_from_a_source) {
                 for (int log = 0; log < 2 && takes; log++) {
                     CHECK_OK(vt_softmax(&a.t, &in.t, cases[k].dim, log));
                     int *reads = calloc((size_t)ht_block_elems(&in), sizeof *reads);
-                    mem_source ms = {vt_base(&in.t), vt_dtype_size(dt), reads};
+                    mem_source ms = {.base = vt_base(&in.t), .es = vt_dtype_size(dt), .reads = reads, .strict = 1};
                     const vt_source src = {mem_read, &ms};
                     CHECK_OK(vt_softmax_run(&b.t, &in.t, cases[k].dim, log, &src));
+                    mem_source_release(&ms);
+                    CHECK_MSG(!ms.bad, "%s: a read of fewer than 1 or more than VT_SOURCE_MAX values", what);
                     CHECK(ht_compare(what, &a.t, &b.t, -1) == 0);
                     int64_t wrong = 0;
                     for (int64_t i = 0; i < vt_tensor_numel(&in.t); i++) wrong += reads[i] != 1;

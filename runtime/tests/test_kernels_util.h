@@ -229,16 +229,50 @@ static inline int64_t ht_near(const char *what, const vt_tensor *x, const vt_ten
 
 /* A source (vt_source) that hands out the input's own memory and counts
  * each element's reads (reads may be NULL only if never read). */
+/* A source over memory (vt_source): counts the reads of each element
+ * (reads: NULL for none) and notes a read of fewer than 1 or more than
+ * VT_SOURCE_MAX values (bad). Strict, it hands out a fresh copy of exactly
+ * the m values asked for, so a kernel reading past them is caught by the
+ * sanitizers; mem_source_release frees the copies. */
 typedef struct mem_source {
     const char *base;
     size_t es;
     int *reads;
+    int strict, bad, lock;
+    void **copies;
+    size_t ncopies, cap;
 } mem_source;
 
 static inline const void *mem_read(void *ctx, int64_t first, int64_t m) {
     mem_source *ms = ctx;
-    for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
-    return ms->base + first * (int64_t)ms->es;
+    const char *p = ms->base + first * (int64_t)ms->es;
+    if (m < 1 || m > VT_SOURCE_MAX) __atomic_store_n(&ms->bad, 1, __ATOMIC_RELAXED);
+    if (ms->reads)
+        for (int64_t i = 0; i < m; i++) __atomic_fetch_add(&ms->reads[first + i], 1, __ATOMIC_RELAXED);
+    if (!ms->strict || m < 1) return p;
+    void *copy = malloc((size_t)m * ms->es);
+    if (!copy) {
+        __atomic_store_n(&ms->bad, 1, __ATOMIC_RELAXED);
+        return p;
+    }
+    memcpy(copy, p, (size_t)m * ms->es);
+    while (__atomic_test_and_set(&ms->lock, __ATOMIC_ACQUIRE)) {}
+    if (ms->ncopies == ms->cap) {
+        size_t cap = ms->cap ? 2 * ms->cap : 64;
+        void **grown = realloc(ms->copies, cap * sizeof *grown);
+        if (grown) ms->copies = grown, ms->cap = cap;
+    }
+    if (ms->ncopies < ms->cap) ms->copies[ms->ncopies++] = copy;
+    else __atomic_store_n(&ms->bad, 1, __ATOMIC_RELAXED); /* the copy leaks: the test fails anyway */
+    __atomic_clear(&ms->lock, __ATOMIC_RELEASE);
+    return copy;
+}
+
+static inline void mem_source_release(mem_source *ms) {
+    for (size_t i = 0; i < ms->ncopies; i++) free(ms->copies[i]);
+    free(ms->copies);
+    ms->copies = NULL;
+    ms->ncopies = ms->cap = 0;
 }
 
 #endif

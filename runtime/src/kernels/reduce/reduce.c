@@ -48,6 +48,11 @@ typedef struct red_pass {
     void *res;     /* per-output results, class type */
     void *parts;   /* per-item partials when S > 1 */
     const vt_source *src; /* where the input's values come from (NULL: memory) */
+    /* fed lanes: the chunks each outer index's tiles are cut into, an item
+     * reading the rows of a chunk's tiles at once (0: each item walks one
+     * tile, as from memory) */
+    int64_t row_chunks;
+    atomic_int *no_memory; /* set when an item could not allocate its tiles */
     /* f32 sum loops of the active ISA (NULL: portable), float class only */
     void (*blocks_f32)(const float *x, int64_t nblocks, float *out);
     void (*lanes_add_f32)(float *acc, const float *x, int64_t ng);
@@ -378,6 +383,43 @@ static inline int64_t pow_unused_int(int64_t v, int64_t p) { return v + p; }
         memset(c->tmp, 0, (size_t)ng * 16 * sizeof(T));                                                            \
         c->occ |= 1ull << k;                                                                                       \
     }                                                                                                              \
+    /* The running state of one vertical tile of up to VW lanes. */                                            \
+    typedef struct vtile_##SFX {                                                                                     \
+        lcasc_##SFX lc;                                                                                              \
+        _Alignas(64) T acc[VW];                                                                                    \
+        int rows;                                                                                                  \
+    } vtile_##SFX;                                                                                                   \
+    static void vtile_init_##SFX(const red_pass *ps, vtile_##SFX *v) {                                               \
+        const T id = ident_##SFX(ps->ident);                                                                         \
+        v->lc.occ = 0;                                                                                             \
+        v->rows = 0;                                                                                               \
+        for (int l = 0; l < VW; l++) v->acc[l] = id, v->lc.tmp[l] = 0;                                             \
+    }                                                                                                              \
+    /* One row of the tile: x holds its w lanes, readable in ng groups of 16; \
+     * a map writes mbuf (VW values). */                                      \
+    static void vtile_row_##SFX(const red_pass *ps, vtile_##SFX *v, const T *x, int64_t w, int64_t ng, const T *cv, \
+                                T *mbuf) {                                                                         \
+        if (ps->map != MAP_ID) {                                                                                   \
+            map_##SFX(ps->map, mbuf, x, w, cv, 1, ps->p);                                                            \
+            x = mbuf;                                                                                              \
+        }                                                                                                          \
+        if (ps->cmb != CMB_SUM) {                                                                                  \
+            lanes_##SFX(ps->cmb, v->acc, x, ng);                                                                     \
+            return;                                                                                                \
+        }                                                                                                          \
+        if (ps->lanes_add_f32) ps->lanes_add_f32((float *)v->lc.tmp, (const float *)x, ng);                        \
+        else lanes_##SFX(CMB_SUM, v->lc.tmp, x, ng);                                                                 \
+        if (++v->rows == VB) lcasc_push_##SFX(&v->lc, ng), v->rows = 0;                                              \
+    }                                                                                                              \
+    static void vtile_finish_##SFX(const red_pass *ps, vtile_##SFX *v, int64_t w, int64_t ng, T *res) {              \
+        if (ps->cmb == CMB_SUM) {                                                                                  \
+            if (v->rows) lcasc_push_##SFX(&v->lc, ng);                                                               \
+            for (int l = 0; l < VW; l++) v->acc[l] = 0;                                                            \
+            for (int k = 0; k < LV; k++)                                                                           \
+                if ((v->lc.occ >> k) & 1) lanes_##SFX(CMB_SUM, v->acc, v->lc.lev[k], ng);                            \
+        }                                                                                                          \
+        memcpy(res, v->acc, (size_t)w * sizeof(T));                                                                \
+    }                                                                                                              \
     /* Up to VW neighbouring outputs: row by row over reduced elements [j0, j1). */                              \
     static void item_vert_##SFX(const red_pass *ps, int64_t g, int64_t j0, int64_t j1, T *res) {                   \
         const red_plan *pl = ps->pl;                                                                               \
@@ -387,48 +429,83 @@ static inline int64_t pow_unused_int(int64_t v, int64_t p) { return v + p; }
         int64_t base = kept_offset(pl, outer, pl->nk - 1) + lane0 * sk;                                            \
         const T *cv = ps->c ? (const T *)ps->c + o0 : NULL;                                                        \
         _Alignas(64) T buf[VW];                                                                                    \
-        _Alignas(64) T acc[VW];                                                                                    \
         _Alignas(64) unsigned char tmp[VW * 8];                                                                    \
-        lcasc_##SFX lc;                                                                                              \
-        int sum = ps->cmb == CMB_SUM, rows = 0;                                                                    \
+        vtile_##SFX v;                                                                                               \
         /* Lanes read whole groups of 16: memory is read in place only when \
          * that stays inside the tile (or a map copies it out first). */     \
         int in_place = w % 16 == 0 || ps->map != MAP_ID;                                                           \
-        lc.occ = 0;                                                                                                \
-        T id = ident_##SFX(ps->ident);                                                                               \
-        for (int l = 0; l < VW; l++) buf[l] = 0, acc[l] = id, lc.tmp[l] = 0;                                       \
+        vtile_init_##SFX(ps, &v);                                                                                    \
+        for (int l = 0; l < VW; l++) buf[l] = 0;                                                                   \
         int64_t idx[VT_MAX_DIMS];                                                                                  \
         int64_t off = red_index(pl, j0, idx);                                                                      \
         for (int64_t j = j0; j < j1; j++) {                                                                        \
             const char *p = pl->in_base + (base + off) * (int64_t)pl->in_es;                                       \
-            const T *x = stage(ps, p, sk, w, buf, tmp, in_place);                                                  \
-            if (ps->map != MAP_ID) {                                                                               \
-                map_##SFX(ps->map, buf, x, w, cv, 1, ps->p);                                                         \
-                x = buf;                                                                                           \
-            }                                                                                                      \
-            if (sum) {                                                                                             \
-                if (ps->lanes_add_f32) ps->lanes_add_f32((float *)lc.tmp, (const float *)x, ng);                   \
-                else lanes_##SFX(CMB_SUM, lc.tmp, x, ng);                                                          \
-                if (++rows == VB) lcasc_push_##SFX(&lc, ng), rows = 0;                                               \
-            } else {                                                                                               \
-                lanes_##SFX(ps->cmb, acc, x, ng);                                                                    \
+            vtile_row_##SFX(ps, &v, stage(ps, p, sk, w, buf, tmp, in_place), w, ng, cv, buf);                        \
+            off = red_advance(pl, idx, off, 1);                                                                    \
+        }                                                                                                          \
+        vtile_finish_##SFX(ps, &v, w, ng, res);                                                                      \
+    }                                                                                                              \
+    /* Fed (vt_reduce_takes_source): tiles [t0, t1) of one outer index over \
+     * reduced elements [j0, j1), segment s, reading each row's lanes of all \
+     * of them in one run from the source. Each tile goes through the same  \
+     * steps as in item_vert, so the results are the same bit for bit. */   \
+    static size_t rows_bytes_##SFX(int64_t nt, int64_t m) { /* item_rows' scratch */                               \
+        return sizeof(vtile_##SFX) * (size_t)nt + (((size_t)m * sizeof(T) + 63) & ~(size_t)63) + 2 * VW * sizeof(T) + \
+               (((size_t)m * 8 + 63) & ~(size_t)63);                                                               \
+    }                                                                                                              \
+    static void item_rows_##SFX(const red_pass *ps, unsigned char *mem, int64_t outer, int64_t t0, int64_t t1,      \
+                                int64_t s, int64_t j0, int64_t j1) {                                               \
+        const red_plan *pl = ps->pl;                                                                               \
+        const int64_t lane0 = t0 * VW, m = min64(pl->lane_len, t1 * VW) - lane0, nt = t1 - t0;                   \
+        const int64_t base = kept_offset(pl, outer, pl->nk - 1) + lane0; /* lanes are contiguous */              \
+        const size_t tiles_bytes = sizeof(vtile_##SFX) * (size_t)nt, buf_bytes = ((size_t)m * sizeof(T) + 63) & ~(size_t)63; \
+        vtile_##SFX *v = (vtile_##SFX *)(void *)mem;                                                                 \
+        T *buf = (T *)(void *)(mem + tiles_bytes), *pad = (T *)(void *)(mem + tiles_bytes + buf_bytes);          \
+        T *mbuf = pad + VW;                                                                                        \
+        void *tmp = mbuf + VW;                                                                                     \
+        for (int64_t t = 0; t < nt; t++) vtile_init_##SFX(ps, &v[t]);                                                \
+        for (int l = 0; l < 2 * VW; l++) pad[l] = 0;                                                               \
+        int64_t idx[VT_MAX_DIMS];                                                                                  \
+        int64_t off = red_index(pl, j0, idx);                                                                      \
+        for (int64_t j = j0; j < j1; j++) {                                                                        \
+            const T *x = stage(ps, pl->in_base + (base + off) * (int64_t)pl->in_es, 1, m, buf, tmp, 1);            \
+            for (int64_t t = 0; t < nt; t++) {                                                                     \
+                const int64_t w = min64(VW, m - t * VW), o0 = outer * pl->lane_len + lane0 + t * VW;             \
+                const T *xt = x + t * VW;                                                                          \
+                if (ps->map == MAP_ID && w % 16) { /* a partial tile's lanes past w: zeros, as item_vert's */     \
+                    memcpy(pad, xt, (size_t)w * sizeof(T));                                                        \
+                    xt = pad;                                                                                      \
+                }                                                                                                  \
+                vtile_row_##SFX(ps, &v[t], xt, w, (w + 15) / 16, ps->c ? (const T *)ps->c + o0 : NULL, mbuf);      \
             }                                                                                                      \
             off = red_advance(pl, idx, off, 1);                                                                    \
         }                                                                                                          \
-        if (sum) {                                                                                                 \
-            if (rows) lcasc_push_##SFX(&lc, ng);                                                                     \
-            for (int l = 0; l < VW; l++) acc[l] = 0;                                                               \
-            for (int k = 0; k < LV; k++)                                                                           \
-                if ((lc.occ >> k) & 1) lanes_##SFX(CMB_SUM, acc, lc.lev[k], ng);                                     \
+        for (int64_t t = 0; t < nt; t++) {                                                                         \
+            const int64_t w = min64(VW, m - t * VW), g = outer * pl->tiles + t0 + t;                              \
+            T *dst = pl->S > 1 ? (T *)ps->parts + (g * pl->S + s) * VW                                             \
+                               : (T *)ps->res + outer * pl->lane_len + (t0 + t) * VW;                              \
+            vtile_finish_##SFX(ps, &v[t], w, (w + 15) / 16, dst);                                                    \
         }                                                                                                          \
-        memcpy(res, acc, (size_t)w * sizeof(T));                                                                   \
     }                                                                                                              \
     static void items_##SFX(const red_pass *ps, int64_t b, int64_t e) {                                             \
         const red_plan *pl = ps->pl;                                                                               \
+        const int64_t nc = ps->row_chunks;                                                                         \
+        unsigned char *mem = NULL; /* fed lanes: one scratch for the range's items, sized for the largest */      \
+        if (nc) {                                                                                                  \
+            const int64_t tmax = (pl->tiles + nc - 1) / nc;                                                        \
+            mem = aligned_alloc(64, rows_bytes_##SFX(tmax, min64(pl->lane_len, tmax * VW)));                         \
+            if (!mem) {                                                                                            \
+                atomic_store(ps->no_memory, 1);                                                                    \
+                return;                                                                                            \
+            }                                                                                                      \
+        }                                                                                                          \
         for (int64_t it = b; it < e; it++) {                                                                       \
             int64_t g = it / pl->S, s = it % pl->S;                                                                \
             int64_t j0 = s * pl->seg, j1 = min64(pl->R, j0 + pl->seg);                                             \
-            if (pl->vertical) {                                                                                    \
+            if (nc) { /* g: an outer index and one of its nc chunks of tiles */                                    \
+                const int64_t c = g % nc;                                                                          \
+                item_rows_##SFX(ps, mem, g / nc, c * pl->tiles / nc, (c + 1) * pl->tiles / nc, s, j0, j1);         \
+            } else if (pl->vertical) {                                                                             \
                 T *dst = pl->S > 1 ? (T *)ps->parts + it * VW                                                      \
                                    : (T *)ps->res + g / pl->tiles * pl->lane_len + g % pl->tiles * VW;             \
                 item_vert_##SFX(ps, g, j0, j1, dst);                                                                 \
@@ -438,6 +515,7 @@ static inline int64_t pow_unused_int(int64_t v, int64_t p) { return v + p; }
                 else ((T *)ps->res)[g] = r;                                                                        \
             }                                                                                                      \
         }                                                                                                          \
+        free(mem);                                                                                                 \
     }                                                                                                              \
     /* Segments of one group combine in segment order: deterministic. */                                         \
     static void combine_##SFX(const red_pass *ps) {                                                                 \
@@ -512,6 +590,23 @@ static void run_pass(red_pass *ps) {
     int64_t items = pl->groups * pl->S;
     if (items == 0) return;
     int64_t work = pl->vertical ? min64(pl->seg, pl->R) * min64(VW, pl->lane_len) : min64(pl->seg, pl->R);
+    ps->row_chunks = 0;
+    if (ps->src && pl->vertical && pl->kin[pl->nk - 1] == 1) {
+        /* Fed lanes read a run of tiles per row: the longer the run, the
+         * less a source's cost per read weighs, so an outer index's tiles go
+         * in as few chunks as still give each thread an item, cut evenly,
+         * each at least three tiles (over 256 values: a source's shortest
+         * run) and at most VT_SOURCE_MAX values. The chunks change the order
+         * of the visits, never the order of any tile's own operations. */
+        const int64_t per = pl->groups / pl->tiles * pl->S, threads = vt_num_threads();
+        int64_t nc = per >= threads ? 1 : (threads + per - 1) / per;
+        if (nc > pl->lane_len / (VT_SOURCE_RUN + VW)) nc = pl->lane_len / (VT_SOURCE_RUN + VW);
+        if (nc < (pl->tiles + VT_SOURCE_MAX / VW - 1) / (VT_SOURCE_MAX / VW))
+            nc = (pl->tiles + VT_SOURCE_MAX / VW - 1) / (VT_SOURCE_MAX / VW);
+        ps->row_chunks = nc < 1 ? 1 : nc;
+        items = pl->groups / pl->tiles * ps->row_chunks * pl->S;
+        work *= (pl->tiles + ps->row_chunks - 1) / ps->row_chunks;
+    }
     if (work < 1) work = 1;
     int64_t grain = GRAIN / work;
     vt_parallel_for(items, grain < 1 ? 1 : grain, pass_range, ps);
@@ -645,10 +740,14 @@ int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tenso
     if (!one_pass(op) || !vt_view_is_dense_forward(in)) return 0;
     red_plan pl;
     plan_init(&pl, out, in, in->ndim > 0 ? dims_mask : 0);
-    /* Runs of consecutive elements along the reduced dims, long enough that
-     * a source's cost per read is small against the run's work: lanes
-     * across columns read VW values per row, too few. */
-    return !pl.vertical && pl.nout > 0 && pl.rin[pl.nr - 1] == 1 && pl.rsz[pl.nr - 1] >= VT_SOURCE_RUN;
+    /* Runs of consecutive elements, long enough that a source's cost per
+     * read is small against the run's work: along the reduced dims, or,
+     * for lanes (column sums), along a contiguous kept dim, whose rows fed
+     * lanes read a run of tiles at a time. */
+    if (pl.nout == 0) return 0;
+    if (pl.vertical)
+        return pl.kin[pl.nk - 1] == 1 && pl.lane_len >= VT_SOURCE_RUN;
+    return pl.rin[pl.nr - 1] == 1 && pl.rsz[pl.nr - 1] >= VT_SOURCE_RUN;
 }
 
 vt_status vt_reduce(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask, vt_dtype compute,
@@ -677,6 +776,9 @@ vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *
     ps.cls_dt = jb.cls_dt;
     ps.p = param;
     ps.src = src;
+    atomic_int no_memory;
+    atomic_init(&no_memory, 0);
+    ps.no_memory = &no_memory;
     int passes = 1;
     switch (op) {
     case VT_REDUCE_PROD: ps.cmb = CMB_PROD, ps.ident = ID_ONE; break;
@@ -719,7 +821,10 @@ vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *
     }
     ps.res = jb.res;
     run_pass(&ps);
-    vt_parallel_for(jb.pl.nout, GRAIN, store_range, &jb);
+    if (!atomic_load(&no_memory)) vt_parallel_for(jb.pl.nout, GRAIN, store_range, &jb);
     if (mem != small) free(mem);
+    if (atomic_load(&no_memory))
+        return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s(): out of host memory for the reduction's lanes",
+                            vt_reduce_op_name(op));
     return VT_OK;
 }
