@@ -75,9 +75,75 @@ TEST(access_overlap_classification) {
     int64_t s22[2] = {3, 2}, st1[2] = {4, 1};
     vt_tensor a = view(buf, VT_F32, 2, s22, st1, 0), b = view(buf, VT_F32, 2, s22, st1, 1);
     CHECK(vt_view_overlap(&a, &b) == VT_OVERLAP_TOO_HARD);
+    /* the two halves of each row of a 3 x 8 block (x[:, :4], x[:, 4:]) share
+     * no element; shifted by a row, or by a row less one, they do */
+    int64_t s34[2] = {3, 4}, r8[2] = {8, 1};
+    vt_tensor left = view(buf, VT_F32, 2, s34, r8, 0), right = view(buf, VT_F32, 2, s34, r8, 4);
+    vt_tensor down = view(buf, VT_F32, 2, s34, r8, 8), back = view(buf, VT_F32, 2, s34, r8, 7);
+    CHECK(vt_view_overlap(&left, &right) == VT_OVERLAP_NO && vt_view_overlap(&right, &left) == VT_OVERLAP_NO);
+    CHECK(vt_view_overlap(&left, &down) == VT_OVERLAP_TOO_HARD);
+    CHECK(vt_view_overlap(&left, &back) == VT_OVERLAP_TOO_HARD); /* left[1][0] is back[0][1] */
+    CHECK(vt_view_overlap(&right, &back) == VT_OVERLAP_TOO_HARD); /* right[0][3] is back[0][0] */
+    /* strides 3 and 2 (elements 0, 2, 3, 5) shifted by one: both hold 3, found
+     * only through a negative index difference in the outer dim */
+    int64_t st32[2] = {3, 2}, s2x2[2] = {2, 2};
+    vt_tensor p0 = view(buf, VT_F32, 2, s2x2, st32, 0), p1 = view(buf, VT_F32, 2, s2x2, st32, 1);
+    CHECK(vt_view_overlap(&p0, &p1) == VT_OVERLAP_TOO_HARD);
+    /* x[0::3] and x[3::3] share all but an end element, whichever starts first */
+    int64_t n20[1] = {20}, s3[1] = {3};
+    vt_tensor e0 = view(buf, VT_F32, 1, n20, s3, 0), e3 = view(buf, VT_F32, 1, n20, s3, 3);
+    CHECK(vt_view_overlap(&e0, &e3) == VT_OVERLAP_TOO_HARD && vt_view_overlap(&e3, &e0) == VT_OVERLAP_TOO_HARD);
     /* empty views overlap nothing */
     vt_tensor none = vec(buf, VT_F32, 0);
     CHECK(vt_view_overlap(&none, &all) == VT_OVERLAP_NO);
+}
+
+/* NO is a proof: over random small views of one buffer (1 to 3 dims,
+ * strides of either sign, f32, f64 and an f32 view against an f64 one),
+ * whenever vt_view_overlap says NO the two views' bytes are disjoint, and
+ * it says NO for most pairs that are (the shifted copies of one layout). */
+TEST(access_overlap_no_is_never_wrong) {
+    static double buf[512];
+    static unsigned char hit[512 * 8];
+    uint64_t seed = 12345;
+    int nos = 0, shifted_apart = 0, shifted_no = 0;
+    for (int trial = 0; trial < 20000; trial++) {
+        vt_tensor v[2];
+        const int same_layout = trial % 2;
+        for (int w = 0; w < 2; w++) {
+            int64_t sz[3], st[3];
+            const int nd = 1 + (int)((seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 62) % 3;
+            for (int d = 0; d < nd; d++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                sz[d] = 1 + (int64_t)(seed >> 60) % 5;
+                st[d] = (int64_t)(seed >> 50) % 13 - 6;
+            }
+            const vt_dtype dt = trial % 7 == 3 && w ? VT_F64 : VT_F32;
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            const int64_t off = 100 + (int64_t)(seed >> 56) % 100;
+            v[w] = same_layout && w ? v[0] : view(buf, dt, nd, sz, st, off);
+            if (same_layout && w) v[1].offset = off;
+        }
+        memset(hit, 0, sizeof hit);
+        int share = 0;
+        for (int w = 0; w < 2 && !share; w++) {
+            const vt_tensor *t = &v[w];
+            const int64_t es = (int64_t)vt_dtype_size(t->dtype);
+            int64_t n = vt_tensor_numel(t), idx[3] = {0, 0, 0};
+            for (int64_t e = 0; e < n && !share; e++) {
+                int64_t at = t->offset * es;
+                for (int d = 0; d < t->ndim; d++) at += idx[d] * t->strides[d] * es;
+                for (int64_t b = at; b < at + es; b++) share |= hit[b] == 1 && w == 1, hit[b] |= (unsigned char)(w + 1);
+                for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->sizes[d]; d--) idx[d] = 0;
+            }
+        }
+        const vt_overlap o = vt_view_overlap(&v[0], &v[1]);
+        CHECK_MSG(!(o == VT_OVERLAP_NO && share), "trial %d: NO for views that share a byte", trial);
+        nos += o == VT_OVERLAP_NO;
+        if (same_layout && !share && v[0].offset != v[1].offset) shifted_apart++, shifted_no += o == VT_OVERLAP_NO;
+    }
+    CHECK_MSG(nos > 1000 && shifted_no * 2 > shifted_apart, "NO %d times; shifted apart %d, proven %d", nos,
+              shifted_apart, shifted_no);
 }
 
 /* The rules of CPU PyTorch, on queued ops: a partial overlap and a written
