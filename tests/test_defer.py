@@ -392,7 +392,7 @@ def test_shape_ops_are_recorded_between_groups(stats):
 
     def rotate(x):  # RoPE's half rotation, then a sort and a flip of the result
         a, b = x[..., :16], x[..., 16:]
-        r = torch.cat((b * -2, a + 1), dim=-1)  # two groups (other shapes), then the cat
+        r = torch.cat((b * -2, a + 1), dim=-1)  # one group: each half, then its copy into r
         y = (r * 0.5).exp()
         v, i = torch.sort(y, dim=-1)
         return y, v.flip(1), i, torch.tril(y[0])
@@ -406,9 +406,44 @@ def test_shape_ops_are_recorded_between_groups(stats):
     for g, r in zip(got, ref):
         assert torch.equal(g, r)
     s = stats()
-    assert s["flushes"] == 1 and s["nodes"] == 8
-    # the cat's inputs are written (it reads them); r * 0.5 is not
-    assert s["bytes_elided"] == x.numel() * 4
+    # recorded, the cat is a copy per input into its slice of r, in the
+    # group that computes the halves: they are never written, nor is r * 0.5
+    assert s["flushes"] == 1 and s["nodes"] == 9 and s["fused_nodes"] == 6
+    assert s["bytes_elided"] == 2 * x.numel() * 4
+
+
+def test_cat_of_what_a_group_computes_is_written_by_the_group(stats):
+    # rotary embedding on attention's q ([B, H, S, D] over [B, S, H, D] memory)
+    q = torch.randn(2, 16, 4, 32).to("tpu").transpose(1, 2)
+    cos, sin = torch.randn(16, 16).to("tpu"), torch.randn(16, 16).to("tpu")
+
+    def rope(x):
+        x1, x2 = x[..., :16], x[..., 16:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    ref = run("strict", rope, q)
+    vtpu.reset_fusion_stats()
+    got = run("defer_and_fuse", rope, q)
+    assert torch.equal(got, ref)
+    s = stats()
+    # the products, their difference and sum, and the cat's two copies: one
+    # group, which writes the result only
+    assert s["groups"] == 1 and s["nodes"] == 8 and s["fused_nodes"] == 8
+    assert s["bytes_written"] == q.numel() * 4 and s["bytes_elided"] == 6 * q.numel() // 2 * 4
+
+    # through autograd: the gradient of a chunk (SwiGLU's gate and up halves) is a cat
+    h0 = torch.randn(64, 96)
+
+    def swiglu_grad(h0):
+        h = h0.clone().requires_grad_()
+        a, b = h.chunk(2, dim=-1)
+        (torch.nn.functional.silu(a) * b).sum().backward()
+        return h.grad
+
+    ref = run("strict", swiglu_grad, h0.to("tpu"))
+    got = run("defer_and_fuse", swiglu_grad, h0.to("tpu"))
+    assert torch.equal(got, ref)
+    torch.testing.assert_close(got, swiglu_grad(h0), rtol=1e-5, atol=1e-6)
 
 
 def test_indexing_ops_are_recorded_and_match_strict(stats):

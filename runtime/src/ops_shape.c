@@ -1,10 +1,10 @@
 /* ops_shape.c — queued data-movement ops as nodes (VT_NODE_SHAPE,
  * kernels/shape/shape_node.c checks and runs them): bad shapes fail at the
  * op. A cat list longer than a node holds is split: each node writes its
- * own slice of out. */
+ * own slice of out; recorded (DeferAndFuse), a cat is a copy per input. */
 #include <stdlib.h>
 
-#include "graph/node.h"
+#include "graph/defer.h"
 #include "kernels/shape/shape.h"
 
 static vt_status prefixed(vt_status s, const char *name) { return s == VT_ERR_INDEX ? s : vt_error_prefix(s, name); }
@@ -41,8 +41,24 @@ vt_status vt_op_cat(int dev, const char *name, const vt_tensor *out, int n, cons
     vt_prepared all;
     s = vt_uses_prepare(dev, name, u, n + 1, &all);
     free(u);
-    /* each node takes the inputs its ring slot holds (fewer of many dims) */
     int64_t at = 0;
+    if (s == VT_OK && vt_defer_wants(vt_get_eager_mode())) {
+        /* Recorded, each input is a copy into its slice of out: an
+         * elementwise node, so it can join the group that computes the
+         * input, which then writes its values straight into out's slice
+         * (graph/fuse.c); the input itself, if dead, is never written. */
+        for (int k = 0; s == VT_OK && k < n; k++) {
+            const vt_tensor slice = vt_shape_narrow(out, dim, at, local[k].sizes[dim]);
+            at += local[k].sizes[dim];
+            if (vt_tensor_numel(&slice) == 0) continue;
+            vt_node nd;
+            vt_node_init(&nd, VT_NODE_COPY, 0, name);
+            vt_node_add_out(&nd, &slice);
+            if ((s = vt_node_add_src(&nd, &local[k], NULL)) == VT_OK) s = vt_node_submit(dev, &nd);
+        }
+        n = 0;
+    }
+    /* each node takes the inputs its ring slot holds (fewer of many dims) */
     for (int k = 0; s == VT_OK && k < n;) {
         vt_node nd;
         shape_node(&nd, VT_SHAPE_OP_CAT, name, out);

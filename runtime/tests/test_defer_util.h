@@ -8,7 +8,7 @@
 #include "graph/defer.h"
 #include "test_kernels_util.h"
 #include "test_nodes_util.h"
-#define MAXBUF 12
+#define MAXBUF 24
 #define MAXSTEP 48
 
 /* One step of a program: node kind and op, output buffer, inputs (buffer
@@ -88,9 +88,15 @@ static inline vt_status run_prog(const prog *p, vt_eager_mode mode, host_tensor 
     vt_set_thread_eager_mode(mode);
     vt_status s = VT_OK;
     for (int i = 0; i < p->nstep && s == VT_OK; i++) {
-        vt_node n;
-        build_node(&n, &p->s[i], b);
-        s = vt_node_submit(0, &n);
+        const step *st = &p->s[i];
+        if (st->kind == VT_NODE_SHAPE && st->op == VT_SHAPE_OP_CAT) { /* add_cat */
+            const vt_tensor ins[2] = {b[st->src[0]].t, b[st->src[1]].t};
+            s = vt_op_cat(0, "aten::cat", &b[st->out].t, 2, ins, (int)st->mask);
+        } else {
+            vt_node n;
+            build_node(&n, st, b);
+            s = vt_node_submit(0, &n);
+        }
         CHECK_MSG(s == VT_OK, "step %d: %s", i, vt_last_error());
     }
     for (int i = 0; i < p->nbuf; i++)
@@ -136,6 +142,10 @@ static inline void prog_free(prog *p) {
 }
 
 static inline int add_buf(prog *p, vt_dtype dt, int ndim, const int64_t *sizes, int dead) {
+    if (p->nbuf == MAXBUF) {
+        fprintf(stderr, "test program: more than %d buffers\n", MAXBUF);
+        abort();
+    }
     p->buf[p->nbuf] = ht_new(dt, ndim, sizes);
     if (vt_tensor_numel(&p->buf[p->nbuf].t) > 0) ht_fill_random(&p->buf[p->nbuf], 0, 1);
     p->dead[p->nbuf] = (unsigned char)dead;
@@ -143,11 +153,28 @@ static inline int add_buf(prog *p, vt_dtype dt, int ndim, const int64_t *sizes, 
 }
 
 static inline void add_step(prog *p, vt_node_kind kind, int32_t op, vt_dtype compute, int out, int s0, int s1, int s2) {
+    if (p->nstep == MAXSTEP) {
+        fprintf(stderr, "test program: more than %d steps\n", MAXSTEP);
+        abort();
+    }
     p->s[p->nstep++] = (step){kind, op, out, {s0, s1, s2}, compute, 0, 0.0, {0, 0}};
+}
+
+/* out = cat((a, b), dim), through vt_op_cat. */
+static inline void add_cat(prog *p, int out, int a, int b, int dim) {
+    if (p->nstep == MAXSTEP) {
+        fprintf(stderr, "test program: more than %d steps\n", MAXSTEP);
+        abort();
+    }
+    p->s[p->nstep++] = (step){VT_NODE_SHAPE, VT_SHAPE_OP_CAT, out, {a, b, 0}, VT_F32, (uint64_t)dim, 0.0, {0, 0}};
 }
 
 /* out = op(in) over the dims in mask; out's shape is in's with those dims 1. */
 static inline void add_reduce(prog *p, vt_reduce_op op, vt_dtype compute, int out, int in, uint64_t mask, double param) {
+    if (p->nstep == MAXSTEP) {
+        fprintf(stderr, "test program: more than %d steps\n", MAXSTEP);
+        abort();
+    }
     p->s[p->nstep++] = (step){VT_NODE_REDUCE, (int32_t)op, out, {in, 0, 0}, compute, mask, param, {0, 0}};
 }
 

@@ -435,3 +435,112 @@ TEST(defer_mixed_layout_chain_is_one_group) {
     CHECK_MSG(st.bytes_elided == 37 * 53 * 4, "elided %llu", (unsigned long long)st.bytes_elided);
     prog_free(&p);
 }
+
+/* In DeferAndFuse a cat is a copy per input into its slice of the result,
+ * and two uses of one buffer that share no element never order each other:
+ * so rotary embedding written out (x1 * c - x2 * s and x2 * c + x1 * s, on
+ * the halves of x's last dim, then their cat) is one group that writes the
+ * result only. A member reading one slice the group wrote, through the
+ * copy's view, joins it; one reading a view across both slices, or writing
+ * over part of a slice, starts a new group. Strict's bits throughout. */
+TEST(defer_cat_writes_its_slices_from_the_group) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    int64_t sx[3] = {4, 6, 40}, sh[3] = {4, 6, 20};
+    prog p = {0};
+    int x = add_buf(&p, F, 3, sx, 0), x1 = add_buf(&p, F, 3, sh, 0), x2 = add_buf(&p, F, 3, sh, 0);
+    int c = add_buf(&p, F, 3, sh, 0), s = add_buf(&p, F, 3, sh, 0);
+    int t0 = add_buf(&p, F, 3, sh, 1), t1 = add_buf(&p, F, 3, sh, 1), a = add_buf(&p, F, 3, sh, 1);
+    int b = add_buf(&p, F, 3, sh, 1), out = add_buf(&p, F, 3, sx, 0);
+    p.alias[x1] = p.alias[x2] = x + 1; /* x[..., :20] and x[..., 20:] */
+    for (int v = x1; v <= x2; v++) p.buf[v].t.strides[0] = 240, p.buf[v].t.strides[1] = 40;
+    p.buf[x2].t.offset = 20;
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t0, x1, c, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t1, x2, s, 0);
+    add_step(&p, VT_NODE_BINARY, VT_SUB, F, a, t0, t1, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t0, x2, c, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, t1, x1, s, 0);
+    add_step(&p, VT_NODE_BINARY, VT_ADD, F, b, t0, t1, 0);
+    add_cat(&p, out, a, b, 2);
+    vt_fusion_stats st;
+    agree("rotary", &p, &st);
+    CHECK_MSG(st.groups == 1 && st.nodes == 8 && st.fused_nodes == 8 && st.bytes_written == 4 * 6 * 40 * 4 &&
+                  st.bytes_elided == 6 * 4 * 6 * 20 * 4,
+              "groups %llu fused %llu written %llu elided %llu", STATS(st));
+
+    /* then y = exp(out[..., :20]): through the first copy's view, it joins;
+     * z = sin(out[..., 10:30]) reads across both slices: a new group, which
+     * y2 = cos(out[..., 20:]) joins (reads only); out[..., 5:25] *= 1.5
+     * writes what those read through other views: a group of its own */
+    int o1 = add_buf(&p, F, 3, sh, 0), om = add_buf(&p, F, 3, sh, 0), o2 = add_buf(&p, F, 3, sh, 0);
+    int ow = add_buf(&p, F, 3, sh, 0), y = add_buf(&p, F, 3, sh, 0), z = add_buf(&p, F, 3, sh, 0);
+    int y2 = add_buf(&p, F, 3, sh, 0);
+    const int64_t offs[4] = {0, 10, 20, 5};
+    const int views[4] = {o1, om, o2, ow};
+    for (int k = 0; k < 4; k++) {
+        p.alias[views[k]] = out + 1;
+        p.buf[views[k]].t.strides[0] = 240, p.buf[views[k]].t.strides[1] = 40, p.buf[views[k]].t.offset = offs[k];
+    }
+    add_step(&p, VT_NODE_UNARY, VT_EXP, F, y, o1, 0, 0);
+    add_step(&p, VT_NODE_UNARY, VT_SIN, F, z, om, 0, 0);
+    add_step(&p, VT_NODE_UNARY, VT_COS, F, y2, o2, 0, 0);
+    add_step(&p, VT_NODE_BINARY, VT_MUL, F, ow, ow, -1, 0);
+    agree("reads of the slices", &p, &st);
+    CHECK_MSG(st.groups == 3 && st.nodes == 12 && st.fused_nodes == 11,
+              "groups %llu nodes %llu fused %llu", (unsigned long long)st.groups, (unsigned long long)st.nodes,
+              (unsigned long long)st.fused_nodes);
+    prog_free(&p);
+}
+
+/* A fault left on a buffer by a failed op reaches whatever reads it, in a
+ * group as in Strict: y's block is poisoned (an integer division by zero
+ * wrote it), then y[:50] = a * a and w = y[50:] + a. The group writes the
+ * first half and reads the second from memory, still poisoned: w carries
+ * the division's error in both modes. */
+TEST(defer_read_of_a_slice_the_group_did_not_write_keeps_its_fault) {
+    CHECK_OK(vt_init());
+    for (int mode = 0; mode < 2; mode++) {
+        host_tensor a = ht_1d(VT_I64, 50), z = ht_1d(VT_I64, 100), y = ht_1d(VT_I64, 100), w = ht_1d(VT_I64, 50);
+        host_tensor num = ht_1d(VT_I64, 100);
+        for (int i = 0; i < 50; i++) ((int64_t *)a.block)[i] = i + 1;
+        for (int i = 0; i < 100; i++) ((int64_t *)num.block)[i] = i + 1;
+        ht_device(&a), ht_device(&z), ht_device(&y), ht_device(&w), ht_device(&num);
+        vt_node n;
+        vt_node_init(&n, VT_NODE_BINARY, VT_DIV_TRUNC, "aten::div.Tensor_mode");
+        n.compute = VT_I64;
+        vt_node_add_out(&n, &y.t);
+        CHECK_OK(vt_node_add_src(&n, &num.t, NULL));
+        CHECK_OK(vt_node_add_src(&n, &z.t, NULL));
+        CHECK_OK(vt_node_submit(0, &n));
+        CHECK(vt_synchronize(0) == VT_ERR_KERNEL);
+        vt_set_thread_eager_mode(mode ? VT_EAGER_DEFER_AND_FUSE : VT_EAGER_STRICT);
+        vt_tensor y1 = y.t, y2 = y.t;
+        y1.sizes[0] = y2.sizes[0] = 50;
+        y2.offset = 50;
+        vt_node_init(&n, VT_NODE_BINARY, VT_MUL, "aten::mul.Tensor");
+        n.compute = VT_I64;
+        n.alpha = vt_scalar_from_int(1);
+        vt_node_add_out(&n, &y1);
+        CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
+        CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
+        CHECK_OK(vt_node_submit(0, &n));
+        vt_node_init(&n, VT_NODE_BINARY, VT_ADD, "aten::add.Tensor");
+        n.compute = VT_I64;
+        n.alpha = vt_scalar_from_int(1);
+        vt_node_add_out(&n, &w.t);
+        CHECK_OK(vt_node_add_src(&n, &y2, NULL));
+        CHECK_OK(vt_node_add_src(&n, &a.t, NULL));
+        vt_status s = vt_node_submit(0, &n); /* Strict: the op ran inline and failed */
+        if (s == VT_OK) s = vt_synchronize(0);
+        vt_set_thread_eager_mode(-1);
+        int64_t host[50];
+        vt_tensor h = w.t;
+        h.data = host;
+        h.offset = 0;
+        if (s == VT_OK) s = vt_copy_to_host(0, &h, &w.t); /* DeferAndFuse: w carries the fault */
+        CHECK_MSG(s == VT_ERR_KERNEL && strstr(vt_last_error(), "ZeroDivisionError"), "mode %d: %d %s", mode, s,
+                  vt_last_error());
+        CHECK_OK(vt_synchronize(0));
+        ht_free(&a), ht_free(&z), ht_free(&y), ht_free(&w), ht_free(&num);
+    }
+}

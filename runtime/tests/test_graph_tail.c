@@ -402,6 +402,24 @@ TEST(defer_norm_apart_from_what_its_group_touches) {
                   "groups %llu fused %llu written %llu elided %llu", STATS(st));
         prog_free(&p);
     }
+    {   /* b[:4] = x * 1.5 and t = b[4:] + x, one group (the halves of b share
+         * no element); y = layer_norm(t, weight b[0]): the weight is in the
+         * half the group writes, so the norm runs after the group */
+        int64_t sb[2] = {8, 300}, half[2] = {4, 300}, row[1] = {300}, one[2] = {4, 1};
+        prog p = {0};
+        int b = add_buf(&p, F, 2, sb, 0), b1 = add_buf(&p, F, 2, half, 0), b2 = add_buf(&p, F, 2, half, 0);
+        int wv = add_buf(&p, F, 1, row, 0), x = add_buf(&p, F, 2, half, 0), t = add_buf(&p, F, 2, half, 1);
+        int y = add_buf(&p, F, 2, half, 0), mean = add_buf(&p, F, 2, one, 0), rstd = add_buf(&p, F, 2, one, 0);
+        p.alias[b1] = p.alias[b2] = p.alias[wv] = b + 1;
+        p.buf[b2].t.offset = 4 * 300;
+        add_step(&p, VT_NODE_BINARY, VT_MUL, F, b1, x, -1, 0);
+        add_step(&p, VT_NODE_BINARY, VT_ADD, F, t, b2, x, 0);
+        p.s[p.nstep++] = (step){VT_NODE_NORM, VT_NORM_LAYER, y, {t, wv, -1}, F, 1, 1e-5, {mean + 1, rstd + 1}};
+        agree("weight in a slice the group writes", &p, &st);
+        CHECK_MSG(st.groups == 2 && st.fused_nodes == 2, "groups %llu fused %llu written %llu elided %llu",
+                  STATS(st));
+        prog_free(&p);
+    }
     {   /* t = exp(x[:8]) (dead), y = rms_norm(t) with rstd[u] over x[u + 1, 0] */
         int64_t sh[2] = {9, 1031}, rows[2] = {8, 1031}, col[2] = {8, 1};
         prog p = {0};

@@ -28,13 +28,13 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
 
 /* ---- fuse.c */
 #define VT_FUSE_MAX_NODES 32
-/* What a group being built does with each buffer (HBM block) it touches:
- * one view it was used through, whether all its uses went through that
- * view, and whether one of them writes. */
+/* What a group being built does with each buffer (HBM block) it touches,
+ * per view it was used through: whether a use through the view writes, and
+ * whether the block is used through other views too. */
 typedef struct vt_fuse_use {
     const void *block;
     const vt_tensor *view;
-    int write, mixed;
+    int write, other;
 } vt_fuse_use;
 typedef struct vt_fuse_uses {
     int n;
@@ -45,8 +45,9 @@ void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g);
 /* Whether r can join the group that starts with g and has the uses t: the
  * same output shape, and every pair of uses of one block, one of them a
  * write, through the same view (element i of one is element i of the
- * other), so running the group tile by tile computes what running its
- * nodes one after another does. */
+ * other) or of elements the other does not touch (the slices of a cat), so
+ * running the group tile by tile computes what running its nodes one after
+ * another does. */
 int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r);
 /* Whether r can be a member of a group: an elementwise kind, run tile by
  * tile as a plan (vt_node_kind_def.plan). Other nodes run alone, or end a

@@ -54,13 +54,20 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r) {
     for (int k = 0; k < r->nacc; k++) {
         const vt_access *a = &r->acc[k];
         const vt_tensor *v = view_of(r, k);
-        const int i = use_of(t, a->block);
-        if (i < 0) {
-            t->u[t->n++] = (vt_fuse_use){a->block, v, (a->flags & VT_USE_WRITE) != 0, 0};
+        const int w = (a->flags & VT_USE_WRITE) != 0;
+        int i = t->n - 1, others = 0;
+        for (; i >= 0; i--) { /* newest first: a chain reads what it just wrote */
+            if (t->u[i].block != a->block) continue;
+            if (same_view(t->u[i].view, v)) break;
+            others = 1;
+        }
+        if (i >= 0) {
+            t->u[i].write |= w;
             continue;
         }
-        if (!same_view(t->u[i].view, v)) t->u[i].mixed = 1;
-        if (a->flags & VT_USE_WRITE) t->u[i].write = 1;
+        for (int j = 0; j < t->n && others; j++)
+            if (t->u[j].block == a->block) t->u[j].other = 1;
+        t->u[t->n++] = (vt_fuse_use){a->block, v, w, others};
     }
 }
 
@@ -77,13 +84,13 @@ int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r) {
     const int a = r->acc_of_src[0];
     if (a < 0) return 0;
     const int i = use_of(t, r->acc[a].block);
-    if (i < 0 || !t->u[i].write || t->u[i].mixed) return 0;
+    if (i < 0 || !t->u[i].write || t->u[i].other) return 0;
     /* its other inputs (a norm's weight) are read from memory, before the
-     * group runs: none may be what the group writes */
+     * group runs: none may be what the group writes, through any view */
     for (int k = 0; k < r->nacc; k++) {
         if (k == a || r->tensor_of[k] < VT_NODE_MAX_OUT) continue;
-        const int j = use_of(t, r->acc[k].block);
-        if (j >= 0 && t->u[j].write) return 0;
+        for (int j = 0; j < t->n; j++)
+            if (t->u[j].block == r->acc[k].block && t->u[j].write) return 0;
     }
     /* it reads the memory the group writes, all of it, each element once */
     const vt_tensor *v = &r->n.src[0], *w = t->u[i].view;
@@ -98,10 +105,13 @@ int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
         if (o->sizes[d] != go->sizes[d]) return 0;
     for (int k = 0; k < r->nacc; k++) {
         const vt_access *a = &r->acc[k];
-        const int i = use_of(t, a->block);
-        if (i < 0 || !(t->u[i].write || (a->flags & VT_USE_WRITE))) continue;
-        /* a write meets another use: every use of the block through one view */
-        if (t->u[i].mixed || !same_view(t->u[i].view, view_of(r, k))) return 0;
+        const vt_tensor *v = view_of(r, k);
+        for (int i = 0; i < t->n; i++) {
+            if (t->u[i].block != a->block || !(t->u[i].write || (a->flags & VT_USE_WRITE))) continue;
+            /* a write meets another use: through the same view, or of
+             * elements the other does not touch (the slices of a cat) */
+            if (!same_view(t->u[i].view, v) && vt_view_overlap(t->u[i].view, v) != VT_OVERLAP_NO) return 0;
+        }
     }
     /* r's own uses of one block, one of them a write (an in-place op), are
      * the kernels' business, as in Strict */
@@ -279,6 +289,16 @@ typedef struct scratch_value {
     int slot;
 } scratch_value;
 
+/* Whether input access k of member i of r reads what an earlier member
+ * wrote there, at the same elements: the group's own result, not memory. */
+static int reads_own(const vt_rec *const *r, int i, int k) {
+    const vt_access *in = &r[i]->acc[k];
+    for (int j = 0; j < i; j++)
+        if (r[j]->acc[0].block == in->block && r[j]->acc[0].gen == in->gen && same_view(view_of(r[j], 0), view_of(r[i], k)))
+            return 1;
+    return 0;
+}
+
 /* Whether member i of r writes its output to a scratch tile, not memory:
  * dead (elide), and no wider than a slot's element. */
 static int in_scratch(const vt_rec *const *r, const unsigned char *elide, int i) {
@@ -321,7 +341,6 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     /* Scratch slots are reused: a slot is free once the last member that
      * reads its value has run (free_after[s] < i). */
     int free_after[VT_FUSE_MAX_NODES];
-    const vt_access *written[VT_FUSE_MAX_NODES]; /* outputs of the members so far */
     vt_status s = VT_OK;
     for (int i = 0; i < count && s == VT_OK; i++) {
         member *m = &g->m[i];
@@ -369,13 +388,8 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
          * result, not the memory as it was before the group: it is not an
          * input of the command (a fault left there by an earlier op must
          * not stop the group that overwrites it, as it would not in Strict). */
-        for (int k = 1; k < r[i]->nacc; k++) {
-            const vt_access *in = &r[i]->acc[k];
-            int own = 0;
-            for (int j = 0; j < i && !own; j++) own = written[j]->block == in->block && written[j]->gen == in->gen;
-            if (!own) p.acc[p.n++] = *in;
-        }
-        written[i] = o;
+        for (int k = 1; k < r[i]->nacc; k++)
+            if (!reads_own(r, i, k)) p.acc[p.n++] = r[i]->acc[k];
         /* host scalars live in the member: the plan reads them there */
         memcpy(m->store, n.store, sizeof m->store);
         for (int k = 0; k < n.nsrc; k++)
@@ -463,13 +477,8 @@ static int touches(const vt_rec *const *r, int ne, const unsigned char *elide, c
     for (int i = 0; i < ne; i++) {
         const vt_access *o = &r[i]->acc[0];
         if (o->block == block && !in_scratch(r, elide, i)) return 1;
-        for (int k = 1; k < r[i]->nacc; k++) {
-            const vt_access *in = &r[i]->acc[k];
-            if (in->block != block) continue;
-            int own = 0;
-            for (int j = 0; j < i && !own; j++) own = r[j]->acc[0].block == block && r[j]->acc[0].gen == in->gen;
-            if (!own) return 1;
-        }
+        for (int k = 1; k < r[i]->nacc; k++)
+            if (r[i]->acc[k].block == block && !reads_own(r, i, k)) return 1;
     }
     return 0;
 }
