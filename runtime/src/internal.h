@@ -685,7 +685,7 @@ typedef struct vt_source {
 #define VT_SOURCE_MAX 16384
 #define VT_SOURCE_RUN 256
 
-/* ---- kernels: reductions and scans (kernels/reduce*.c, kernels/reduce/scan.c) */
+/* ---- kernels: reductions and scans (kernels/reduce/: reduce.c and reduce_pass.c, scan.c) */
 /* Wrap a possibly negative dim into [0, ndim) as PyTorch does (a 0-dim
  * tensor accepts 0 and -1); VT_ERR_INDEX "Dimension out of range ..." else. */
 vt_status vt_wrap_dim(int64_t dim, int32_t ndim, int *out);
