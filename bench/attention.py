@@ -27,6 +27,7 @@ def fwd_bwd(q, k, v, do, causal):
 
 def main():
     warnings.simplefilter("ignore")
+    print(f"ISA path {vtpu.info()['isa_path']}, {torch.get_num_threads()} threads")
     g = torch.Generator().manual_seed(0)
     base = [torch.randn(B, H, L, D, generator=g) for _ in range(4)]
     rows, bars = {}, {}

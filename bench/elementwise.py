@@ -5,6 +5,7 @@ Target (issue 2): tpu a + b reaches >= 70% of the copy bandwidth."""
 
 import torch
 
+import vtpu
 from common import best_time, save
 
 N = 16 * 1024 * 1024
@@ -12,6 +13,7 @@ MB = N * 4
 
 
 def main():
+    print(f"ISA path {vtpu.info()['isa_path']}, {torch.get_num_threads()} threads")
     a_cpu, b_cpu = torch.randn(N), torch.randn(N)
     dst = torch.empty(N)
     copy_s = best_time(lambda: dst.copy_(a_cpu), repeat=10)

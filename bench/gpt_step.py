@@ -70,6 +70,7 @@ def in_turns(steps, n):
 
 def main():
     warnings.simplefilter("ignore")
+    print(f"ISA path {vtpu.info()['isa_path']}, {torch.get_num_threads()} threads")
     counts = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(counts[0]) if counts else 3
     torch.manual_seed(0)
