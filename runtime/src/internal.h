@@ -409,6 +409,8 @@ vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value);
  * vt_foreach_fusable accepts (not the reductions, no scalar tensor). */
 struct vt_foreach_args;
 int vt_foreach_fusable(const struct vt_foreach_args *x);
+/* Whether tensor i of x is written in place (x->in_place says, or out[i] is a[i]). */
+int vt_foreach_in_place(const struct vt_foreach_args *x, int64_t i);
 vt_status vt_foreach_item_plan(vt_ew_plan *p, const struct vt_foreach_args *x, int64_t i);
 /* Run p over all its elements; VT_ERR_KERNEL "ZeroDivisionError" after an
  * integer division by zero. */

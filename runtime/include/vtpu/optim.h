@@ -53,6 +53,11 @@ typedef struct vt_foreach_args {
     double scalar;
     const vt_tensor *scalar_tensor; /* 1 element, any float dtype */
     double alpha;                   /* add/sub */
+    /* Whether the op is the in-place one: 0, out[i] is a[i] (their
+     * pointers say); 1, yes; -1, no. (A recorded op's operands may be
+     * rewritten to scratch by DeferAndFuse: it says which it was.) CPU's
+     * in-place mul_ rounds its scalar to a reduced-float dtype. */
+    int in_place;
 } vt_foreach_args;
 
 vt_status vt_foreach(const vt_foreach_args *args);

@@ -27,10 +27,15 @@ int vt_defer_wants(vt_eager_mode mode);
 vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
 
 /* ---- fuse.c */
-#define VT_FUSE_MAX_NODES 32
+/* Members of a group, at most: an optimizer's foreach chains (8 ops per
+ * parameter) of the parameters of one shape across a model's layers join
+ * one group, and a group cut short would write every chain's temporaries. */
+#define VT_FUSE_MAX_NODES 128
 /* What a group being built does with each buffer (HBM block) it touches,
  * per view it was used through: whether a use through the view writes, and
- * whether the block is used through other views too. */
+ * whether the block is used through other views too. seen: a filter of the
+ * blocks used (one bit per block hash), so a block the group never touched
+ * is known without a scan. */
 typedef struct vt_fuse_use {
     const void *block;
     const vt_tensor *view;
@@ -38,6 +43,7 @@ typedef struct vt_fuse_use {
 } vt_fuse_use;
 typedef struct vt_fuse_uses {
     int n;
+    uint64_t seen[4];
     vt_fuse_use u[VT_FUSE_MAX_NODES * VT_REC_MAX_ACC];
 } vt_fuse_uses;
 /* Start a group with its first node g. */
@@ -70,12 +76,13 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r);
 void vt_defer_fail_alloc_for_test(int skip);
 int vt_defer_alloc_fails(void);
 /* Queue the group g[0..count) (in program order) on dev as one command.
- * elide[i]: g[i]'s output was freed before the flush and nothing after the
- * group reads it, so it lives in L1 scratch only. A group whose last node
+ * dead[i]: g[i]'s output was freed before the flush and nothing after the
+ * group reads it, so it lives in L1 scratch only (so does an output a later
+ * member overwrites, all of it). A group whose last node
  * is a tail (a reduction, a softmax) runs as that node fed by the group's
  * tiles, or, where its input's layout does not allow that, as two commands. Adds to *st
  * what the group writes. */
-vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *elide,
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *dead,
                           vt_fusion_stats *st);
 
 #endif

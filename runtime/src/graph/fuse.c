@@ -26,6 +26,9 @@
 
 /* Elements per tile: a few scratch tiles and the nodes' operands stay in L2. */
 #define TILE 4096
+/* A group with more scratch values alive at once than fit this takes
+ * smaller tiles (a wide group: an optimizer's chains side by side). */
+#define SCRATCH_BYTES (512 << 10)
 #define MAX_ES 16
 
 /* ------------------------------------------------------------ grouping */
@@ -44,7 +47,17 @@ static const vt_tensor *view_of(const vt_rec *r, int k) {
     return t < VT_NODE_MAX_OUT ? &r->n.out[t] : &r->n.src[t - VT_NODE_MAX_OUT];
 }
 
+static unsigned seen_bit(const void *block) {
+    return (unsigned)((uint64_t)(uintptr_t)block * 0x9e3779b97f4a7c15ull >> 56);
+}
+
+static int maybe_seen(const vt_fuse_uses *t, const void *block) {
+    const unsigned b = seen_bit(block);
+    return (int)(t->seen[b >> 6] >> (b & 63) & 1);
+}
+
 static int use_of(const vt_fuse_uses *t, const void *block) {
+    if (!maybe_seen(t, block)) return -1;
     for (int i = t->n - 1; i >= 0; i--) /* newest first: a chain reads what it just wrote */
         if (t->u[i].block == block) return i;
     return -1;
@@ -55,7 +68,7 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r) {
         const vt_access *a = &r->acc[k];
         const vt_tensor *v = view_of(r, k);
         const int w = (a->flags & VT_USE_WRITE) != 0;
-        int i = t->n - 1, others = 0;
+        int i = maybe_seen(t, a->block) ? t->n - 1 : -1, others = 0;
         for (; i >= 0; i--) { /* newest first: a chain reads what it just wrote */
             if (t->u[i].block != a->block) continue;
             if (same_view(t->u[i].view, v)) break;
@@ -68,11 +81,14 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r) {
         for (int j = 0; j < t->n && others; j++)
             if (t->u[j].block == a->block) t->u[j].other = 1;
         t->u[t->n++] = (vt_fuse_use){a->block, v, w, others};
+        const unsigned b = seen_bit(a->block);
+        t->seen[b >> 6] |= 1ull << (b & 63);
     }
 }
 
 void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g) {
     t->n = 0;
+    memset(t->seen, 0, sizeof t->seen);
     vt_fuse_add(t, g);
 }
 
@@ -106,6 +122,7 @@ int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
     for (int k = 0; k < r->nacc; k++) {
         const vt_access *a = &r->acc[k];
         const vt_tensor *v = view_of(r, k);
+        if (!maybe_seen(t, a->block)) continue;
         for (int i = 0; i < t->n; i++) {
             if (t->u[i].block != a->block || !(t->u[i].write || (a->flags & VT_USE_WRITE))) continue;
             /* a write meets another use: through the same view, or of
@@ -129,6 +146,7 @@ typedef struct member {
     alignas(16) unsigned char store[VT_NODE_MAX_HOST][16];
     int8_t slot[VT_ITER_MAX_OPS]; /* per plan operand (out, then src[k]): scratch slot, or -1 */
 } member;
+_Static_assert(VT_FUSE_MAX_NODES <= 128, "a scratch slot's number is an int8_t");
 
 typedef struct group {
     vt_tensor shape; /* the output shape, for a trace */
@@ -383,6 +401,11 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
             p.acc[p.n++] = *o;
             st->bytes_written += bytes;
             g->bytes += bytes;
+            /* later readers of this view read memory now, not a value an
+             * earlier member left in scratch (one it overwrote) */
+            for (int v = 0; v < nlive; v++)
+                if (live[v].block == o->block && live[v].gen == o->gen && same_view(&live[v].view, &n.out[0]))
+                    live[v].block = NULL;
         }
         /* A read of what an earlier member wrote reads the group's own
          * result, not the memory as it was before the group: it is not an
@@ -402,6 +425,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         vt_prepared_release(dev, &p);
         return s;
     }
+    while (g->tile > 512 && slot_size(g, g->tile) * (size_t)g->nslots > SCRATCH_BYTES) g->tile /= 2;
     if (tail) {
         g->tail = (vt_node *)(void *)((unsigned char *)g + head);
         memcpy(g->tail, &tail->n, vt_node_size(&tail->n));
@@ -506,14 +530,31 @@ static int written_in_step(const vt_rec *const *r, int ne, const unsigned char *
     return 1;
 }
 
-vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
+/* Whether member i's output is overwritten, every element of it, by a
+ * later member of r[0..ne): no one outside the group can read the value in
+ * between (the group is one command), so it lives in scratch. An in-place
+ * chain, an optimizer's p.mul_(1 - lr * wd) then p.addcdiv_(m, d), writes
+ * p once. */
+static int superseded(const vt_rec *const *r, int ne, int i) {
+    if (r[i]->nacc == 0 || r[i]->tensor_of[0] != 0) return 0; /* an empty output */
+    const vt_access *o = &r[i]->acc[0];
+    for (int j = i + 1; j < ne; j++)
+        if (r[j]->nacc > 0 && r[j]->tensor_of[0] == 0 && r[j]->acc[0].block == o->block &&
+            r[j]->acc[0].gen == o->gen && same_view(view_of(r[j], 0), view_of(r[i], 0)))
+            return 1;
+    return 0;
+}
+
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *dead,
                           vt_fusion_stats *st) {
     if (count == 1 && !vt_fuse_is_member(r[0])) return enqueue_alone(dev, r[0], st);
     const vt_rec *tail = vt_fuse_is_tail(r[count - 1]) ? r[count - 1] : NULL;
+    const int ne = tail ? count - 1 : count;
+    unsigned char elide[VT_FUSE_MAX_NODES];
+    for (int i = 0; i < ne; i++) elide[i] = dead[i] || superseded(r, ne, i);
     int order[VT_MAX_DIMS];
     const int *perm = group_order(r, order);
     if (!tail) return enqueue_group(dev, r, count, elide, perm, NULL, -1, st);
-    const int ne = count - 1;
     const vt_access *in = &tail->acc[tail->acc_of_src[0]];
     int q = ne - 1;
     while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;

@@ -56,7 +56,7 @@ typedef enum vt_node_kind {
                           iparams[0]: precision */
     VT_NODE_FOREACH,   /* one tensor of a foreach op: op: vt_foreach_op; src: self, other, weight/tensor2 as
                           the op has them; params[0]: its scalar, params[1]: alpha; iparams[0]: which
-                          tensor of the op's lists */
+                          tensor of the op's lists; iparams[1]: the op is in place (vt_foreach_in_place) */
     VT_NODE_SHAPE,     /* op: vt_shape_op (kernels/shape/shape.def) */
     VT_NODE_INDEX,     /* op: vt_index_op (kernels/index/index.def) */
     VT_NODE_KIND_COUNT

@@ -592,6 +592,7 @@ static vt_foreach_args foreach_args(const vt_node *n) {
     x.c = n->nsrc > 2 ? &n->src[2] : NULL;
     x.scalar = n->params[0];
     x.alpha = n->params[1];
+    x.in_place = n->iparams[1] ? 1 : -1;
     return x;
 }
 
@@ -605,6 +606,7 @@ void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x
     n->params[0] = x->scalars ? x->scalars[i] : x->scalar;
     n->params[1] = x->alpha;
     n->iparams[0] = i;
+    n->iparams[1] = vt_foreach_in_place(x, i); /* known now: the group may move the output to scratch */
 }
 
 static vt_status foreach_check(const vt_node *n) {

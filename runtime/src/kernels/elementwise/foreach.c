@@ -105,6 +105,11 @@ typedef struct fe_item {
     optim_fe_f64 p64;
 } fe_item;
 
+int vt_foreach_in_place(const vt_foreach_args *x, int64_t i) {
+    if (x->in_place) return x->in_place > 0;
+    return x->a && x->a[i].data == x->out[i].data && x->a[i].offset == x->out[i].offset;
+}
+
 static double read_scalar_tensor(const vt_tensor *t) {
     double v;
     vt_convert(t->dtype, (const char *)vt_base(t), 0, VT_F64, &v, 0, 1);
@@ -151,8 +156,7 @@ static void plan_item(const vt_foreach_args *x, int64_t i, double st, int has_st
         it->p32.s = round_to(out->dtype, s);
         it->p32.alpha = round_to(out->dtype, alpha);
     }
-    if (x->op == VT_FOREACH_MUL && !it->has_b && !has_st && it->has_a && x->a[i].data == out->data &&
-        x->a[i].offset == out->offset) {
+    if (x->op == VT_FOREACH_MUL && !it->has_b && !has_st && it->has_a && vt_foreach_in_place(x, i)) {
         /* CPU PyTorch's in-place _foreach_mul_(BF16/F16 list, Scalar or
          * ScalarList) multiplies by the scalar rounded to the dtype, while the
          * out-of-place _foreach_mul (and div/div_) keep it in float:
