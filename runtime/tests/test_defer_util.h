@@ -94,15 +94,7 @@ static inline void build_node(vt_node *n, const step *st, host_tensor *b) {
  * (host copies), the status of the synchronisation returned. */
 static inline vt_status run_prog(const prog *p, vt_eager_mode mode, host_tensor *res) {
     host_tensor b[MAXBUF];
-    for (int i = 0; i < p->nbuf; i++) {
-        b[i] = p->buf[i];
-        if (p->alias[i]) continue;
-        b[i].block = malloc(p->buf[i].bytes);
-        memcpy(b[i].block, p->buf[i].block, p->buf[i].bytes);
-        b[i].t.data = b[i].block;
-        b[i].on_device = 0;
-        ht_device(&b[i]);
-    }
+    for (int i = 0; i < p->nbuf; i++) b[i] = p->alias[i] ? p->buf[i] : ht_copy_to_device(&p->buf[i]);
     for (int i = 0; i < p->nbuf; i++)
         if (p->alias[i]) b[i].t.data = b[p->alias[i] - 1].block;
     vt_set_thread_eager_mode(mode);

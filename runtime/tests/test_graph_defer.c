@@ -320,14 +320,7 @@ static vt_status adamw_foreach(vt_eager_mode mode, host_tensor in[NPARAM][4], ho
     vt_tensor P[NPARAM], M[NPARAM], V[NPARAM], G[NPARAM], T[NPARAM];
     double bc2[NPARAM], step[NPARAM];
     for (int i = 0; i < NPARAM; i++) {
-        for (int k = 0; k < 4; k++) {
-            d[i][k] = in[i][k];
-            d[i][k].block = malloc(in[i][k].bytes);
-            memcpy(d[i][k].block, in[i][k].block, in[i][k].bytes);
-            d[i][k].t.data = d[i][k].block;
-            d[i][k].on_device = 0;
-            ht_device(&d[i][k]);
-        }
+        for (int k = 0; k < 4; k++) d[i][k] = ht_copy_to_device(&in[i][k]);
         t[i] = ht_new(in[i][0].t.dtype, in[i][0].t.ndim, in[i][0].t.sizes);
         ht_device(&t[i]);
         P[i] = d[i][0].t, M[i] = d[i][1].t, V[i] = d[i][2].t, G[i] = d[i][3].t, T[i] = t[i].t;
@@ -353,13 +346,7 @@ static vt_status adamw_foreach(vt_eager_mode mode, host_tensor in[NPARAM][4], ho
     vt_status w = vt_synchronize(0);
     vt_set_thread_eager_mode(-1);
     for (int i = 0; i < NPARAM; i++) {
-        for (int k = 0; k < 3; k++) {
-            res[i][k] = in[i][k];
-            res[i][k].block = malloc(in[i][k].bytes);
-            res[i][k].t.data = res[i][k].block;
-            res[i][k].on_device = 0;
-            memcpy(res[i][k].block, d[i][k].block, in[i][k].bytes);
-        }
+        for (int k = 0; k < 3; k++) res[i][k] = ht_copy_to_host(&d[i][k]);
         for (int k = 0; k < 4; k++) ht_free(&d[i][k]);
     }
     return s != VT_OK ? s : w;

@@ -215,27 +215,14 @@ typedef struct group_rec {
 typedef struct open_group {
     int id;                 /* index into the flush's groups */
     int closed;             /* ends in a reduction or softmax: nothing joins it */
-    uint64_t rmask, wmask;  /* one bit per block hash, read / written */
     vt_fuse_uses uses;
 } open_group;
-
-static uint64_t block_bit(const void *block) {
-    return 1ull << ((uint64_t)(uintptr_t)block * 0x9e3779b97f4a7c15ull >> 58);
-}
-
-static void masks_add(open_group *o, const vt_rec *r) {
-    for (int k = 0; k < r->nacc; k++) {
-        if (r->acc[k].flags & VT_USE_WRITE) o->wmask |= block_bit(r->acc[k].block);
-        else o->rmask |= block_bit(r->acc[k].block);
-    }
-}
 
 /* Whether r touches a block group o writes, or writes one o reads. */
 static int conflicts(const open_group *o, const vt_rec *r) {
     for (int k = 0; k < r->nacc; k++) {
         const int w = (r->acc[k].flags & VT_USE_WRITE) != 0;
-        const uint64_t bit = block_bit(r->acc[k].block);
-        if (!((w ? o->rmask | o->wmask : o->wmask) & bit)) continue;
+        if (!vt_fuse_may_conflict(&o->uses, r->acc[k].block, w)) continue;
         for (int i = o->uses.n - 1; i >= 0; i--)
             if (o->uses.u[i].block == r->acc[k].block && (w || o->uses.u[i].write)) return 1;
     }
@@ -258,7 +245,6 @@ static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *
                         : vt_fuse_fits(&o->uses, &recs[g->member[0]], &recs[i]))) {
                 joined = o->id;
                 vt_fuse_add(&o->uses, &recs[i]);
-                masks_add(o, &recs[i]);
                 o->closed = tail;
                 break;
             }
@@ -269,9 +255,7 @@ static int cut_groups(const vt_rec *recs, int n, group_rec *groups, open_group *
             open_group *o = &open[joined % OPEN_GROUPS];
             o->id = joined;
             o->closed = tail || alone;
-            o->rmask = o->wmask = 0;
             vt_fuse_begin(&o->uses, &recs[i]);
-            masks_add(o, &recs[i]);
             groups[joined].count = 0;
             if (nopen < OPEN_GROUPS) nopen++;
         }

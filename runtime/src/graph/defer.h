@@ -33,9 +33,9 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
 #define VT_FUSE_MAX_NODES 128
 /* What a group being built does with each buffer (HBM block) it touches,
  * per view it was used through: whether a use through the view writes, and
- * whether the block is used through other views too. seen: a filter of the
- * blocks used (one bit per block hash), so a block the group never touched
- * is known without a scan. */
+ * whether the block is used through other views too. used, wrote: filters
+ * of the blocks used and written (a bit per block hash), so a block the
+ * group never touched (or never wrote) is known without a scan. */
 typedef struct vt_fuse_use {
     const void *block;
     const vt_tensor *view;
@@ -43,7 +43,7 @@ typedef struct vt_fuse_use {
 } vt_fuse_use;
 typedef struct vt_fuse_uses {
     int n;
-    uint64_t seen[4];
+    uint64_t used[4], wrote[4];
     vt_fuse_use u[VT_FUSE_MAX_NODES * VT_REC_MAX_ACC];
 } vt_fuse_uses;
 /* Start a group with its first node g. */
@@ -69,6 +69,10 @@ int vt_fuse_is_tail(const vt_rec *r);
 int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r);
 /* r joins the group. */
 void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r);
+/* Whether an access of block (write: one that writes) may conflict with the
+ * group's uses: the group uses the block at all (a write), or writes it (a
+ * read). 0: surely not; 1: scan t to know. */
+int vt_fuse_may_conflict(const vt_fuse_uses *t, const void *block, int write);
 /* Test hook: of the host allocations flushes make from now on (a flush's
  * tables, then per group its command, then per thread its tiles), the one
  * after `skip` others fails as if the host were out of memory (skip < 0:

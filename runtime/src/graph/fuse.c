@@ -47,17 +47,21 @@ static const vt_tensor *view_of(const vt_rec *r, int k) {
     return t < VT_NODE_MAX_OUT ? &r->n.out[t] : &r->n.src[t - VT_NODE_MAX_OUT];
 }
 
-static unsigned seen_bit(const void *block) {
+static unsigned filter_bit(const void *block) {
     return (unsigned)((uint64_t)(uintptr_t)block * 0x9e3779b97f4a7c15ull >> 56);
 }
 
-static int maybe_seen(const vt_fuse_uses *t, const void *block) {
-    const unsigned b = seen_bit(block);
-    return (int)(t->seen[b >> 6] >> (b & 63) & 1);
+static int in_filter(const uint64_t *f, const void *block) {
+    const unsigned b = filter_bit(block);
+    return (int)(f[b >> 6] >> (b & 63) & 1);
+}
+
+int vt_fuse_may_conflict(const vt_fuse_uses *t, const void *block, int write) {
+    return in_filter(write ? t->used : t->wrote, block);
 }
 
 static int use_of(const vt_fuse_uses *t, const void *block) {
-    if (!maybe_seen(t, block)) return -1;
+    if (!in_filter(t->used, block)) return -1;
     for (int i = t->n - 1; i >= 0; i--) /* newest first: a chain reads what it just wrote */
         if (t->u[i].block == block) return i;
     return -1;
@@ -68,12 +72,14 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r) {
         const vt_access *a = &r->acc[k];
         const vt_tensor *v = view_of(r, k);
         const int w = (a->flags & VT_USE_WRITE) != 0;
-        int i = maybe_seen(t, a->block) ? t->n - 1 : -1, others = 0;
+        int i = in_filter(t->used, a->block) ? t->n - 1 : -1, others = 0;
         for (; i >= 0; i--) { /* newest first: a chain reads what it just wrote */
             if (t->u[i].block != a->block) continue;
             if (same_view(t->u[i].view, v)) break;
             others = 1;
         }
+        const unsigned b = filter_bit(a->block);
+        if (w) t->wrote[b >> 6] |= 1ull << (b & 63);
         if (i >= 0) {
             t->u[i].write |= w;
             continue;
@@ -81,14 +87,14 @@ void vt_fuse_add(vt_fuse_uses *t, const vt_rec *r) {
         for (int j = 0; j < t->n && others; j++)
             if (t->u[j].block == a->block) t->u[j].other = 1;
         t->u[t->n++] = (vt_fuse_use){a->block, v, w, others};
-        const unsigned b = seen_bit(a->block);
-        t->seen[b >> 6] |= 1ull << (b & 63);
+        t->used[b >> 6] |= 1ull << (b & 63);
     }
 }
 
 void vt_fuse_begin(vt_fuse_uses *t, const vt_rec *g) {
     t->n = 0;
-    memset(t->seen, 0, sizeof t->seen);
+    memset(t->used, 0, sizeof t->used);
+    memset(t->wrote, 0, sizeof t->wrote);
     vt_fuse_add(t, g);
 }
 
@@ -104,7 +110,7 @@ int vt_fuse_takes_tail(const vt_fuse_uses *t, const vt_rec *r) {
     /* its other inputs (a norm's weight) are read from memory, before the
      * group runs: none may be what the group writes, through any view */
     for (int k = 0; k < r->nacc; k++) {
-        if (k == a || r->tensor_of[k] < VT_NODE_MAX_OUT) continue;
+        if (k == a || r->tensor_of[k] < VT_NODE_MAX_OUT || !vt_fuse_may_conflict(t, r->acc[k].block, 0)) continue;
         for (int j = 0; j < t->n; j++)
             if (t->u[j].block == r->acc[k].block && t->u[j].write) return 0;
     }
@@ -122,7 +128,7 @@ int vt_fuse_fits(const vt_fuse_uses *t, const vt_rec *g, const vt_rec *r) {
     for (int k = 0; k < r->nacc; k++) {
         const vt_access *a = &r->acc[k];
         const vt_tensor *v = view_of(r, k);
-        if (!maybe_seen(t, a->block)) continue;
+        if (!vt_fuse_may_conflict(t, a->block, (a->flags & VT_USE_WRITE) != 0)) continue;
         for (int i = 0; i < t->n; i++) {
             if (t->u[i].block != a->block || !(t->u[i].write || (a->flags & VT_USE_WRITE))) continue;
             /* a write meets another use: through the same view, or of
