@@ -33,24 +33,21 @@ typedef struct prog {
 } prog;
 
 
-/* A device copy of host tensor h, and a host copy of device tensor d. */
-static inline host_tensor ht_copy_to_device(const host_tensor *h) {
-    host_tensor d = *h;
-    d.block = malloc(h->bytes);
-    memcpy(d.block, h->block, h->bytes);
-    d.t.data = d.block;
-    d.on_device = 0;
-    ht_device(&d);
-    return d;
+/* A host (malloc'd) copy of tensor h, which may be on the device (HBM is
+ * host memory), and a device copy of it. */
+static inline host_tensor ht_copy_to_host(const host_tensor *h) {
+    host_tensor c = *h;
+    c.block = malloc(h->bytes);
+    memcpy(c.block, h->block, h->bytes);
+    c.t.data = c.block;
+    c.on_device = 0;
+    return c;
 }
 
-static inline host_tensor ht_copy_to_host(const host_tensor *d) {
-    host_tensor h = *d;
-    h.block = malloc(d->bytes);
-    memcpy(h.block, d->block, d->bytes);
-    h.t.data = h.block;
-    h.on_device = 0;
-    return h;
+static inline host_tensor ht_copy_to_device(const host_tensor *h) {
+    host_tensor d = ht_copy_to_host(h);
+    ht_device(&d);
+    return d;
 }
 
 static inline void build_node(vt_node *n, const step *st, host_tensor *b) {
