@@ -385,6 +385,31 @@ def test_foreach_self_aliasing():
         torch.testing.assert_close(x, y, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("listed twice", lambda b: torch._foreach_mul_([b, b], 0.9)),
+        ("with its transpose", lambda b: torch._foreach_mul_([b, b.t()], 0.9)),
+        ("overlapping views", lambda b: torch._foreach_mul_([b.narrow(1, 1, 699), b.view(-1)], 0.9)),
+        ("halves read each other", lambda b: torch._foreach_add_([b[:48], b[48:]], [b[48:], b[:48]])),
+    ],
+    ids=lambda c: c[0],
+)
+def test_foreach_entries_sharing_memory_run_in_list_order(case):
+    # CPU runs the entries one after another: an element two entries update
+    # is updated twice, an entry reads what an earlier one wrote. Tensors
+    # this large are split across threads; run all at once, two threads
+    # would update one element together (a result that changed run to run).
+    base = torch.randn(96, 700, generator=torch.Generator().manual_seed(3))
+    want = base.clone()
+    case[1](want)
+    for _ in range(5):
+        with vtpu.cpu_fallback(False):
+            got = base.to("tpu")
+            case[1](got)
+        assert torch.equal(got.cpu(), want)
+
+
 @pytest.mark.parametrize("device", ["cpu", "tpu"])
 def test_foreach_errors_match_cpu(device):
     a = [torch.randn(3, device=device), torch.randn(4, device=device)]

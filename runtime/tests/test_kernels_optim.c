@@ -135,6 +135,45 @@ TEST(foreach_inplace_and_scalar_tensor) {
     ht_free(&s);
 }
 
+/* Entries that share memory run one after another, in list order, as CPU
+ * PyTorch's per-tensor loop does: a tensor listed twice is scaled twice; the
+ * second half of a list reads what the first half wrote. Large enough that
+ * the work is split across threads. */
+TEST(foreach_entries_sharing_memory_run_in_order) {
+    const int64_t n = 3 * 32768 + 5;
+    host_tensor t = ht_1d(VT_F32, 2 * n), r = ht_1d(VT_F32, 2 * n);
+    ht_fill_random(&t, 0, 0);
+    memcpy(r.block, t.block, (size_t)(2 * n) * 4);
+    float *tv = t.block, *rv = r.block;
+    vt_tensor twice[2] = {t.t, t.t};
+    vt_foreach_args x = {0};
+    x.op = VT_FOREACH_MUL;
+    x.n = 2;
+    x.out = x.a = twice;
+    x.scalar = 0.75;
+    CHECK_OK(vt_foreach(&x));
+    for (int64_t i = 0; i < 2 * n; i++) CHECK(tv[i] == rv[i] * 0.75f * 0.75f);
+    /* halves: [lo, hi] += [hi, lo] */
+    memcpy(r.block, t.block, (size_t)(2 * n) * 4);
+    vt_tensor halves[2] = {t.t, t.t}, swapped[2];
+    halves[0].sizes[0] = halves[1].sizes[0] = n;
+    halves[1].offset += n;
+    swapped[0] = halves[1], swapped[1] = halves[0];
+    x = (vt_foreach_args){0};
+    x.op = VT_FOREACH_ADD;
+    x.n = 2;
+    x.out = x.a = halves;
+    x.b = swapped;
+    x.alpha = 1.0;
+    CHECK_OK(vt_foreach(&x));
+    for (int64_t i = 0; i < n; i++) {
+        const float lo = rv[i] + rv[n + i];
+        CHECK(tv[i] == lo && tv[n + i] == rv[n + i] + lo);
+    }
+    ht_free(&t);
+    ht_free(&r);
+}
+
 /* CPU PyTorch's scalar rounding for BF16 lists: add/sub round the Scalar to
  * BF16; mul rounds it only in place (out aliases self); out of place it stays
  * float. */

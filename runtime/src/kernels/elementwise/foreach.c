@@ -490,6 +490,83 @@ static vt_status run_reduction(const vt_foreach_args *x, int ref) {
     return VT_OK;
 }
 
+/* ------------------------------------------------------------ aliasing lists
+ * CPU PyTorch runs a foreach op tensor by tensor, in list order. When one
+ * entry's output is memory another entry reads or writes (a parameter
+ * listed twice, two views of one tensor), the order matters: such lists run
+ * one tensor after another here too, instead of all at once (where two
+ * threads would update the same elements together). */
+
+/* The bytes [lo, hi) a tensor's elements lie in; lo == hi when empty. */
+typedef struct span {
+    uintptr_t lo, hi;
+    int64_t i; /* the list entry */
+} span;
+
+static span span_of(const vt_tensor *t, int64_t i) {
+    span r = {0, 0, i};
+    if (vt_tensor_numel(t) == 0) return r;
+    const int64_t es = (int64_t)vt_dtype_size(t->dtype);
+    int64_t lo = 0, hi = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        const int64_t reach = (t->sizes[d] - 1) * t->strides[d] * es;
+        if (reach < 0) lo += reach;
+        else hi += reach;
+    }
+    const uintptr_t at = (uintptr_t)vt_base(t);
+    r.lo = at + (uintptr_t)lo; /* lo <= 0: wraps to at - |lo| */
+    r.hi = at + (uintptr_t)hi + (uintptr_t)es;
+    return r;
+}
+
+static int cmp_span(const void *pa, const void *pb) {
+    const uintptr_t a = ((const span *)pa)->lo, b = ((const span *)pb)->lo;
+    return (a > b) - (a < b);
+}
+
+/* 1: some entry's output shares bytes with another entry's output or
+ * input; 0: none; -1: out of host memory. O(n log n): the outputs sorted,
+ * each input looked up among them. */
+static int lists_alias(const vt_foreach_args *x) {
+    const int64_t n = x->n;
+    span *outs = malloc((size_t)n * sizeof *outs);
+    if (!outs) return -1;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const span sp = span_of(&x->out[i], i);
+        if (sp.hi > sp.lo) outs[m++] = sp;
+    }
+    qsort(outs, (size_t)m, sizeof *outs, cmp_span);
+    int alias = 0;
+    for (int64_t k = 1; k < m && !alias; k++) alias = outs[k].lo < outs[k - 1].hi;
+    /* the outputs are disjoint now: sorted by lo, they are sorted by hi */
+    const vt_tensor *lists[3] = {x->a, x->b, x->c};
+    for (int l = 0; l < 3 && !alias; l++)
+        for (int64_t i = 0; lists[l] && i < n && !alias; i++) {
+            const span in = span_of(&lists[l][i], i);
+            if (in.hi <= in.lo) continue;
+            int64_t lo = 0, hi = m; /* the first output ending after in starts */
+            while (lo < hi) {
+                const int64_t mid = (lo + hi) / 2;
+                if (outs[mid].hi <= in.lo) lo = mid + 1;
+                else hi = mid;
+            }
+            for (int64_t k = lo; k < m && outs[k].lo < in.hi && !alias; k++) alias = outs[k].i != i;
+        }
+    free(outs);
+    return alias;
+}
+
+typedef struct fe_part {
+    const fe_job *j;
+    int64_t first; /* the part's first element in the job's numbering */
+} fe_part;
+
+static void fe_part_chunk(void *vctx, int64_t begin, int64_t end) {
+    const fe_part *p = vctx;
+    fe_chunk((void *)p->j, p->first + begin, p->first + end);
+}
+
 /* ------------------------------------------------------------ entry points */
 
 static vt_status run_foreach(const vt_foreach_args *x, int ref) {
@@ -511,11 +588,22 @@ static vt_status run_foreach(const vt_foreach_args *x, int ref) {
         start[i + 1] = start[i] + vt_tensor_numel(&x->out[i]);
     }
     fe_job j = {x, items, start, n, ref ? &optim_table_portable : optim_active_table(), ref, NULL};
-    if (ref) fe_chunk(&j, 0, start[n]);
-    else vt_parallel_for(start[n], FE_GRAIN, fe_chunk, &j);
+    const int alias = ref ? 0 : lists_alias(x);
+    if (alias < 0) {
+        s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "foreach %s: out of host memory", fe_names[x->op]);
+    } else if (ref) {
+        fe_chunk(&j, 0, start[n]);
+    } else if (alias) {
+        for (int64_t i = 0; i < n; i++) {
+            fe_part part = {&j, start[i]};
+            vt_parallel_for(start[i + 1] - start[i], FE_GRAIN, fe_part_chunk, &part);
+        }
+    } else {
+        vt_parallel_for(start[n], FE_GRAIN, fe_chunk, &j);
+    }
     free(items);
     free(start);
-    return VT_OK;
+    return s;
 }
 
 vt_status vt_foreach(const vt_foreach_args *x) { return run_foreach(x, 0); }
