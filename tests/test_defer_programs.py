@@ -1,0 +1,367 @@
+"""DeferAndFuse against Strict on random programs. A seeded generator builds
+a program of tensor ops the way user code mixes them: elementwise chains with
+broadcasting and Python scalars, in-place updates (also through views),
+views of pending values (transpose, slices, narrow, select, unsqueeze,
+reshape, expand), casts, reductions and softmax (the tails a group may end
+in), cat, matmul, foreach updates, copies and fills, values dropped mid-way
+(dead intermediates) and host reads mid-way (flushes). Each program runs on
+CPU PyTorch first (an op CPU refuses is left out), then on "tpu" in Strict
+and in DeferAndFuse from the same inputs.
+
+DeferAndFuse must give Strict's results bit for bit: every value the program
+read on the host, and every tensor alive at the end (its bits, NaN and -0
+included). Every other program also checks Strict against CPU (the ops' own
+conformance is tested elsewhere; here the check guards against a view or an
+in-place update landing in the wrong place). Those programs use continuous
+ops only: a cast to bfloat16, a sign or a comparison turns a last-bit
+difference (a reduction's order, a transcendental's polynomial, each ISA
+path its own) into a visible one, so no tolerance would hold on every CPU.
+
+VTPU_PROGRAM_SEEDS=N runs N programs instead of the default set."""
+
+import os
+import random
+
+import pytest
+import torch
+
+import vtpu
+
+SEEDS = range(int(os.environ.get("VTPU_PROGRAM_SEEDS", "300")))
+STEPS = 60
+
+# Shapes the base tensors take: small ones, one that spans several fused
+# tiles and both threads, broadcastable relatives of each other.
+SHAPES = [(6, 5), (5,), (1, 5), (6, 1), (3, 6, 5), (), (0, 5), (96, 700), (700,), (96, 1)]
+
+UNARY = {
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "exp_clamped": lambda x: torch.exp(x.clamp(-5, 5)),
+    "sqrt_abs": lambda x: torch.sqrt(x.abs()),
+    "log1p_abs": lambda x: torch.log1p(x.abs()),
+    "square": lambda x: x * x,
+    "floor": torch.floor,
+    "sign": torch.sign,
+    "clamp": lambda x: x.clamp(-1.5, 2.0),
+    "gelu": torch.nn.functional.gelu,
+    "silu": torch.nn.functional.silu,
+    "sin": torch.sin,
+}
+BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div_safe": lambda a, b: a / (b.abs() + 1),
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "where": lambda a, b: torch.where(a > 0, a, b),
+    "lerp": lambda a, b: torch.lerp(a, b, 0.3),
+}
+INPLACE = {
+    "add_": lambda a, b: a.add_(b, alpha=0.5),
+    "sub_": lambda a, b: a.sub_(b),
+    "mul_": lambda a, b: a.mul_(b),
+    "copy_": lambda a, b: a.copy_(b),
+    "clamp_": lambda a, b: a.clamp_(-1.0, 1.0),
+    "fill_": lambda a, b: a.fill_(0.25),
+    "zero_": lambda a, b: a.zero_(),
+    "lerp_": lambda a, b: a.lerp_(b, 0.1),
+    "addcmul_": lambda a, b: a.addcmul_(b, b, value=0.5),
+}
+REDUCE = {
+    "sum": lambda x, d: x.sum(d),
+    "mean": lambda x, d: x.mean(d),
+    "amax": lambda x, d: x.amax(d),
+    "sum_keep": lambda x, d: x.sum(d, keepdim=True),
+    "softmax": lambda x, d: torch.softmax(x, d),
+    "log_softmax": lambda x, d: torch.log_softmax(x, d),
+    "norm": lambda x, d: torch.linalg.vector_norm(x, dim=d),
+}
+
+
+class Step:
+    """One op of a program: out[k] = env entries named by `outs`, computed by
+    fn from the entries named by `args` (None: the op returns nothing)."""
+
+    def __init__(self, label, fn, args, outs=(), read=False, drop=()):
+        self.label, self.fn, self.args, self.outs, self.read, self.drop = label, fn, args, outs, read, drop
+
+    def apply(self, env, reads):
+        for name in self.drop:
+            del env[name]
+        if not self.args and not self.outs:
+            return
+        res = self.fn(*[env[a] for a in self.args])
+        if self.read:
+            reads.append(res)
+        elif self.outs:
+            res = res if isinstance(res, (tuple, list)) else (res,)
+            for name, t in zip(self.outs, res):
+                env[name] = t
+
+
+def float_names(env):
+    return [n for n, t in env.items() if t.dtype.is_floating_point]
+
+
+def pick(rng, names):
+    """Mostly one of the newest values (chains form), else any."""
+    return rng.choice(names[-4:] if rng.random() < 0.6 else names)
+
+
+def broadcast_partner(env, rng, name):
+    """A tensor (by name) that broadcasts to env[name]'s shape, or None."""
+    shape = env[name].shape
+    ok = []
+    for n, t in env.items():
+        if not t.dtype.is_floating_point:
+            continue
+        try:
+            if torch.broadcast_shapes(t.shape, shape) == shape:
+                ok.append(n)
+        except RuntimeError:
+            pass
+    return pick(rng, ok) if ok else None
+
+
+# Ops that can turn a last-bit difference of their input into a large one:
+# steps (sign, floor, a comparison), an infinite slope at 0 (sqrt), a
+# period (sin of a large sum).
+DISCONTINUOUS = {"sign", "floor", "where", "sqrt_abs", "sin"}
+
+
+def shares_memory(a, b):
+    """b is another view of a's memory (not the same view)."""
+    same_view = a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and not same_view
+
+
+def next_step(env, rng, fresh, writable, continuous):
+    """A random step valid for env's current tensors (names and shapes);
+    continuous: no casts, matmuls, ops in DISCONTINUOUS or in-place writes
+    that read another view of what they write (CPU PyTorch refuses the
+    overlaps it can see; where it cannot tell, its result depends on the
+    order its loops visit elements, which vtpu does not copy)."""
+    fl = float_names(env)
+    if not fl:
+        return None
+    x = pick(rng, fl)
+    kind = rng.choices(
+        ["unary", "binary", "scalar", "inplace", "view", "reduce", "cat", "matmul", "cast", "foreach", "drop", "read",
+         "out", "random", "other"],
+        weights=[12, 12, 6, 12, 10, 5, 3, 2, 3, 3, 5, 3, 3, 2, 4],
+    )[0]
+    if kind == "out":
+        targets = [n for n in fl if n in writable and n != x and env[n].shape == env[x].shape]
+        if not targets:
+            return None
+        y, o = broadcast_partner(env, rng, x), pick(rng, targets)
+        if continuous and (shares_memory(env[o], env[x]) or shares_memory(env[o], env[y])):
+            return None
+        return Step("mul out=", lambda a, b, o: torch.mul(a, b, out=o), [x, y, o], [])
+    if kind == "random":
+        if continuous:
+            return None
+        if rng.random() < 0.5:
+            return Step("rand_like", lambda v: v + torch.rand_like(v), [x], [fresh()])
+        return Step("dropout", lambda v: torch.nn.functional.dropout(v, 0.3, training=True), [x], [fresh()])
+    if kind == "other":
+        t = env[x]
+        ops = [("clone", lambda v: v.clone()), ("contiguous_t", lambda v: v.transpose(0, -1).contiguous())]
+        if t.dim() >= 1 and t.shape[0] > 1:
+            ops += [("index_select", lambda v: v.index_select(0, torch.tensor([1, 0, 1], device=v.device))),
+                    ("cumsum", lambda v: v.cumsum(0))]
+        if not continuous:
+            ops += [("masked_select", lambda v: v[v > 0.1]),
+                    ("nonzero_count", lambda v: (v > 0).nonzero().shape[0] + v)]
+            if x in writable:
+                ops += [("masked_fill_", lambda v: v.masked_fill_(v < -0.5, 7.0))]
+        label, fn = rng.choice(ops)
+        return Step(label, fn, [x], [] if label.endswith("_") else [fresh()])
+    if kind == "unary":
+        op = rng.choice([u for u in UNARY if not (continuous and u in DISCONTINUOUS)])
+        return Step(op, UNARY[op], [x], [fresh()])
+    if kind == "binary":
+        y = broadcast_partner(env, rng, x)
+        op = rng.choice([u for u in BINARY if not (continuous and u in DISCONTINUOUS)])
+        a, b = (x, y) if rng.random() < 0.5 else (y, x)
+        return Step(op, BINARY[op], [a, b], [fresh()])
+    if kind == "scalar":
+        s = rng.choice([2.0, -0.5, 1.5, 3])
+        op = rng.choice(["add", "mul", "rsub", "div", "pow2"])
+        fn = {
+            "add": lambda t: t + s,
+            "mul": lambda t: t * s,
+            "rsub": lambda t: s - t,
+            "div": lambda t: t / s,
+            "pow2": lambda t: t**2,
+        }[op]
+        return Step(f"{op} {s}", fn, [x], [fresh()])
+    if kind == "inplace":
+        targets = [n for n in fl if n in writable]
+        if not targets:
+            return None
+        a = pick(rng, targets)
+        b = broadcast_partner(env, rng, a)
+        if continuous and shares_memory(env[a], env[b]):
+            return None
+        op = rng.choice(list(INPLACE))
+        return Step(op, INPLACE[op], [a, b], [])
+    if kind == "view":
+        t = env[x]
+        views = []
+        if t.dim() >= 2:
+            views += [("t", lambda v: v.transpose(0, 1)), ("narrow", lambda v: v.narrow(1, 1, v.shape[1] - 1))]
+            views += [("select", lambda v: v.select(0, v.shape[0] // 2))] if t.shape[0] else []
+            views += [("slice", lambda v: v[::2])]
+        if t.dim() >= 1:
+            views += [("unsqueeze", lambda v: v.unsqueeze(0)), ("step", lambda v: v[..., ::2])]
+            if t.is_contiguous():
+                views += [("flatten", lambda v: v.view(-1))]
+            if t.dim() == 1:
+                views += [("expand", lambda v: v.expand(3, v.shape[0]))]
+        if not views:
+            return None
+        label, fn = rng.choice(views)
+        name = fresh()
+        if label != "expand" and x in writable:
+            writable.add(name)
+        return Step(f"view {label}", fn, [x], [name])
+    if kind == "reduce":
+        t = env[x]
+        if t.dim() == 0:
+            return None
+        op = rng.choice(list(REDUCE))
+        d = rng.randrange(t.dim())
+        return Step(f"{op} dim {d}", lambda v, op=op, d=d: REDUCE[op](v, d), [x], [fresh()])
+    if kind == "cat":
+        t = env[x]
+        if t.dim() == 0:
+            return None
+        same = [n for n in fl if env[n].shape == t.shape]
+        y = rng.choice(same)
+        d = rng.randrange(t.dim())
+        return Step(f"cat dim {d}", lambda a, b, d=d: torch.cat([a, b], d), [x, y], [fresh()])
+    if kind == "matmul":
+        t = env[x]
+        if t.dim() != 2 or continuous:
+            return None
+        return Step("matmul", lambda a: a @ a.transpose(0, 1), [x], [fresh()])
+    if kind == "cast":
+        if continuous:
+            return None
+        dt = rng.choice([torch.bfloat16, torch.float16, torch.float64])
+        return Step(f"to {dt}", lambda v, dt=dt: v.to(dt).to(torch.float32), [x], [fresh()])
+    if kind == "foreach":
+        a = [n for n in fl if n in writable]
+        if len(a) < 2:
+            return None
+        p, q = rng.sample(a, 2)
+        if continuous and shares_memory(env[p], env[q]):
+            return None
+        if env[p].shape != env[q].shape:
+            return Step("foreach_mul_", lambda u, v: torch._foreach_mul_([u, v], 0.9), [p, q], [])
+        return Step("foreach_lerp_", lambda u, v: torch._foreach_lerp_([u, v], [v, u], 0.25), [p, q], [])
+    if kind == "drop":
+        if len(env) <= 3:
+            return None
+        writable.discard(x)
+        return Step("drop", None, [], [], drop=(x,))
+    if kind == "read":
+        return Step("read", lambda v: v.sum().item() if v.numel() else 0.0, [x], read=True)
+    return None
+
+
+def base_env(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {f"b{i}": torch.randn(s, generator=g) for i, s in enumerate(SHAPES)}
+
+
+def build(seed, continuous):
+    """A program CPU PyTorch runs without error, and the CPU results."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    env = base_env(seed)
+    writable = set(env)
+    counter = iter(range(10**6))
+    steps, reads = [], []
+
+    def fresh():
+        return f"t{next(counter)}"
+
+    while len(steps) < STEPS:
+        step = next_step(env, rng, fresh, writable, continuous)
+        if step is None:
+            continue
+        before = dict(env)
+        try:
+            step.apply(env, reads)
+        except (RuntimeError, IndexError, ValueError):  # CPU refuses: a write into an expanded view, an empty max
+            env.clear()
+            env.update(before)
+            for name in step.outs:
+                writable.discard(name)
+            continue
+        steps.append(step)
+    return steps, env, reads
+
+
+def run_tpu(seed, steps, mode):
+    torch.manual_seed(seed)  # the same random stream in every mode
+    env = {n: t.to("tpu") for n, t in base_env(seed).items()}
+    reads = []
+    with vtpu.eager_mode(mode):
+        for step in steps:
+            step.apply(env, reads)
+        out = {n: t.cpu() for n, t in env.items()}
+    return out, reads
+
+
+def bits(t):
+    """The exact bits of a float tensor (NaN payloads and -0 included)."""
+    t = t.contiguous()
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def assert_near(got, ref, what):
+    """got is ref within 1e-3 of ref's largest magnitude (or of 1): a value
+    written to the wrong place is off by the order of the values, a last-bit
+    difference that a later subtraction exposed is not. Non-finite values
+    must match exactly."""
+    assert got.shape == ref.shape, what
+    got, ref = got.double(), ref.double()
+    fin, inf = ref.isfinite(), ref.isinf()
+    assert torch.equal(ref.isnan(), got.isnan()) and torch.equal(inf, got.isinf()), what
+    assert torch.equal(got[inf], ref[inf]), what
+    if fin.any():
+        scale = max(1.0, ref[fin].abs().max().item())
+        err = (got[fin] - ref[fin]).abs().max().item()
+        assert err <= 1e-3 * scale, f"off by {err:.3g} (scale {scale:.3g}): {what}"
+
+
+@pytest.mark.filterwarnings("ignore:tpu matmul precision")
+@pytest.mark.parametrize("seed", SEEDS)
+def test_program_defer_matches_strict_bit_for_bit(seed):
+    check_cpu = seed % 2 == 0
+    steps, cpu_env, cpu_reads = build(seed, continuous=check_cpu)
+    with torch.tpu.precision("highest"):
+        strict, strict_reads = run_tpu(seed, steps, "strict")
+        vtpu.reset_fusion_stats()
+        fused, fused_reads = run_tpu(seed, steps, "defer_and_fuse")
+    program = "; ".join(s.label for s in steps)
+    assert vtpu.fusion_stats()["nodes"] > 0, program
+    assert list(strict) == list(fused) == list(cpu_env)
+    for name, ref in strict.items():
+        got = fused[name]
+        assert got.shape == ref.shape and got.dtype == ref.dtype, (name, program)
+        assert torch.equal(bits(got), bits(ref)), f"{name} differs from Strict after: {program}"
+        if check_cpu:
+            assert_near(ref, cpu_env[name], f"{name} after: {program}")
+    assert [repr(v) for v in fused_reads] == [repr(v) for v in strict_reads], program
+    if check_cpu:
+        assert_near(torch.tensor(strict_reads, dtype=torch.float64), torch.tensor(cpu_reads, dtype=torch.float64),
+                    f"reads of: {program}")
