@@ -195,6 +195,12 @@ static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, 
     copy_ctx *c = vctx;
     char *dst = p[0];
     const char *src = p[1];
+    if (c->from == c->to && s[0] == 1 && s[1] == 1) { /* rows of bytes: a slice of a cat, a head of a projection */
+        const size_t bytes = (size_t)n * c->h.it.elsize[0];
+        for (int64_t r = 0; r < rows; r++, dst += rs[0], src += rs[1])
+            if (dst != src) memmove(dst, src, bytes);
+        return;
+    }
     for (int64_t r = 0; r < rows; r++, dst += rs[0], src += rs[1]) vt_convert(c->from, src, s[1], c->to, dst, s[0], n);
 }
 
