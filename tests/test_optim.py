@@ -386,6 +386,34 @@ def test_foreach_self_aliasing():
 
 
 @pytest.mark.parametrize(
+    "op",
+    [
+        lambda t, u: torch._foreach_mul_(t, 0.5),
+        lambda t, u: torch._foreach_add_(t, u, alpha=2.0),
+        lambda t, u: torch._foreach_addcmul_(t, u, u, 0.5),
+        lambda t, u: torch._foreach_lerp_(t, u, 0.25),
+        lambda t, u: torch._foreach_copy_(t, u),
+        lambda t, u: torch._foreach_zero_(t),
+        lambda t, u: torch.ops.aten._foreach_add.Scalar_out(u, 1.0, out=t),
+    ],
+)
+@pytest.mark.parametrize("device", ["cpu", "tpu"])
+def test_foreach_writes_bump_versions_so_autograd_sees_them(op, device):
+    # A value autograd saved and a foreach op then overwrote: backward must
+    # refuse (as after CPU's per-tensor in-place ops), not use the new value.
+    w = torch.randn(5, device=device, requires_grad=True)
+    t = [torch.randn(5, device=device), torch.randn(3, device=device)]
+    u = [torch.randn(5, device=device), torch.randn(3, device=device)]
+    y = (w * t[0]).sum()  # saves t[0]
+    before = [x._version for x in t + u]
+    op(t, u)
+    assert [x._version for x in t] == [v + 1 for v in before[:2]]
+    assert [x._version for x in u] == before[2:]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+@pytest.mark.parametrize(
     "case",
     [
         ("listed twice", lambda b: torch._foreach_mul_([b, b], 0.9)),

@@ -272,6 +272,10 @@ void foreach_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const char* op_name = schema.name().c_str();
   check(vt_op_foreach(device_index(self[0]), op_name, &x));
+  // What the op wrote is a new version of it, as after CPU's per-tensor
+  // in-place ops: autograd then refuses a backward that saved the old value.
+  if (inplace || out_variant)
+    for (const auto& t : outs) t.unsafeGetTensorImpl()->bump_version();
 
   torch::jit::drop(*stack, nargs);
   if (schema.returns().size() == 1) stack->emplace_back(c10::List<at::Tensor>(outs));
