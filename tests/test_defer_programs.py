@@ -9,8 +9,9 @@ CPU PyTorch first (an op CPU refuses is left out), then on "tpu" in Strict
 and in DeferAndFuse from the same inputs.
 
 DeferAndFuse must give Strict's results bit for bit: every value the program
-read on the host, and every tensor alive at the end (its bits, NaN and -0
-included). Every other program also checks Strict against CPU (the ops' own
+read on the host, every tensor alive at the end (its bits, NaN and -0
+included), and, in programs whose inputs require grad, every gradient of a
+backward run in the mode. Every other program also checks Strict against CPU (the ops' own
 conformance is tested elsewhere; here the check guards against a view or an
 in-place update landing in the wrong place). Those programs use continuous
 ops only: a cast to bfloat16, a sign or a comparison turns a last-bit
@@ -105,7 +106,10 @@ class Step:
 
 
 def float_names(env):
-    return [n for n, t in env.items() if t.dtype.is_floating_point]
+    """The values later steps may use: not random ones ("r..."), whose
+    values differ from CPU's and would give a data-dependent size there and
+    another here."""
+    return [n for n, t in env.items() if t.dtype.is_floating_point and not n.startswith("r")]
 
 
 def pick(rng, names):
@@ -117,9 +121,8 @@ def broadcast_partner(env, rng, name):
     """A tensor (by name) that broadcasts to env[name]'s shape, or None."""
     shape = env[name].shape
     ok = []
-    for n, t in env.items():
-        if not t.dtype.is_floating_point:
-            continue
+    for n in float_names(env):
+        t = env[n]
         try:
             if torch.broadcast_shapes(t.shape, shape) == shape:
                 ok.append(n)
@@ -167,8 +170,8 @@ def next_step(env, rng, fresh, writable, continuous):
         if continuous:
             return None
         if rng.random() < 0.5:
-            return Step("rand_like", lambda v: v + torch.rand_like(v), [x], [fresh()])
-        return Step("dropout", lambda v: torch.nn.functional.dropout(v, 0.3, training=True), [x], [fresh()])
+            return Step("rand_like", lambda v: v + torch.rand_like(v), [x], ["r" + fresh()])
+        return Step("dropout", lambda v: torch.nn.functional.dropout(v, 0.3, training=True), [x], ["r" + fresh()])
     if kind == "other":
         t = env[x]
         ops = [("clone", lambda v: v.clone()), ("contiguous_t", lambda v: v.transpose(0, -1).contiguous())]
@@ -248,7 +251,7 @@ def next_step(env, rng, fresh, writable, continuous):
         return Step(f"cat dim {d}", lambda a, b, d=d: torch.cat([a, b], d), [x, y], [fresh()])
     if kind == "matmul":
         t = env[x]
-        if t.dim() != 2 or continuous:
+        if t.dim() != 2 or continuous or t.shape[0] > 1000:  # the product is rows x rows
             return None
         return Step("matmul", lambda a: a @ a.transpose(0, 1), [x], [fresh()])
     if kind == "cast":
@@ -276,17 +279,35 @@ def next_step(env, rng, fresh, writable, continuous):
     return None
 
 
-def base_env(seed):
+# Base tensors of other float dtypes, for the programs not checked against
+# CPU (a bfloat16 chain rounds at every op: a last-bit difference upstream
+# moves a result by a bfloat16 step).
+OTHER_DTYPES = [((6, 5), torch.bfloat16), ((96, 700), torch.bfloat16), ((5,), torch.float64), ((6, 5), torch.float16)]
+
+# Base tensors that require grad (leaves) in the autograd programs.
+LEAVES = ("b0", "b1", "b4", "b7", "b8")
+
+
+def base_env(seed, dtypes=False, grad=False, device=None):
     g = torch.Generator().manual_seed(seed)
-    return {f"b{i}": torch.randn(s, generator=g) for i, s in enumerate(SHAPES)}
+    env = {f"b{i}": torch.randn(s, generator=g) for i, s in enumerate(SHAPES)}
+    if dtypes:
+        for i, (s, dt) in enumerate(OTHER_DTYPES):
+            env[f"d{i}"] = torch.randn(s, generator=g).to(dt)
+    if device:
+        env = {n: t.to(device) for n, t in env.items()}
+    if grad:
+        for n in LEAVES:
+            env[n].requires_grad_()
+    return env
 
 
-def build(seed, continuous):
+def build(seed, continuous, grad=False):
     """A program CPU PyTorch runs without error, and the CPU results."""
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    env = base_env(seed)
-    writable = set(env)
+    env = base_env(seed, dtypes=not continuous, grad=grad)
+    writable = set(env) - set(LEAVES if grad else ())
     counter = iter(range(10**6))
     steps, reads = [], []
 
@@ -310,15 +331,27 @@ def build(seed, continuous):
     return steps, env, reads
 
 
-def run_tpu(seed, steps, mode):
+def run_tpu(seed, steps, mode, continuous, grad=False):
     torch.manual_seed(seed)  # the same random stream in every mode
-    env = {n: t.to("tpu") for n, t in base_env(seed).items()}
+    env = base_env(seed, dtypes=not continuous, grad=grad, device="tpu")
+    leaves = {n: env[n] for n in LEAVES}
     reads = []
     with vtpu.eager_mode(mode):
         for step in steps:
             step.apply(env, reads)
-        out = {n: t.cpu() for n, t in env.items()}
+        if grad:
+            total = loss(env)
+            if total is not None:
+                total.backward()  # backward runs in the mode too
+            return {n: t.grad.cpu() for n, t in leaves.items() if t.grad is not None}, reads
+        out = {n: t.detach().cpu() for n, t in env.items()}
     return out, reads
+
+
+def loss(env):
+    """A scalar of every value that requires grad, each weighted apart."""
+    terms = [(t.float() * (0.01 * (i + 1))).sum() for i, t in enumerate(env.values()) if t.requires_grad]
+    return torch.stack(terms).sum() if terms else None
 
 
 def bits(t):
@@ -348,10 +381,11 @@ def assert_near(got, ref, what):
 def test_program_defer_matches_strict_bit_for_bit(seed):
     check_cpu = seed % 2 == 0
     steps, cpu_env, cpu_reads = build(seed, continuous=check_cpu)
+    cpu_env = {n: t.detach() for n, t in cpu_env.items()}
     with torch.tpu.precision("highest"):
-        strict, strict_reads = run_tpu(seed, steps, "strict")
+        strict, strict_reads = run_tpu(seed, steps, "strict", check_cpu)
         vtpu.reset_fusion_stats()
-        fused, fused_reads = run_tpu(seed, steps, "defer_and_fuse")
+        fused, fused_reads = run_tpu(seed, steps, "defer_and_fuse", check_cpu)
     program = "; ".join(s.label for s in steps)
     assert vtpu.fusion_stats()["nodes"] > 0, program
     assert list(strict) == list(fused) == list(cpu_env)
@@ -365,3 +399,30 @@ def test_program_defer_matches_strict_bit_for_bit(seed):
     if check_cpu:
         assert_near(torch.tensor(strict_reads, dtype=torch.float64), torch.tensor(cpu_reads, dtype=torch.float64),
                     f"reads of: {program}")
+
+
+@pytest.mark.filterwarnings("ignore:tpu matmul precision")
+@pytest.mark.parametrize("seed", range(len(SEEDS) // 3))
+def test_program_backward_defer_matches_strict_bit_for_bit(seed):
+    # Leaves require grad; the program's values sum to a loss whose backward
+    # runs in the same mode. Gradients only against Strict: the derivative
+    # of abs, relu, clamp or a maximum jumps where its input crosses a tie,
+    # so a last-bit difference from CPU can move a gradient by a whole step.
+    steps, cpu_env, _ = build(seed, continuous=seed % 2 == 0, grad=True)
+    program = "; ".join(s.label for s in steps)
+    try:
+        total = loss(cpu_env)
+        if total is not None:
+            total.backward()
+    except RuntimeError as e:  # a value backward needs was updated in place: the same error on tpu
+        for mode in ("strict", "defer_and_fuse"):
+            with pytest.raises(RuntimeError, match="modified by an inplace operation") as got:
+                run_tpu(seed, steps, mode, seed % 2 == 0, grad=True)
+            assert str(got.value).split(":")[0] == str(e).split(":")[0], program
+        return
+    with torch.tpu.precision("highest"):
+        strict, _ = run_tpu(seed, steps, "strict", seed % 2 == 0, grad=True)
+        fused, _ = run_tpu(seed, steps, "defer_and_fuse", seed % 2 == 0, grad=True)
+    assert strict.keys() == fused.keys(), program
+    for name, ref in strict.items():
+        assert torch.equal(bits(fused[name]), bits(ref)), f"grad of {name} differs from Strict after: {program}"
