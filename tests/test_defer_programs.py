@@ -3,10 +3,11 @@ a program of tensor ops the way user code mixes them: elementwise chains with
 broadcasting and Python scalars, in-place updates (also through views),
 views of pending values (transpose, slices, narrow, select, unsqueeze,
 reshape, expand), casts, reductions and softmax (the tails a group may end
-in), cat, matmul, foreach updates, copies and fills, values dropped mid-way
-(dead intermediates) and host reads mid-way (flushes). Each program runs on
-CPU PyTorch first (an op CPU refuses is left out), then on "tpu" in Strict
-and in DeferAndFuse from the same inputs.
+in), cat, matmul, foreach updates, copies and fills, integer and bool
+values, values dropped mid-way (dead intermediates), host reads and single
+Strict ops mid-way (flushes), and loops (a block of steps repeated). Each
+program runs on CPU PyTorch first (an op CPU refuses is left out), then on
+"tpu" in Strict and in DeferAndFuse from the same inputs.
 
 DeferAndFuse must give Strict's results bit for bit: every value the program
 read on the host, every tensor alive at the end (its bits, NaN and -0
@@ -105,6 +106,11 @@ class Step:
                 env[name] = t
 
 
+def in_strict(fn, *args):
+    with vtpu.eager_mode("strict"):
+        return fn(*args)
+
+
 def float_names(env):
     """The values later steps may use: not random ones ("r..."), whose
     values differ from CPU's and would give a data-dependent size there and
@@ -117,17 +123,16 @@ def pick(rng, names):
     return rng.choice(names[-4:] if rng.random() < 0.6 else names)
 
 
+def broadcasts_to(shape, to):
+    try:
+        return torch.broadcast_shapes(shape, to) == to
+    except RuntimeError:
+        return False
+
+
 def broadcast_partner(env, rng, name):
     """A tensor (by name) that broadcasts to env[name]'s shape, or None."""
-    shape = env[name].shape
-    ok = []
-    for n in float_names(env):
-        t = env[n]
-        try:
-            if torch.broadcast_shapes(t.shape, shape) == shape:
-                ok.append(n)
-        except RuntimeError:
-            pass
+    ok = [n for n in float_names(env) if broadcasts_to(env[n].shape, env[name].shape)]
     return pick(rng, ok) if ok else None
 
 
@@ -155,9 +160,39 @@ def next_step(env, rng, fresh, writable, continuous):
     x = pick(rng, fl)
     kind = rng.choices(
         ["unary", "binary", "scalar", "inplace", "view", "reduce", "cat", "matmul", "cast", "foreach", "drop", "read",
-         "out", "random", "other"],
-        weights=[12, 12, 6, 12, 10, 5, 3, 2, 3, 3, 5, 3, 3, 2, 4],
+         "out", "random", "other", "int"],
+        weights=[12, 12, 6, 12, 10, 5, 3, 2, 3, 3, 5, 3, 3, 2, 4, 4],
     )[0]
+    if kind == "int":
+        if continuous:
+            return None
+        ints = [n for n, t in env.items() if not t.dtype.is_floating_point]
+        if not ints or rng.random() < 0.3:
+            return Step("to int32", lambda v: (v * 10).to(torch.int32), [x], [fresh()])
+        i = pick(rng, ints)
+        ops = {
+            "int add": lambda v: v + 7,
+            "int mul": lambda v: v * v,
+            "floor_divide 3": lambda v: v // 3,
+            "remainder 5": lambda v: v % 5,
+            "bitwise_and": lambda v: v & 6,
+            "compare": lambda v: v > 2,
+            "logical_not": lambda v: ~(v > 0),
+            "to float": lambda v: v.float() * 0.5,
+        }
+        if env[i].dtype == torch.bool:
+            ops = {"where mask": None, "mask float": lambda m: m.float(), "mask and": lambda m: m & m.flip(-1)}
+            op = rng.choice(list(ops))
+            if op == "where mask":
+                y = broadcast_partner(env, rng, x)
+                if y is None or not broadcasts_to(env[i].shape, env[x].shape):
+                    return None
+                return Step(op, lambda m, a, b: torch.where(m, a, b), [i, x, y], [fresh()])
+            if env[i].dim() == 0 and op == "mask and":
+                return None
+            return Step(op, ops[op], [i], [fresh()])
+        op = rng.choice(list(ops))
+        return Step(op, ops[op], [i], [fresh()])
     if kind == "out":
         targets = [n for n in fl if n in writable and n != x and env[n].shape == env[x].shape]
         if not targets:
@@ -187,6 +222,8 @@ def next_step(env, rng, fresh, writable, continuous):
         return Step(label, fn, [x], [] if label.endswith("_") else [fresh()])
     if kind == "unary":
         op = rng.choice([u for u in UNARY if not (continuous and u in DISCONTINUOUS)])
+        if rng.random() < 0.1:  # one op in Strict amid recorded ones: a mode switch flushes
+            return Step(op + " (strict)", lambda v, f=UNARY[op]: in_strict(f, v), [x], [fresh()])
         return Step(op, UNARY[op], [x], [fresh()])
     if kind == "binary":
         y = broadcast_partner(env, rng, x)
@@ -315,19 +352,28 @@ def build(seed, continuous, grad=False):
         return f"t{next(counter)}"
 
     while len(steps) < STEPS:
-        step = next_step(env, rng, fresh, writable, continuous)
-        if step is None:
-            continue
-        before = dict(env)
-        try:
-            step.apply(env, reads)
-        except (RuntimeError, IndexError, ValueError):  # CPU refuses: a write into an expanded view, an empty max
-            env.clear()
-            env.update(before)
-            for name in step.outs:
-                writable.discard(name)
-            continue
-        steps.append(step)
+        if len(steps) > 6 and rng.random() < 0.05:
+            # a loop: the last few steps again, a few times (x = f(x) rebinds
+            # the same names), which the loop detector may cut at
+            block = steps[-rng.randint(2, 5):] * rng.randint(2, 4)
+        else:
+            block = [next_step(env, rng, fresh, writable, continuous)]
+        for step in block:
+            if step is None:
+                break
+            before, nreads = dict(env), len(reads)
+            try:
+                step.apply(env, reads)
+            except (RuntimeError, IndexError, ValueError, KeyError):
+                # CPU refuses (a write into an expanded view, an empty max), or
+                # a repeated step's input was dropped
+                env.clear()
+                env.update(before)
+                del reads[nreads:]
+                for name in step.outs:
+                    writable.discard(name)
+                break
+            steps.append(step)
     return steps, env, reads
 
 
@@ -355,9 +401,9 @@ def loss(env):
 
 
 def bits(t):
-    """The exact bits of a float tensor (NaN payloads and -0 included)."""
+    """The exact bits of a tensor (NaN payloads and -0 included)."""
     t = t.contiguous()
-    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 def assert_near(got, ref, what):
