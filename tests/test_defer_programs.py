@@ -4,8 +4,8 @@ broadcasting and Python scalars, in-place updates (also through views),
 views of pending values (transpose, slices, narrow, select, unsqueeze,
 reshape, expand), casts, reductions and softmax (the tails a group may end
 in), cat, matmul, foreach updates, copies and fills, integer and bool
-values, values dropped mid-way (dead intermediates), host reads and single
-Strict ops mid-way (flushes), and loops (a block of steps repeated). Each
+values, values dropped mid-way (dead intermediates), host reads, single
+Strict ops and trips to the other device mid-way (flushes), and loops (a block of steps repeated). Each
 program runs on CPU PyTorch first (an op CPU refuses is left out), then on
 "tpu" in Strict and in DeferAndFuse from the same inputs.
 
@@ -104,6 +104,11 @@ class Step:
             res = res if isinstance(res, (tuple, list)) else (res,)
             for name, t in zip(self.outs, res):
                 env[name] = t
+
+
+def other_device(t):
+    """The second tpu for a tpu tensor (work there, then back); CPU for CPU."""
+    return torch.device("tpu", 1 - t.device.index) if t.device.type == "tpu" else t.device
 
 
 def in_strict(fn, *args):
@@ -209,7 +214,8 @@ def next_step(env, rng, fresh, writable, continuous):
         return Step("dropout", lambda v: torch.nn.functional.dropout(v, 0.3, training=True), [x], ["r" + fresh()])
     if kind == "other":
         t = env[x]
-        ops = [("clone", lambda v: v.clone()), ("contiguous_t", lambda v: v.transpose(0, -1).contiguous())]
+        ops = [("clone", lambda v: v.clone()), ("contiguous_t", lambda v: v.transpose(0, -1).contiguous()),
+               ("via tpu:1", lambda v: (v.to(other_device(v)) * 2 - 1).to(v.device))]
         if t.dim() >= 1 and t.shape[0] > 1:
             ops += [("index_select", lambda v: v.index_select(0, torch.tensor([1, 0, 1], device=v.device))),
                     ("cumsum", lambda v: v.cumsum(0))]
@@ -358,6 +364,10 @@ def build(seed, continuous, grad=False):
             block = steps[-rng.randint(2, 5):] * rng.randint(2, 4)
         else:
             block = [next_step(env, rng, fresh, writable, continuous)]
+            if grad and block[0] is not None and block[0].label == "via tpu:1":
+                # autograd sums the gradients a value gets from two devices
+                # in the order their threads deliver them: not one result
+                continue
         for step in block:
             if step is None:
                 break
