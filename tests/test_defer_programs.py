@@ -3,21 +3,23 @@ a program of tensor ops the way user code mixes them: elementwise chains with
 broadcasting and Python scalars, in-place updates (also through views),
 views of pending values (transpose, slices, narrow, select, unsqueeze,
 reshape, expand), casts, reductions and softmax (the tails a group may end
-in), cat, matmul, foreach updates, copies and fills, integer and bool
-values, values dropped mid-way (dead intermediates), host reads, single
-Strict ops and trips to the other device mid-way (flushes), and loops (a block of steps repeated). Each
+in), cat, matmul, norms, index and scatter updates, gather, flip, roll,
+foreach updates, copies and fills, integer and bool values, values dropped
+mid-way (dead intermediates), host reads, single Strict ops and trips to the
+other device mid-way (flushes), and loops (a block of steps repeated). Each
 program runs on CPU PyTorch first (an op CPU refuses is left out), then on
 "tpu" in Strict and in DeferAndFuse from the same inputs.
 
 DeferAndFuse must give Strict's results bit for bit: every value the program
 read on the host, every tensor alive at the end (its bits, NaN and -0
 included), and, in programs whose inputs require grad, every gradient of a
-backward run in the mode. Every other program also checks Strict against CPU (the ops' own
-conformance is tested elsewhere; here the check guards against a view or an
-in-place update landing in the wrong place). Those programs use continuous
-ops only: a cast to bfloat16, a sign or a comparison turns a last-bit
-difference (a reduction's order, a transcendental's polynomial, each ISA
-path its own) into a visible one, so no tolerance would hold on every CPU.
+backward run in the mode. Every other program also checks Strict against
+CPU (the ops' own conformance is tested elsewhere; here the check guards
+against a view or an in-place update landing in the wrong place). Those
+programs use well-conditioned ops only: a cast to bfloat16, a sign, a
+comparison or a norm of nearly equal values turns a last-bit difference (a
+reduction's order, a transcendental's polynomial, each ISA path its own)
+into a visible one, so no tolerance would hold on every CPU.
 
 VTPU_PROGRAM_SEEDS=N runs N programs instead of the default set."""
 
@@ -218,14 +220,29 @@ def next_step(env, rng, fresh, writable, continuous):
                ("via tpu:1", lambda v: (v.to(other_device(v)) * 2 - 1).to(v.device))]
         if t.dim() >= 1 and t.shape[0] > 1:
             ops += [("index_select", lambda v: v.index_select(0, torch.tensor([1, 0, 1], device=v.device))),
-                    ("cumsum", lambda v: v.cumsum(0))]
+                    ("cumsum", lambda v: v.cumsum(0)),
+                    ("flip", lambda v: v.flip(0)),
+                    ("roll", lambda v: v.roll(1, 0)),
+                    ("gather", lambda v: v.gather(0, torch.zeros_like(v, dtype=torch.long))),
+                    ("repeat", lambda v: v.repeat(2, *([1] * (v.dim() - 1))))]
+            if not continuous:  # a norm of nearly equal values divides by nearly 0
+                ops += [("layer_norm", lambda v: torch.nn.functional.layer_norm(v, v.shape[-1:])),
+                        ("rms_norm", lambda v: torch.nn.functional.rms_norm(v, v.shape[-1:], eps=1e-5))]
+            if t.dim() >= 2:
+                ops += [("tril", lambda v: v.tril()), ("outer sum", lambda v: (v.unsqueeze(0) * v.unsqueeze(1)).sum(0))]
+            if x in writable:
+                idx = rng.randrange(t.shape[0])
+                ops += [("index_put_", lambda v, i=idx: v.index_put_((torch.tensor([i, 0], device=v.device),),
+                                                                     torch.ones_like(v[0]), accumulate=True)),
+                        ("index_add_", lambda v: v.index_add_(0, torch.tensor([0, 1], device=v.device), v[:2] * 0.5)),
+                        ("setitem", lambda v, i=idx: v.__setitem__(i, 0.5))]
         if not continuous:
             ops += [("masked_select", lambda v: v[v > 0.1]),
                     ("nonzero_count", lambda v: (v > 0).nonzero().shape[0] + v)]
             if x in writable:
                 ops += [("masked_fill_", lambda v: v.masked_fill_(v < -0.5, 7.0))]
         label, fn = rng.choice(ops)
-        return Step(label, fn, [x], [] if label.endswith("_") else [fresh()])
+        return Step(label, fn, [x], [] if label.endswith("_") or label == "setitem" else [fresh()])
     if kind == "unary":
         op = rng.choice([u for u in UNARY if not (continuous and u in DISCONTINUOUS)])
         if rng.random() < 0.1:  # one op in Strict amid recorded ones: a mode switch flushes
