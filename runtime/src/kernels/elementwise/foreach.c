@@ -497,7 +497,8 @@ static vt_status run_reduction(const vt_foreach_args *x, int ref) {
  * one tensor after another here too, instead of all at once (where two
  * threads would update the same elements together). */
 
-/* The bytes [lo, hi) a tensor's elements lie in; lo == hi when empty. */
+/* The bytes [lo, hi) a tensor's elements lie in (vt_view_span); lo == hi
+ * when empty. */
 typedef struct span {
     uintptr_t lo, hi;
     int64_t i; /* the list entry */
@@ -505,17 +506,7 @@ typedef struct span {
 
 static span span_of(const vt_tensor *t, int64_t i) {
     span r = {0, 0, i};
-    if (vt_tensor_numel(t) == 0) return r;
-    const int64_t es = (int64_t)vt_dtype_size(t->dtype);
-    int64_t lo = 0, hi = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        const int64_t reach = (t->sizes[d] - 1) * t->strides[d] * es;
-        if (reach < 0) lo += reach;
-        else hi += reach;
-    }
-    const uintptr_t at = (uintptr_t)vt_base(t);
-    r.lo = at + (uintptr_t)lo; /* lo <= 0: wraps to at - |lo| */
-    r.hi = at + (uintptr_t)hi + (uintptr_t)es;
+    if (!vt_view_span(t, &r.lo, &r.hi)) r.lo = r.hi = 0;
     return r;
 }
 
@@ -524,9 +515,13 @@ static int cmp_span(const void *pa, const void *pb) {
     return (a > b) - (a < b);
 }
 
-/* 1: some entry's output shares bytes with another entry's output or
- * input; 0: none; -1: out of host memory. O(n log n): the outputs sorted,
- * each input looked up among them. */
+/* 1: some entry's output may share elements with another entry's output,
+ * or does share them with another entry's input; 0: none; -1: out of host
+ * memory. O(n log n): the outputs' spans sorted (two outputs whose spans
+ * meet count as sharing), each input's span looked up among them, and an
+ * input meeting another entry's output judged element by element
+ * (vt_view_overlap: a weight and its other column half interleave their
+ * spans, not their elements). */
 static int lists_alias(const vt_foreach_args *x) {
     const int64_t n = x->n;
     span *outs = malloc((size_t)n * sizeof *outs);
@@ -539,7 +534,7 @@ static int lists_alias(const vt_foreach_args *x) {
     qsort(outs, (size_t)m, sizeof *outs, cmp_span);
     int alias = 0;
     for (int64_t k = 1; k < m && !alias; k++) alias = outs[k].lo < outs[k - 1].hi;
-    /* the outputs are disjoint now: sorted by lo, they are sorted by hi */
+    /* the outputs' spans are disjoint now: sorted by lo, they are sorted by hi */
     const vt_tensor *lists[3] = {x->a, x->b, x->c};
     for (int l = 0; l < 3 && !alias; l++)
         for (int64_t i = 0; lists[l] && i < n && !alias; i++) {
@@ -551,7 +546,8 @@ static int lists_alias(const vt_foreach_args *x) {
                 if (outs[mid].hi <= in.lo) lo = mid + 1;
                 else hi = mid;
             }
-            for (int64_t k = lo; k < m && outs[k].lo < in.hi && !alias; k++) alias = outs[k].i != i;
+            for (int64_t k = lo; k < m && outs[k].lo < in.hi && !alias; k++)
+                alias = outs[k].i != i && vt_view_overlap(&x->out[outs[k].i], &lists[l][i]) != VT_OVERLAP_NO;
         }
     free(outs);
     return alias;
