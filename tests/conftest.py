@@ -40,6 +40,12 @@ def make(shape, dtype, seed=0, low=-100, high=100):
     return torch.randint(max(low, info.min), min(high, info.max) + 1, shape, generator=g, dtype=dtype)
 
 
+def bits(t):
+    """Raw bytes of a CPU tensor, for bit-exact comparison (NaN payloads, -0)."""
+    t = torch.empty(t.numel(), dtype=t.dtype).copy_(t.reshape(-1))  # stride 1, whatever t's strides of size-1 dims
+    return t.view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)
+
+
 NUM_DEVICES = int(os.environ["VTPU_NUM_DEVICES"])
 def _env_flag(name):
     return os.environ.get(name, "0") not in ("", "0")

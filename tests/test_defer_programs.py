@@ -30,6 +30,7 @@ import pytest
 import torch
 
 import vtpu
+from conftest import bits
 
 SEEDS = range(int(os.environ.get("VTPU_PROGRAM_SEEDS", "300")))
 STEPS = 60
@@ -425,12 +426,6 @@ def loss(env):
     """A scalar of every value that requires grad, each weighted apart."""
     terms = [(t.float() * (0.01 * (i + 1))).sum() for i, t in enumerate(env.values()) if t.requires_grad]
     return torch.stack(terms).sum() if terms else None
-
-
-def bits(t):
-    """The exact bits of a tensor (NaN payloads and -0 included)."""
-    t = t.contiguous()
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 def assert_near(got, ref, what):

@@ -5,13 +5,7 @@ import torch
 
 import vtpu
 
-from conftest import DTYPES, make
-
-
-def bits(t):
-    """Raw bytes of a CPU tensor, for bit-exact comparison (NaN payloads, -0)."""
-    t = t.contiguous().reshape(-1)
-    return t.view(torch.uint8).clone() if t.dtype != torch.bool else t.to(torch.uint8)
+from conftest import DTYPES, bits, make
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
