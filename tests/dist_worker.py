@@ -6,6 +6,7 @@ CPU PyTorch; its last stdout line is a JSON result for the test to compare.
 """
 
 import datetime
+import faulthandler
 import json
 import os
 import socket
@@ -15,6 +16,10 @@ import torch
 import torch.distributed as dist
 
 import vtpu  # noqa: F401  (registers tpu_dist; torch's autoload does too)
+
+# A rank that dies on a signal (an abort at exit included) prints the Python
+# stack of every thread, so a failing job says where each thread was.
+faulthandler.enable(all_threads=True)
 
 
 def inputs(rank, shape, dtype=torch.float32):
