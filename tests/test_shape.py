@@ -81,13 +81,17 @@ def test_cat_layout_like_cpu():
 def test_flip_roll_tri(dtype):
     x = make((3, 7, 9), dtype, 3)
     xt = make((9, 7, 3), dtype, 4).transpose(0, 2)
+    cl = make((2, 3, 4, 5), dtype, 5).contiguous(memory_format=torch.channels_last)
     with vtpu.cpu_fallback(False):
-        for v in (x, xt):
+        for v in (x, xt, cl):
             t = v.to("tpu")
             for dims in ((0,), (1, 2), (-1,), (0, 1, 2), ()):
                 same(t.flip(dims), v.flip(dims))
+                assert t.flip(dims).stride() == v.flip(dims).stride()  # the input's layout, as on CPU
             for shifts, dims in ((2, 1), (-3, -1), ((1, 20), (0, 2)), (11, None)):
                 same(t.roll(shifts, dims), v.roll(shifts, dims))
+                # CPU's roll is a cat: contiguous (channels_last kept), not the input's layout
+                assert t.roll(shifts, dims).stride() == v.roll(shifts, dims).stride(), (shifts, dims)
             for k in (0, 1, -2, 8, -9):
                 same(t.tril(k), v.tril(k))
                 same(t.triu(k), v.triu(k))
@@ -112,14 +116,18 @@ def ties_and_nans(shape, dtype, seed):
 @pytest.mark.parametrize("dtype", [d for d in DTYPES if d != torch.bool] + [torch.bool], ids=str)
 @pytest.mark.parametrize("dim", [0, -1])
 def test_sort_stable_matches_cpu(dtype, dim):
-    for x in (ties_and_nans((6, 300), dtype, 1), make((6, 300), dtype, 2), ties_and_nans((40, 3), dtype, 3).t()):
+    # the last: dense, with a size-1 dim whose stride is not the contiguous one
+    for x in (ties_and_nans((6, 300), dtype, 1), make((6, 300), dtype, 2), ties_and_nans((40, 3), dtype, 3).t(),
+              ties_and_nans((5, 7), dtype, 4).as_strided((5, 1, 7), (7, 100, 1))):
         t = x.to("tpu")
+        assert t.stride() == x.stride()
         with vtpu.cpu_fallback(False):
             for desc in (False, True):
                 vg, ig = torch.sort(t, dim=dim, descending=desc, stable=True)
                 vw, iw = torch.sort(x, dim=dim, descending=desc, stable=True)
                 same(vg, vw)
                 same(ig, iw)
+                assert vg.stride() == vw.stride() and ig.stride() == iw.stride()  # the input's dense strides
                 same(torch.argsort(t, dim=dim, descending=desc, stable=True),
                      torch.argsort(x, dim=dim, descending=desc, stable=True))
                 # the default sort is stable on tpu: values equal CPU, indices select them

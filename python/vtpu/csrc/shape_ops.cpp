@@ -129,10 +129,17 @@ at::Tensor roll_impl(const at::Tensor& self, at::IntArrayRef shifts, at::IntArra
   }
   TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
               ", dims:", dims.size());
-  at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
-  if (out.numel() == 0) return out;
   std::vector<int> ds;
   for (int64_t d : dims) ds.push_back(static_cast<int>(at::maybe_wrap_dim(d, self.dim())));
+  // CPU rolls one dim at a time, each a cat of two narrows: the result is
+  // laid out as cat lays out a new tensor (the input's suggested memory
+  // format), not as the input; a shift by a multiple of the dim's size cats
+  // an empty narrow, which makes it contiguous. An empty input is cloned.
+  auto format = self.suggest_memory_format();
+  for (size_t k = 0; k < ds.size() && self.numel() > 0; k++)
+    if (shifts[k] % self.size(ds[k]) == 0) format = at::MemoryFormat::Contiguous;
+  at::Tensor out = at::empty_like(self, self.numel() == 0 ? at::MemoryFormat::Preserve : format);
+  if (out.numel() == 0) return out;
   const vt_tensor o = view_of(out), i = view_of(self);
   check(vt_op_roll(device_index(self), "aten::roll", &o, &i, static_cast<int>(ds.size()), ds.data(), shifts.data()));
   return out;
@@ -175,7 +182,10 @@ void prepare_out(at::Tensor& t, at::IntArrayRef sizes, at::IntArrayRef strides, 
 std::tuple<at::Tensor, at::Tensor> sort_impl(const at::Tensor& self, int64_t dim, bool descending, at::Tensor values,
                                              at::Tensor indices) {
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  const auto strides = at::infer_dense_strides(self.sizes(), self.strides());
+  // CPU's sort meta function: the input's strides when they are dense,
+  // else dense strides in the input's order
+  const auto strides = self.is_non_overlapping_and_dense() ? self.strides().vec()
+                                                           : at::infer_dense_strides(self.sizes(), self.strides());
   prepare_out(values, self.sizes(), strides, self.options());
   prepare_out(indices, self.sizes(), strides, self.options().dtype(at::kLong));
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Expected out tensor to have dtype ", self.scalar_type(),
