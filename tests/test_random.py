@@ -91,6 +91,22 @@ def test_layout_independent():
     assert torch.equal(a, b)
 
 
+def test_new_samples_are_laid_out_as_on_cpu():
+    # dropout's result follows its input (times a contiguous noise, as CPU
+    # computes it); a bernoulli sample is contiguous whatever p's layout.
+    # A view() or is_contiguous() that works on CPU works here.
+    def inputs(dev):
+        torch.manual_seed(0)
+        return (torch.rand(1, 5, device=dev).t(), torch.rand(6, 5, device=dev).t(),
+                torch.rand(2, 3, 4, 5, device=dev).contiguous(memory_format=torch.channels_last))
+
+    ops = {"dropout": lambda v: F.dropout(v, 0.3), "bernoulli": torch.bernoulli,
+           "bernoulli p": lambda v: torch.ops.aten.bernoulli.p(v, 0.5)}
+    for name, op in ops.items():
+        for v, c in zip(inputs("tpu"), inputs("cpu")):
+            assert native(lambda: op(v)).stride() == op(c).stride(), (name, tuple(c.shape), c.stride())
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_dropout_scale_rate_and_grad(dtype):
     n, p = 200_000, 0.1

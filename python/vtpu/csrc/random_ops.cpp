@@ -96,14 +96,15 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optiona
   return bernoulli_impl(self, &p, 0.0, std::move(gen));
 }
 
+// A new bernoulli sample is contiguous whatever the layout of p, as on CPU.
 at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> gen) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   bernoulli_impl(out, &self, 0.0, std::move(gen));
   return out;
 }
 
 at::Tensor bernoulli_p(const at::Tensor& self, double p, std::optional<at::Generator> gen) {
-  at::Tensor out = at::empty_like(self);
+  at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   return bernoulli_float(out, p, std::move(gen));
 }
 
@@ -111,8 +112,15 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   if (input.numel() == 0) return {input, at::empty_like(input, input.options().dtype(at::kBool))};
   if (train.has_value() && !*train) return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
-  at::Tensor out = at::empty_like(input);
-  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  // Laid out as CPU's dropout lays out its result: the input times a
+  // contiguous noise tensor (TensorIterator's layout of the two); the mask
+  // is that contiguous noise.
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
+  const at::Tensor* operands[2] = {&input, &mask};
+  int64_t strides[VT_MAX_DIMS];
+  at::Tensor out = ew_result_strides(input.sizes(), operands, 2, strides)
+                       ? at::empty_strided(input.sizes(), c10::IntArrayRef(strides, input.dim()), input.options())
+                       : at::empty(input.sizes(), input.options());
   const int dev = device_index(input);
   const vt_tensor o = view_of(out), m = view_of(mask),
                   x = view_of(input);
