@@ -168,9 +168,11 @@ def next_step(env, rng, fresh, writable, continuous):
     x = pick(rng, fl)
     kind = rng.choices(
         ["unary", "binary", "scalar", "inplace", "view", "reduce", "cat", "matmul", "cast", "foreach", "drop", "read",
-         "out", "random", "other", "int"],
-        weights=[12, 12, 6, 12, 10, 5, 3, 2, 3, 3, 5, 3, 3, 2, 4, 4],
+         "out", "random", "other", "int", "family"],
+        weights=[12, 12, 6, 12, 10, 5, 3, 2, 3, 3, 5, 3, 3, 2, 4, 4, 5],
     )[0]
+    if kind == "family":
+        return family_step(env, rng, x, fresh, writable, continuous)
     if kind == "int":
         if continuous:
             return None
@@ -340,6 +342,55 @@ def next_step(env, rng, fresh, writable, continuous):
     return None
 
 
+def family_step(env, rng, x, fresh, writable, continuous):
+    """An op of a family that runs as a node of its own between fused
+    groups: sort and top-k, stacking, losses, embedding, pooling,
+    convolution (its weight a view of its input), batched matmul,
+    attention, scatter and index copies, and views that split or take a
+    diagonal. Continuous programs take the well-conditioned ones (a sort's
+    values are a continuous function of its input; the matrix engine's
+    bfloat16 passes are not within CPU's tolerance)."""
+    t = env[x]
+    F = torch.nn.functional
+    ops = []  # (label, fn, well-conditioned, kind: "new", "view" or "inplace")
+    if t.dim() >= 1 and t.shape[-1] >= 2:
+        ops += [("sort", lambda v: v.sort(-1).values, True, "new"),
+                ("topk 2", lambda v: v.topk(2, -1).values, True, "new"),
+                ("argmax", lambda v: v.argmax(-1), False, "new"),
+                ("stack", lambda v: torch.stack([v, v * 2], -1), True, "new"),
+                ("mse_loss", lambda v: F.mse_loss(v, v.flip(-1)), True, "new"),
+                ("chunk", lambda v: v.chunk(2, -1)[1], True, "view")]
+    if t.dim() == 2 and t.shape[0] >= 1 and t.shape[1] >= 2:
+        last = t.shape[0] - 1
+        ops += [("embedding", lambda v: F.embedding(torch.tensor([[0, last], [last, 0]], device=v.device), v), True,
+                 "new"),
+                ("cross_entropy", lambda v: F.cross_entropy(v, torch.zeros(v.shape[0], dtype=torch.long,
+                                                                           device=v.device)), True, "new"),
+                ("diagonal", lambda v: v.diagonal(), True, "view")]
+    if t.dim() == 3 and t.shape[0] >= 1 and t.shape[-1] >= 2:
+        ops += [("avg_pool1d", lambda v: F.avg_pool1d(v, 2), True, "new"),
+                ("max_pool1d", lambda v: F.max_pool1d(v, 2), True, "new"),
+                ("conv1d", lambda v: F.conv1d(v, v[:2, :, :2]), False, "new"),
+                ("bmm", lambda v: v @ v.transpose(1, 2), False, "new"),
+                ("sdpa", lambda v: F.scaled_dot_product_attention(v, v, v), False, "new"),
+                ("sdpa causal", lambda v: F.scaled_dot_product_attention(v, v * 0.5, v, is_causal=True), False, "new")]
+    if x in writable and t.dim() >= 1 and t.shape[0] >= 1:
+        ops += [("scatter_add_", lambda v: v.scatter_add_(0, torch.zeros_like(v[:1], dtype=torch.long),
+                                                          v[-1:].clone() * 0.5), True, "inplace"),
+                ("index_copy_", lambda v: v.index_copy_(0, torch.tensor([0], device=v.device), v[-1:] * 2), True,
+                 "inplace")]
+    ops = [o for o in ops if o[2] or not continuous]
+    if not ops:
+        return None
+    label, fn, _, how = rng.choice(ops)
+    if how == "inplace":
+        return Step(label, fn, [x], [])
+    name = fresh()
+    if how == "view" and x in writable:
+        writable.add(name)
+    return Step(label, fn, [x], [name])
+
+
 # Base tensors of other float dtypes, for the programs not checked against
 # CPU (a bfloat16 chain rounds at every op: a last-bit difference upstream
 # moves a result by a bfloat16 step).
@@ -417,9 +468,15 @@ def run_tpu(seed, steps, mode, continuous, grad=False):
             total = loss(env)
             if total is not None:
                 total.backward()  # backward runs in the mode too
-            return {n: t.grad.cpu() for n, t in leaves.items() if t.grad is not None}, reads
+            return {n: t.grad.cpu() for n, t in leaves.items() if t.grad is not None}, reads, None
         out = {n: t.detach().cpu() for n, t in env.items()}
-    return out, reads
+    return out, reads, {n: t.stride() for n, t in env.items()}
+
+
+def layout(strides, shape):
+    """The strides user code can observe: those of dims longer than 1 (a
+    view() or is_contiguous() never looks at a size-1 dim's stride)."""
+    return [st for st, sz in zip(strides, shape) if sz > 1]
 
 
 def loss(env):
@@ -451,16 +508,21 @@ def test_program_defer_matches_strict_bit_for_bit(seed):
     steps, cpu_env, cpu_reads = build(seed, continuous=check_cpu)
     cpu_env = {n: t.detach() for n, t in cpu_env.items()}
     with torch.tpu.precision("highest"):
-        strict, strict_reads = run_tpu(seed, steps, "strict", check_cpu)
-        fused, fused_reads = run_tpu(seed, steps, "defer_and_fuse", check_cpu)
+        strict, strict_reads, strict_strides = run_tpu(seed, steps, "strict", check_cpu)
+        fused, fused_reads, fused_strides = run_tpu(seed, steps, "defer_and_fuse", check_cpu)
     program = "; ".join(s.label for s in steps)
     assert list(strict) == list(fused) == list(cpu_env)
     for name, ref in strict.items():
         got = fused[name]
         assert got.shape == ref.shape and got.dtype == ref.dtype, (name, program)
+        assert fused_strides[name] == strict_strides[name], (name, program)
         assert torch.equal(bits(got), bits(ref)), f"{name} differs from Strict after: {program}"
         if check_cpu:
             assert_near(ref, cpu_env[name], f"{name} after: {program}")
+        if cpu_env[name].shape == ref.shape:  # (a data-dependent size may differ where values do)
+            # laid out as on CPU: a view() or is_contiguous() that works there works here
+            assert layout(strict_strides[name], ref.shape) == layout(cpu_env[name].stride(), ref.shape), (
+                f"{name}: strides {strict_strides[name]}, CPU {cpu_env[name].stride()}, after: {program}")
     assert [repr(v) for v in fused_reads] == [repr(v) for v in strict_reads], program
     if check_cpu:
         assert_near(torch.tensor(strict_reads, dtype=torch.float64), torch.tensor(cpu_reads, dtype=torch.float64),
@@ -480,15 +542,18 @@ def test_program_backward_defer_matches_strict_bit_for_bit(seed):
         total = loss(cpu_env)
         if total is not None:
             total.backward()
-    except RuntimeError as e:  # a value backward needs was updated in place: the same error on tpu
+    except RuntimeError as e:
+        # autograd refuses: a value backward needs was updated in place, or
+        # a view from chunk/split was (or its base): the same error on tpu
+        assert "inplace" in str(e), (e, program)
         for mode in ("strict", "defer_and_fuse"):
-            with pytest.raises(RuntimeError, match="modified by an inplace operation") as got:
+            with pytest.raises(RuntimeError) as got:
                 run_tpu(seed, steps, mode, seed % 2 == 0, grad=True)
             assert str(got.value).split(":")[0] == str(e).split(":")[0], program
         return
     with torch.tpu.precision("highest"):
-        strict, _ = run_tpu(seed, steps, "strict", seed % 2 == 0, grad=True)
-        fused, _ = run_tpu(seed, steps, "defer_and_fuse", seed % 2 == 0, grad=True)
+        strict, _, _ = run_tpu(seed, steps, "strict", seed % 2 == 0, grad=True)
+        fused, _, _ = run_tpu(seed, steps, "defer_and_fuse", seed % 2 == 0, grad=True)
     assert strict.keys() == fused.keys(), program
     for name, ref in strict.items():
         assert torch.equal(bits(fused[name]), bits(ref)), f"grad of {name} differs from Strict after: {program}"
