@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <Python.h>
@@ -163,6 +164,18 @@ bool ew_result_strides(c10::IntArrayRef shape, const at::Tensor* const* inputs, 
   }
   vt_ew_result_strides(static_cast<int32_t>(shape.size()), shape.data(), n, ins, strides);
   return true;
+}
+
+at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
+                      std::initializer_list<const at::Tensor*> inputs) {
+  c10::OptionalDeviceGuard guard;
+  if (current_device() != dev) guard.reset_device(c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev)));
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  int64_t strides[VT_MAX_DIMS];
+  if (!ew_result_strides(shape, inputs.begin(), inputs.size(), strides))
+    return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
+  return at::detail::empty_strided_generic(shape, c10::IntArrayRef(strides, shape.size()), device_allocator(), keys,
+                                           dtype);
 }
 
 void resize_elementwise_out(const at::Tensor& out, c10::IntArrayRef shape,

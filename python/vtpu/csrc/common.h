@@ -95,6 +95,14 @@ void resize_out(const at::Tensor& out, c10::IntArrayRef shape,
 // descriptors cannot hold).
 bool ew_result_strides(c10::IntArrayRef shape, const at::Tensor* const* inputs, size_t n, int64_t* strides);
 
+// A new result laid out as TensorIterator lays out the output it allocates
+// (vt_ew_result_strides), so strides match CPU PyTorch's and the kernel
+// walks the result in memory order. Allocated here, not through the
+// dispatcher (as CPU kernels allocate theirs): an output costs one
+// allocator call, on dev.
+at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
+                      std::initializer_list<const at::Tensor*> inputs);
+
 // The same for an elementwise op, with TensorIterator's rules: an out that is
 // also an input cannot be resized ("output with shape [1] doesn't match the
 // broadcast shape [3]"), and a partial overlap is refused.

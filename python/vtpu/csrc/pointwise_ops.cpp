@@ -64,23 +64,6 @@ bool supported(c10::ScalarType st) {
   return to_vt_dtype(st, &d);
 }
 
-// A new result laid out as TensorIterator lays out the output it allocates
-// (vt_ew_result_strides), so strides match CPU PyTorch's and the kernel
-// walks the result in memory order. Allocated here, not through the
-// dispatcher (as CPU kernels allocate theirs): an output costs one
-// allocator call, on dev.
-at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, int dev,
-                      std::initializer_list<const at::Tensor*> inputs) {
-  c10::OptionalDeviceGuard guard;
-  if (current_device() != dev) guard.reset_device(c10::Device(kTpu, static_cast<c10::DeviceIndex>(dev)));
-  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-  int64_t strides[VT_MAX_DIMS];
-  if (!ew_result_strides(shape, inputs.begin(), inputs.size(), strides))
-    return at::detail::empty_generic(shape, device_allocator(), keys, dtype, std::nullopt);
-  return at::detail::empty_strided_generic(shape, c10::IntArrayRef(strides, shape.size()), device_allocator(), keys,
-                                           dtype);
-}
-
 void check_cast(c10::ScalarType result, const at::Tensor& out) {
   TORCH_CHECK(c10::canCast(result, out.scalar_type()), "result type ", result,
               " can't be cast to the desired output type ", out.scalar_type());

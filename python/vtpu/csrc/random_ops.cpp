@@ -115,13 +115,9 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   // Laid out as CPU's dropout lays out its result: the input times a
   // contiguous noise tensor (TensorIterator's layout of the two); the mask
   // is that contiguous noise.
-  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
-  const at::Tensor* operands[2] = {&input, &mask};
-  int64_t strides[VT_MAX_DIMS];
-  at::Tensor out = ew_result_strides(input.sizes(), operands, 2, strides)
-                       ? at::empty_strided(input.sizes(), c10::IntArrayRef(strides, input.dim()), input.options())
-                       : at::empty(input.sizes(), input.options());
   const int dev = device_index(input);
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
+  at::Tensor out = new_output(input.sizes(), input.scalar_type(), dev, {&input, &mask});
   const vt_tensor o = view_of(out), m = view_of(mask),
                   x = view_of(input);
   VT_FALLBACK_UNLESS(vt_dtype_is_float(x.dtype), "dtype ", input.scalar_type());
