@@ -46,6 +46,25 @@ def test_a_side_stream_runs_while_the_default_stream_is_held(gates):
     assert torch.equal(a.cpu(), torch.full((1000,), 6.0))
 
 
+def test_recording_again_or_dropping_an_event_does_not_wait_for_the_device(gates):
+    hold()
+    e = torch.tpu.Event(enable_timing=True)
+    e.record()
+    e.record()  # again while the first stamp is still queued
+    del e  # and dropped unreached (a collective's work drops its events so)
+    probe = torch.tpu.Event()
+    probe.record()
+    assert not probe.query()  # still held: neither call waited for the queue
+    _C._debug_gate_open()
+    probe.synchronize()
+    a, b = torch.tpu.Event(enable_timing=True), torch.tpu.Event(enable_timing=True)
+    a.record()
+    torch.ones(1 << 16, device="tpu").sum()
+    b.record()
+    b.synchronize()
+    assert a.elapsed_time(b) >= 0.0  # stamps still land where the events read them
+
+
 def test_a_read_on_another_stream_waits_for_the_write(gates):
     s = torch.tpu.Stream()
     x = torch.zeros(4096, device="tpu")

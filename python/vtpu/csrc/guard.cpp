@@ -12,27 +12,65 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 
 #include "common.h"
 
 namespace vtpu {
 namespace {
 
+// Where a stamp kernel writes the time its queue reached it. The event and
+// its queued kernel each hold a reference, and the last to let go frees it:
+// dropping or recording again an event never waits for the device, as with
+// CUDA's events (a collective's work, for one, drops its events unfinished).
+struct Stamp {
+  std::atomic<int> refs{2};  // the event's and the kernel's
+  std::atomic<int64_t> time_ns{0};
+  void unref() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
 struct TpuEvent {
   int dev = 0;
   uint64_t ticket = 0;
-  std::atomic<int64_t> time_ns{0};
+  Stamp* stamp = nullptr;  // none for a wait on a ticket (synchronizeStream)
+
+  TpuEvent() = default;
+  TpuEvent(const TpuEvent&) = delete;
+  TpuEvent& operator=(const TpuEvent&) = delete;
+  ~TpuEvent() {
+    if (stamp) stamp->unref();
+  }
+  // After the queue reached the event.
+  int64_t time_ns() const { return stamp ? stamp->time_ns.load() : 0; }
 };
 
 struct StampArgs {
-  TpuEvent* ev;
+  Stamp* stamp;
 };
 
 vt_status stamp_kernel(void* args) {
-  auto* ev = static_cast<StampArgs*>(args)->ev;
+  Stamp* s = static_cast<StampArgs*>(args)->stamp;
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
-  ev->time_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  s->time_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  s->unref();
   return VT_OK;
+}
+
+// Record ev at the end of dev's current queue, in place of where it was.
+void record_stamp(TpuEvent* ev, int dev, const char* name) {
+  auto* s = new Stamp();
+  StampArgs args{s};
+  vt_status st = vt_enqueue(dev, name, &stamp_kernel, &args, sizeof args);
+  if (st != VT_OK) {  // the kernel cannot fail, so this was not queued
+    delete s;
+    check(st);
+  }
+  if (ev->stamp) ev->stamp->unref();
+  ev->stamp = s;
+  ev->dev = dev;
+  check(vt_event_record(dev, &ev->ticket));
 }
 
 // Wait for the event; raises the faults (errors of queued ops) before it
@@ -104,18 +142,12 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     ensure_init();
     const int dev = device_index >= 0 ? device_index : stream.device_index();
     auto* ev = static_cast<TpuEvent*>(*event);
-    if (ev) {
-      // re-recording: let the previous stamp land before reusing the event
-      vt_event_wait(ev->dev, ev->ticket, -1);
-    } else {
+    if (!ev) {
       ev = new TpuEvent();
       *event = ev;
     }
-    ev->dev = dev;
-    StampArgs args{ev};
     OnStream on(stream);
-    check(vt_enqueue(dev, "event record", &stamp_kernel, &args, sizeof args));
-    check(vt_event_record(dev, &ev->ticket));
+    record_stamp(ev, dev, "event record");
   }
 
   void block(void* event, const c10::Stream& stream) const override {
@@ -138,10 +170,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    auto* ev = static_cast<TpuEvent*>(event);
-    if (!ev) return;
-    vt_event_wait(ev->dev, ev->ticket, -1);  // its stamp kernel still points at it
-    delete ev;
+    delete static_cast<TpuEvent*>(event);
   }
 
   double elapsedTime(void* e1, void* e2, const c10::DeviceIndex) const override {
@@ -150,7 +179,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(a && b, "Both events must be recorded before calculating elapsed time.");
     wait_event(a);
     wait_event(b);
-    return static_cast<double>(b->time_ns.load() - a->time_ns.load()) / 1e6;
+    return static_cast<double>(b->time_ns() - a->time_ns()) / 1e6;
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
@@ -199,17 +228,10 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
 };
 
 // A stamp on dev's queue: the time the queue reaches this point.
-TpuEvent* stamp(int dev) {
-  auto* ev = new TpuEvent();
-  ev->dev = dev;
-  StampArgs args{ev};
-  vt_status s = vt_enqueue(dev, "profiler event", &stamp_kernel, &args, sizeof args);
-  if (s == VT_OK) s = vt_event_record(dev, &ev->ticket);
-  if (s != VT_OK) {
-    delete ev;
-    check(s);
-  }
-  return ev;
+TpuEvent* profiler_stamp(int dev) {
+  auto ev = std::make_unique<TpuEvent>();
+  record_stamp(ev.get(), dev, "profiler event");
+  return ev.release();
 }
 
 struct TpuProfilerStubs final : torch::profiler::impl::ProfilerStubs {
@@ -219,11 +241,7 @@ struct TpuProfilerStubs final : torch::profiler::impl::ProfilerStubs {
     const int dev = current_device();
     if (device) *device = static_cast<c10::DeviceIndex>(dev);
     if (cpu_ns) *cpu_ns = c10::getTime();
-    *event = std::shared_ptr<void>(stamp(dev), [](void* p) {
-      auto* ev = static_cast<TpuEvent*>(p);
-      vt_event_wait(ev->dev, ev->ticket, -1);  // its stamp kernel still points at it
-      delete ev;
-    });
+    *event = std::shared_ptr<void>(profiler_stamp(dev), [](void* p) { delete static_cast<TpuEvent*>(p); });
   }
   // Microseconds between two stamps (device time), as CUDA's stubs report.
   float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* e1,
@@ -233,7 +251,7 @@ struct TpuProfilerStubs final : torch::profiler::impl::ProfilerStubs {
     TORCH_CHECK(a && b, "Both events must be recorded before calculating elapsed time.");
     vt_event_wait(a->dev, a->ticket, -1);
     vt_event_wait(b->dev, b->ticket, -1);
-    return static_cast<float>(static_cast<double>(b->time_ns.load() - a->time_ns.load()) / 1e3);
+    return static_cast<float>(static_cast<double>(b->time_ns() - a->time_ns()) / 1e3);
   }
   void mark(const char*) const override {}
   void rangePush(const char*) const override {}
