@@ -67,6 +67,14 @@ if _load_error is None:
 
     distributed.register()
 
+    import atexit
+
+    from . import _C
+
+    # before the interpreter finalizes: no autograd thread of a tpu device may
+    # still be releasing Python objects then (see _quiesce_autograd)
+    atexit.register(_C._quiesce_autograd)
+
 __all__ = [
     "EagerMode",
     "cpu_fallback",

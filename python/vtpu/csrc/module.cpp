@@ -2,6 +2,7 @@
 // info, synchronisation, memory, eager mode, fallback controls, generators).
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/extension.h>
 
 #include "fallback.h"
@@ -157,6 +158,32 @@ int current() { return current_device(); }
 void set_device(int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); }
 bool bad_fork() { return vt_in_bad_fork() != 0; }
 
+// At interpreter exit, before it finalizes: wait until the autograd engine's
+// thread of each tpu device is idle. A backward returns as soon as its last
+// node ran, while that thread may still be dropping the graph task, whose
+// final callbacks (FSDP's, hooks') are Python objects. Should it do so once
+// the interpreter finalizes, taking the GIL ends the thread inside a
+// destructor and the process aborts ("terminate called without an active
+// exception"). A backward of tensors Python never saw runs on that thread
+// after what it was doing, so when it returns that is done, and what it
+// leaves behind holds no Python object.
+void quiesce_autograd() {
+  if (!vt_is_initialized()) return;
+  py::gil_scoped_release nogil;
+  for (int d = 0; d < vt_device_count(); d++) {
+    try {
+      c10::InferenceMode normal(false);
+      at::AutoGradMode grad(true);
+      at::Tensor z = at::zeros({}, at::TensorOptions().device(c10::Device(kTpu, static_cast<c10::DeviceIndex>(d))));
+      z.set_requires_grad(true);
+      torch::autograd::backward({z.clone()});
+    } catch (const std::exception&) {
+      // best effort: the exit goes on (a device that fails this, e.g. out of
+      // memory, leaves that thread as it is)
+    }
+  }
+}
+
 }  // namespace
 
 void register_dist(py::module& m);  // dist.cpp
@@ -195,6 +222,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", torch::wrap_pybind_function(current));
   m.def("_set_device", torch::wrap_pybind_function(set_device));
   m.def("_in_bad_fork", torch::wrap_pybind_function(bad_fork));
+  m.def("_quiesce_autograd", &quiesce_autograd);
   m.def("_set_precision", torch::wrap_pybind_function(set_precision));
   m.def("_push_context", torch::wrap_pybind_function(push_context));
   m.def("_pop_context", torch::wrap_pybind_function(pop_context));
