@@ -76,6 +76,10 @@ struct Binary {
   const char* name;
   Kind kind;
   const char* rounding_mode;  // div's trunc / floor
+  // The result is laid out from the first operand alone: CPU runs the op
+  // with a Scalar second operand (pow.Tensor_Scalar, clamp_min(Scalar)) as
+  // a unary TensorIterator op, whose layout can differ from a binary one.
+  bool unary_layout = false;
 };
 
 // mode: out undefined and !inplace → functional; inplace → out = a.
@@ -122,9 +126,10 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
     check_cast(result, a);
   } else if (out.defined()) {
     check_cast(result, out);
-    resize_elementwise_out(out, shape, {a, o});
+    if (b.unary_layout) resize_elementwise_out(out, shape, {a});
+    else resize_elementwise_out(out, shape, {a, o});
   } else {
-    out = new_output(shape, result, dev, {&a, &o});
+    out = b.unary_layout ? new_output(shape, result, dev, {&a}) : new_output(shape, result, dev, {&a, &o});
   }
   const bool fresh = !inplace && !out_given;
   if (out.numel() == 0) return out;
@@ -162,6 +167,7 @@ BIN(kDiv, VT_DIV, "div", TrueDiv)
 BIN(kRemainder, VT_REMAINDER, "remainder", Arith)
 BIN(kFmod, VT_FMOD, "fmod", Arith)
 BIN(kPow, VT_POW, "pow", Arith)
+const Binary kPowScalar{VT_POW, "aten::pow", Kind::Arith, nullptr, /*unary_layout=*/true};
 BIN(kMaximum, VT_MAXIMUM, "maximum", Arith)
 BIN(kMinimum, VT_MINIMUM, "minimum", Arith)
 BIN(kAtan2, VT_ATAN2, "atan2", TrueDiv)
@@ -316,8 +322,8 @@ BIN2(kFmax, VT_FMAX, "fmax", Arith)
 BIN2(kHeaviside, VT_HEAVISIDE, "heaviside", Arith)
 BIN2(kShl, VT_SHIFT_LEFT, "bitwise_left_shift", Bitwise)
 BIN2(kShr, VT_SHIFT_RIGHT, "bitwise_right_shift", Bitwise)
-BIN2(kClampMin, VT_CLAMP_MIN, "clamp_min", Arith)
-BIN2(kClampMax, VT_CLAMP_MAX, "clamp_max", Arith)
+const Binary kClampMin{VT_CLAMP_MIN, "aten::clamp_min", Kind::Arith, nullptr, /*unary_layout=*/true};  // Scalar bound
+const Binary kClampMax{VT_CLAMP_MAX, "aten::clamp_max", Kind::Arith, nullptr, /*unary_layout=*/true};
 BIN2(kClampMinT, VT_MAXIMUM, "clamp_min", Arith)
 BIN2(kClampMaxT, VT_MINIMUM, "clamp_max", Arith)
 BIN2(kLerpS, VT_LERP_SCALAR, "lerp", Activation)
@@ -334,7 +340,8 @@ at::Tensor wrap_scalar(const at::Scalar& s) {
 // out = op(a, b, c): PyTorch's common dtype of the three, broadcast shape;
 // host 0-dim operands (wrapped scalars) travel in the command.
 at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                   const at::Scalar& value, at::Tensor out, bool inplace, bool float_only = false) {
+                   const at::Scalar& value, at::Tensor out, bool inplace, bool float_only = false,
+                   bool unary_layout = false) {  // unary_layout: as Binary's
   if (inplace) out = a;
   const int dev = common_device({&a, &b, &c, &out});
   at::native::ResultTypeState st{};
@@ -353,9 +360,10 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
     check_cast(common, a);
   } else if (out.defined()) {
     check_cast(common, out);
-    resize_elementwise_out(out, shape, {a, b, c});
+    if (unary_layout) resize_elementwise_out(out, shape, {a});
+    else resize_elementwise_out(out, shape, {a, b, c});
   } else {
-    out = new_output(shape, common, dev, {&a, &b, &c});
+    out = unary_layout ? new_output(shape, common, dev, {&a}) : new_output(shape, common, dev, {&a, &b, &c});
   }
   if (out.numel() == 0) return out;
   vt_tensor to{}, t[3]{};
@@ -391,7 +399,9 @@ at::Tensor clamp_scalar(const at::Tensor& a, const std::optional<at::Scalar>& lo
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   for (const auto* s : {&lo, &hi})  // CPU converts a bound to the result's dtype, checked
     if (s->has_value()) check_scalar_fits(**s, at::result_type(a, **s));
-  if (lo && hi) return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, std::move(out), inplace);
+  if (lo && hi)  // CPU's clamp(Scalar, Scalar) is a unary op: laid out so
+    return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, std::move(out), inplace, false,
+                   /*unary_layout=*/true);
   if (lo) return binary(kClampMin, a, wrap_scalar(*lo), 1, std::move(out), inplace);
   return binary(kClampMax, a, wrap_scalar(*hi), 1, std::move(out), inplace);
 }
@@ -438,6 +448,7 @@ at::Tensor nan_to_num(const at::Tensor& a, std::optional<double> nan, std::optio
     default: big = 1.7976931348623157e308; break;
   }
   const double p[VT_EW_MAX_PARAMS] = {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(-big)};
+  if (!inplace && !out.defined()) out = at::empty_like(a);  // as CPU's nan_to_num lays out its result
   return unary(kNanToNum, a, std::move(out), inplace, p);
 }
 
@@ -635,13 +646,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     binary(kPow, wrap_scalar(s), e, 1, out, false);
     return out;
   });
-  VT_IMPL(m, "pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPow, a, s, {}, false); });
+  VT_IMPL(m, "pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPowScalar, a, s, {}, false); });
   VT_IMPL(m, "pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
-    binary_scalar(kPow, a, s, {}, true);
+    binary_scalar(kPowScalar, a, s, {}, true);
     return a;
   });
   VT_IMPL(m, "pow.Tensor_Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {
-    binary_scalar(kPow, a, s, out, false);
+    binary_scalar(kPowScalar, a, s, out, false);
     return out;
   });
   REG_BINARY_FN(m, "maximum", kMaximum)
