@@ -195,24 +195,24 @@ static inline int add_reduced_buf(prog *p, vt_dtype dt, int in, uint64_t mask) {
     return add_buf(p, dt, t->ndim, sh, 0);
 }
 
+/* out = a op b (alpha 1) as one node on device 0, submitted as the binding
+ * submits it: recorded or run, by the thread's eager mode. */
+static inline vt_status submit_binary(vt_binary_op op, const char *name, vt_dtype compute, const vt_tensor *out,
+                                      const vt_tensor *a, const vt_tensor *b) {
+    vt_node n;
+    vt_node_init(&n, VT_NODE_BINARY, op, name);
+    n.compute = compute;
+    n.alpha = vt_scalar_from_int(1);
+    vt_node_add_out(&n, out);
+    vt_status s = vt_node_add_src(&n, a, NULL);
+    if (s == VT_OK) s = vt_node_add_src(&n, b, NULL);
+    return s == VT_OK ? vt_node_submit(0, &n) : s;
+}
+
 /* o = (a + a) * a recorded; returns the status of recording it. */
 static inline vt_status record_chain(host_tensor *a, host_tensor *t, host_tensor *o) {
-    vt_node n;
-    vt_node_init(&n, VT_NODE_BINARY, VT_ADD, "aten::add.Tensor");
-    n.compute = VT_F32;
-    n.alpha = vt_scalar_from_int(1);
-    vt_node_add_out(&n, &t->t);
-    vt_status s = vt_node_add_src(&n, &a->t, NULL);
-    if (s == VT_OK) s = vt_node_add_src(&n, &a->t, NULL);
-    if (s == VT_OK) s = vt_node_submit(0, &n);
-    if (s != VT_OK) return s;
-    vt_node_init(&n, VT_NODE_BINARY, VT_MUL, "aten::mul.Tensor");
-    n.compute = VT_F32;
-    n.alpha = vt_scalar_from_int(1);
-    vt_node_add_out(&n, &o->t);
-    s = vt_node_add_src(&n, &t->t, NULL);
-    if (s == VT_OK) s = vt_node_add_src(&n, &a->t, NULL);
-    return s == VT_OK ? vt_node_submit(0, &n) : s;
+    vt_status s = submit_binary(VT_ADD, "aten::add.Tensor", VT_F32, &t->t, &a->t, &a->t);
+    return s == VT_OK ? submit_binary(VT_MUL, "aten::mul.Tensor", VT_F32, &o->t, &t->t, &a->t) : s;
 }
 
 #define STATS(st)                                                                                                  \

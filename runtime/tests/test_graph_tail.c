@@ -248,13 +248,8 @@ TEST(defer_reduction_group_errors) {
     for (int i = 0; i < 100; i++) ((int64_t *)x.block)[i] = i + 1;
     ht_device(&x), ht_device(&z), ht_device(&q), ht_device(&r);
     vt_set_thread_eager_mode(VT_EAGER_DEFER_AND_FUSE);
+    CHECK_OK(submit_binary(VT_DIV_TRUNC, "aten::div.Tensor_mode", VT_I64, &q.t, &x.t, &z.t));
     vt_node n;
-    vt_node_init(&n, VT_NODE_BINARY, VT_DIV_TRUNC, "aten::div.Tensor_mode");
-    n.compute = VT_I64;
-    vt_node_add_out(&n, &q.t);
-    CHECK_OK(vt_node_add_src(&n, &x.t, NULL));
-    CHECK_OK(vt_node_add_src(&n, &z.t, NULL));
-    CHECK_OK(vt_node_submit(0, &n));
     vt_node_init(&n, VT_NODE_REDUCE, VT_REDUCE_SUM, "aten::sum");
     n.compute = VT_I64;
     n.iparams[0] = 1;
