@@ -406,8 +406,8 @@ _SIZE1_LAYOUTS = {  # where CPU's unary and binary layouts part: dims of size 1
 @pytest.mark.parametrize("layout", list(_SIZE1_LAYOUTS))
 def test_ops_with_a_scalar_operand_lay_out_their_result_as_cpu(layout):
     """CPU runs pow(Tensor, Scalar) and clamp with Scalar bounds as unary ops
-    and nan_to_num allocates empty_like(input): each layout rule differs from
-    a binary op's when the input has dims of size 1."""
+    and nan_to_num and hardtanh allocate empty_like(input): each layout rule
+    differs from a binary op's when the input has dims of size 1."""
     a = _SIZE1_LAYOUTS[layout](torch.Generator().manual_seed(5))
     a[..., :1] = float("nan")
     base = a._base if a._base is not None else a  # .to() would compact the view
@@ -420,6 +420,9 @@ def test_ops_with_a_scalar_operand_lay_out_their_result_as_cpu(layout):
         "clamp_min scalar": lambda x: torch.clamp_min(x, -0.5),
         "clamp_max scalar": lambda x: torch.clamp_max(x, 0.5),
         "nan_to_num": lambda x: torch.nan_to_num(x, nan=7.0),
+        "hardtanh": lambda x: torch.nn.functional.hardtanh(x, -0.5, 0.5),  # clamp into empty_like
+        "relu6": torch.nn.functional.relu6,
+        "hardtanh out= resized": lambda x: torch._C._nn.hardtanh(x, -0.5, 0.5, out=torch.empty(0, device=x.device)),
         "pow out= resized": lambda x: torch.pow(x, 3.0, out=torch.empty(0, device=x.device)),
         "clamp out= resized": lambda x: torch.clamp(x, -0.5, 0.5, out=torch.empty(0, device=x.device)),
     }

@@ -758,9 +758,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_ACT("elu", kElu, ELU_SIG, P(al.toDouble(), sc.toDouble(), is.toDouble()), p)
   #define LRF_SIG , const at::Scalar& sl
   REG_ACT("leaky_relu", kLeakyRelu, LRF_SIG, P(sl.toDouble()), p)
-  // hardtanh is clamp, as on CPU
+  // hardtanh is clamp, as on CPU, into empty_like(a) as CPU allocates it
   VT_IMPL(m, "hardtanh", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
-    return clamp_scalar(a, lo, hi, {}, false);
+    return clamp_scalar(a, lo, hi, at::empty_like(a), false);
   });
   VT_IMPL(m, "hardtanh_", [](at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) -> at::Tensor& {
     clamp_scalar(a, lo, hi, {}, true);
