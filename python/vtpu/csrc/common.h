@@ -146,6 +146,6 @@ void check_out_dtype(const at::Tensor& out, c10::ScalarType want);
 // (other ops or dtypes, negative views), which then falls back. fresh_out:
 // out is a new tensor no operand aliases.
 bool complex_binary(vt_binary_op op, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
-                    at::Tensor& out, bool fresh_out);
+                    const at::Tensor& out, bool fresh_out);
 
 }  // namespace vtpu

@@ -38,7 +38,7 @@ bool takes(const at::Tensor& t, c10::ScalarType common) {
 }  // namespace
 
 bool complex_binary(vt_binary_op op, const at::Tensor& a_, const at::Tensor& o_, const at::Scalar& alpha,
-                    at::Tensor& out, bool fresh_out) {
+                    const at::Tensor& out, bool fresh_out) {
   const auto common = out.scalar_type();
   if (common != at::kComplexFloat && common != at::kComplexDouble) return false;
   if (op != VT_ADD && op != VT_SUB && op != VT_MUL) return false;

@@ -82,12 +82,16 @@ struct Binary {
   bool unary_layout = false;
 };
 
-// mode: out undefined and !inplace → functional; inplace → out = a.
+// The modes of binary, unary and ternary: out_arg undefined and !inplace:
+// functional, the new result is returned; inplace: the result is a itself and
+// an undefined tensor is returned, out_arg given: out_arg is resized and
+// returned. They hold the caller's tensors by reference: copying a tensor
+// Python also holds costs a Python reference count change per copy.
 at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
-                  at::Tensor out, bool inplace, const double* params = nullptr) {
-  const bool out_given = out.defined();
-  if (inplace) out = a;
-  const int dev = common_device({&a, &o, &out});
+                  const at::Tensor& out_arg, bool inplace, const double* params = nullptr) {
+  const bool out_given = out_arg.defined();
+  const at::Tensor* outp = inplace ? &a : &out_arg;
+  const int dev = common_device({&a, &o, outp});
   const bool host_a = is_host_scalar(a), host_o = is_host_scalar(o);
   if (inplace)
     TORCH_CHECK(!host_a, "vtpu: in-place op on a CPU tensor");
@@ -120,20 +124,24 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   const c10::ScalarType result = bool_out ? at::kBool : common;
   const auto shape = at::infer_size_dimvector(a.sizes(), o.sizes());
 
+  at::Tensor fresh_out;
   if (inplace) {
     TORCH_CHECK(a.sizes() == c10::IntArrayRef(shape), "output with shape ", a.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
     check_cast(result, a);
-  } else if (out.defined()) {
-    check_cast(result, out);
-    if (b.unary_layout) resize_elementwise_out(out, shape, {a});
-    else resize_elementwise_out(out, shape, {a, o});
+  } else if (out_given) {
+    check_cast(result, out_arg);
+    if (b.unary_layout) resize_elementwise_out(out_arg, shape, {a});
+    else resize_elementwise_out(out_arg, shape, {a, o});
   } else {
-    out = b.unary_layout ? new_output(shape, result, dev, {&a}) : new_output(shape, result, dev, {&a, &o});
+    fresh_out = b.unary_layout ? new_output(shape, result, dev, {&a}) : new_output(shape, result, dev, {&a, &o});
+    outp = &fresh_out;
   }
+  const at::Tensor& out = *outp;
   const bool fresh = !inplace && !out_given;
-  if (out.numel() == 0) return out;
-  if (c10::isComplexType(common) && complex_binary(b.op, a, o, alpha, out, fresh)) return out;
+  auto done = [&]() -> at::Tensor { return inplace ? at::Tensor() : fresh ? std::move(fresh_out) : out_arg; };
+  if (out.numel() == 0) return done();
+  if (c10::isComplexType(common) && complex_binary(b.op, a, o, alpha, out, fresh)) return done();
 
   vt_tensor to{}, ta{}, tb{};
   // activation gradients have float kernels only; integer ones go to the fallback
@@ -148,15 +156,16 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   const vt_scalar al = make_scalar(alpha, fl);
   check(vt_op_binary_ex(dev, b.name, b.op, &to, host_a ? nullptr : &ta, host_a ? &sa : nullptr, host_o ? nullptr : &tb,
                         host_o ? &sb : nullptr, compute, al, params));
-  return out;
+  return done();
 }
 
-at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar& s, at::Tensor out, bool inplace) {
+at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
+                         bool inplace) {
   if (b.op == VT_POW)  // as CPU's pow meta function
     TORCH_CHECK(!(c10::isIntegralType(a.scalar_type(), /*includeBool=*/true) && s.isIntegral(/*includeBool=*/true) &&
                   s.toLong() < 0),
                 "Integers to negative integer powers are not allowed.");
-  return binary(b, a, at::scalar_to_tensor(s), 1, std::move(out), inplace);
+  return binary(b, a, at::scalar_to_tensor(s), 1, out, inplace);
 }
 
 #define BIN(var, vop, str, kind) const Binary var{vop, "aten::" str, Kind::kind, nullptr};
@@ -205,9 +214,10 @@ struct Unary {
   Kind kind;  // Arith: keeps dtype; FloatMath: ints promote to float; Logical: bool result
 };
 
-at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inplace, const double* params = nullptr) {
-  if (inplace) out = a;
-  const int dev = common_device({&a, &out});
+at::Tensor unary(const Unary& u, const at::Tensor& a, const at::Tensor& out_arg, bool inplace,
+                 const double* params = nullptr) {
+  const at::Tensor* outp = inplace ? &a : &out_arg;
+  const int dev = common_device({&a, outp});
   VT_FALLBACK_UNLESS(!c10::isComplexType(a.scalar_type()), lacking({a}));  // CPU's complex activations
   if (u.kind == Kind::Activation)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(a.scalar_type()), "\"", u.name, "\" not implemented for '",
@@ -224,19 +234,23 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, at::Tensor out, bool inpla
                 "Negation, the `-` operator, on a bool tensor is not supported. "
                 "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   const c10::ScalarType result = u.kind == Kind::Logical ? at::kBool : compute;
+  at::Tensor fresh_out;
   if (inplace) {
     if (u.kind != Kind::Logical) check_cast(result, a);
-  } else if (out.defined()) {
-    if (u.kind != Kind::Logical) check_cast(result, out);
-    resize_elementwise_out(out, a.sizes(), {a});
+  } else if (out_arg.defined()) {
+    if (u.kind != Kind::Logical) check_cast(result, out_arg);
+    resize_elementwise_out(out_arg, a.sizes(), {a});
   } else {
-    out = new_output(a.sizes(), result, dev, {&a});
+    fresh_out = new_output(a.sizes(), result, dev, {&a});
+    outp = &fresh_out;
   }
-  if (out.numel() == 0) return out;
+  const at::Tensor& out = *outp;
+  auto done = [&]() -> at::Tensor { return inplace ? at::Tensor() : fresh_out.defined() ? std::move(fresh_out) : out_arg; };
+  if (out.numel() == 0) return done();
   vt_tensor to{}, ta{};
   VT_FALLBACK_UNLESS(describe(out, &to) && describe(a, &ta), lacking({a, out}));
   check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params));
-  return out;
+  return done();
 }
 
 #define UN(var, vop, str, kind) const Unary var{vop, "aten::" str, Kind::kind};
@@ -340,10 +354,10 @@ at::Tensor wrap_scalar(const at::Scalar& s) {
 // out = op(a, b, c): PyTorch's common dtype of the three, broadcast shape;
 // host 0-dim operands (wrapped scalars) travel in the command.
 at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
-                   const at::Scalar& value, at::Tensor out, bool inplace, bool float_only = false,
+                   const at::Scalar& value, const at::Tensor& out_arg, bool inplace, bool float_only = false,
                    bool unary_layout = false) {  // unary_layout: as Binary's
-  if (inplace) out = a;
-  const int dev = common_device({&a, &b, &c, &out});
+  const at::Tensor* outp = inplace ? &a : &out_arg;
+  const int dev = common_device({&a, &b, &c, outp});
   at::native::ResultTypeState st{};
   st = at::native::update_result_type_state(a, st);
   st = at::native::update_result_type_state(b, st);
@@ -354,18 +368,22 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(common), "\"", name, "\" not implemented for '",
                                 c10::toString(common), "'");
   const auto shape = at::infer_size_dimvector(at::infer_size_dimvector(a.sizes(), b.sizes()), c.sizes());
+  at::Tensor fresh_out;
   if (inplace) {
     TORCH_CHECK(a.sizes() == c10::IntArrayRef(shape), "output with shape ", a.sizes(),
                 " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
     check_cast(common, a);
-  } else if (out.defined()) {
-    check_cast(common, out);
-    if (unary_layout) resize_elementwise_out(out, shape, {a});
-    else resize_elementwise_out(out, shape, {a, b, c});
+  } else if (out_arg.defined()) {
+    check_cast(common, out_arg);
+    if (unary_layout) resize_elementwise_out(out_arg, shape, {a});
+    else resize_elementwise_out(out_arg, shape, {a, b, c});
   } else {
-    out = unary_layout ? new_output(shape, common, dev, {&a}) : new_output(shape, common, dev, {&a, &b, &c});
+    fresh_out = unary_layout ? new_output(shape, common, dev, {&a}) : new_output(shape, common, dev, {&a, &b, &c});
+    outp = &fresh_out;
   }
-  if (out.numel() == 0) return out;
+  const at::Tensor& out = *outp;
+  auto done = [&]() -> at::Tensor { return inplace ? at::Tensor() : fresh_out.defined() ? std::move(fresh_out) : out_arg; };
+  if (out.numel() == 0) return done();
   vt_tensor to{}, t[3]{};
   const at::Tensor* in[3] = {&a, &b, &c};
   bool native = supported(common) && describe(out, &to);
@@ -379,11 +397,11 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
   auto T = [&](int k) { return is_host_scalar(*in[k]) ? nullptr : &t[k]; };
   auto S = [&](int k) { return is_host_scalar(*in[k]) ? &sc[k] : nullptr; };
   check(vt_op_ternary(dev, name, op, &to, T(0), S(0), T(1), S(1), T(2), S(2), compute, make_scalar(value, fl)));
-  return out;
+  return done();
 }
 
 at::Tensor addc(vt_ternary_op op, const at::Tensor& a, const at::Tensor& t1, const at::Tensor& t2,
-                const at::Scalar& v, at::Tensor out, bool inplace) {
+                const at::Scalar& v, const at::Tensor& out, bool inplace) {
   if (op == VT_ADDCDIV)
     TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) && c10::isIntegralType(t2.scalar_type(), true)),
                 "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform "
@@ -391,41 +409,41 @@ at::Tensor addc(vt_ternary_op op, const at::Tensor& a, const at::Tensor& t1, con
                 "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
                 "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
                 "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.");
-  return ternary(op, op == VT_ADDCMUL ? "aten::addcmul" : "aten::addcdiv", a, t1, t2, v, std::move(out), inplace);
+  return ternary(op, op == VT_ADDCMUL ? "aten::addcmul" : "aten::addcdiv", a, t1, t2, v, out, inplace);
 }
 
 at::Tensor clamp_scalar(const at::Tensor& a, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi,
-                        at::Tensor out, bool inplace) {
+                        const at::Tensor& out, bool inplace) {
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   for (const auto* s : {&lo, &hi})  // CPU converts a bound to the result's dtype, checked
     if (s->has_value()) check_scalar_fits(**s, at::result_type(a, **s));
   if (lo && hi)  // CPU's clamp(Scalar, Scalar) is a unary op: laid out so
-    return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, std::move(out), inplace, false,
+    return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, out, inplace, false,
                    /*unary_layout=*/true);
-  if (lo) return binary(kClampMin, a, wrap_scalar(*lo), 1, std::move(out), inplace);
-  return binary(kClampMax, a, wrap_scalar(*hi), 1, std::move(out), inplace);
+  if (lo) return binary(kClampMin, a, wrap_scalar(*lo), 1, out, inplace);
+  return binary(kClampMax, a, wrap_scalar(*hi), 1, out, inplace);
 }
 
 at::Tensor clamp_tensor(const at::Tensor& a, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi,
-                        at::Tensor out, bool inplace) {
+                        const at::Tensor& out, bool inplace) {
   const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
   TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  if (has_lo && has_hi) return ternary(VT_CLAMP, "aten::clamp", a, *lo, *hi, 1, std::move(out), inplace);
-  if (has_lo) return binary(kClampMinT, a, *lo, 1, std::move(out), inplace);
-  return binary(kClampMaxT, a, *hi, 1, std::move(out), inplace);
+  if (has_lo && has_hi) return ternary(VT_CLAMP, "aten::clamp", a, *lo, *hi, 1, out, inplace);
+  if (has_lo) return binary(kClampMinT, a, *lo, 1, out, inplace);
+  return binary(kClampMaxT, a, *hi, 1, out, inplace);
 }
 
-at::Tensor lerp_scalar(const at::Tensor& a, const at::Tensor& end, const at::Scalar& w, at::Tensor out, bool inplace) {
+at::Tensor lerp_scalar(const at::Tensor& a, const at::Tensor& end, const at::Scalar& w, const at::Tensor& out, bool inplace) {
   TORCH_CHECK(a.dtype() == end.dtype(), "expected dtype ", a.dtype(), " for `end` but got dtype ", end.dtype());
   VT_FALLBACK_UNLESS(!a.is_complex() && !w.isComplex(), lacking({a}), " or a complex weight");
   const double p[VT_EW_MAX_PARAMS] = {w.toDouble()};
-  return binary(kLerpS, a, end, 1, std::move(out), inplace, p);
+  return binary(kLerpS, a, end, 1, out, inplace, p);
 }
 
-at::Tensor lerp_tensor(const at::Tensor& a, const at::Tensor& end, const at::Tensor& w, at::Tensor out, bool inplace) {
+at::Tensor lerp_tensor(const at::Tensor& a, const at::Tensor& end, const at::Tensor& w, const at::Tensor& out, bool inplace) {
   TORCH_CHECK(a.dtype() == end.dtype(), "expected dtype ", a.dtype(), " for `end` but got dtype ", end.dtype());
   TORCH_CHECK(a.dtype() == w.dtype(), "expected dtype ", a.dtype(), " for `weight` but got dtype ", w.dtype());
-  return ternary(VT_LERP, "aten::lerp", a, end, w, 1, std::move(out), inplace, /*float_only=*/true);
+  return ternary(VT_LERP, "aten::lerp", a, end, w, 1, out, inplace, /*float_only=*/true);
 }
 
 const Unary& gelu_spec(c10::string_view approximate) {
@@ -439,7 +457,7 @@ const Binary& gelu_bw_spec(c10::string_view approximate) {
 
 // PyTorch's defaults: NaN -> 0, +inf -> the dtype's max, -inf -> its lowest.
 at::Tensor nan_to_num(const at::Tensor& a, std::optional<double> nan, std::optional<double> posinf,
-                      std::optional<double> neginf, at::Tensor out, bool inplace) {
+                      std::optional<double> neginf, const at::Tensor& out, bool inplace) {
   double big = 0;
   switch (a.scalar_type()) {
     case at::kHalf: big = 65504.0; break;
@@ -448,13 +466,16 @@ at::Tensor nan_to_num(const at::Tensor& a, std::optional<double> nan, std::optio
     default: big = 1.7976931348623157e308; break;
   }
   const double p[VT_EW_MAX_PARAMS] = {nan.value_or(0.0), posinf.value_or(big), neginf.value_or(-big)};
-  if (!inplace && !out.defined()) out = at::empty_like(a);  // as CPU's nan_to_num lays out its result
-  return unary(kNanToNum, a, std::move(out), inplace, p);
+  if (!inplace && !out.defined()) {  // as CPU's nan_to_num lays out its result
+    at::Tensor result = at::empty_like(a);
+    return unary(kNanToNum, a, result, false, p);
+  }
+  return unary(kNanToNum, a, out, inplace, p);
 }
 
-at::Tensor logit(const at::Tensor& a, std::optional<double> eps, at::Tensor out, bool inplace) {
+at::Tensor logit(const at::Tensor& a, std::optional<double> eps, const at::Tensor& out, bool inplace) {
   const double p[VT_EW_MAX_PARAMS] = {eps.value_or(-1.0)};
-  return unary(kLogit, a, std::move(out), inplace, p);
+  return unary(kLogit, a, out, inplace, p);
 }
 
 
