@@ -65,7 +65,7 @@ op-coverage: install
 conformance: install
 	$(VPY) -m pip install --quiet psutil
 	conformance/fetch.sh
-	$(VPY) conformance/run.py
+	$(VPY) conformance/run.py --mode all
 	$(VPY) conformance/run.py --device cpu
 
 clean:

@@ -5,6 +5,7 @@ conformance/pytorch/ (git-ignored), as docs/conformance.md describes. Then
 
     .venv/bin/python conformance/run.py                 # every suite, Strict and Debug
     .venv/bin/python conformance/run.py --suite openreg --mode strict
+    .venv/bin/python conformance/run.py --mode defer_and_fuse            # DeferAndFuse (TPU_DEFER_AND_FUSE=1)
     .venv/bin/python conformance/run.py --suite view_ops --device cpu   # the CPU baseline
     .venv/bin/python conformance/run.py --suite sparse --mode strict    # opt-in: about an hour
 
@@ -91,6 +92,7 @@ def run(name, args, env_extra, mode, device, timeout):
     env = dict(os.environ)
     env.update(env_extra)
     env["TPU_LAUNCH_BLOCKING"] = "1" if mode == "debug" else "0"
+    env["TPU_DEFER_AND_FUSE"] = "1" if mode == "defer_and_fuse" else "0"
     env.setdefault("VTPU_NUM_DEVICES", "2")
     env.setdefault("VTPU_MATMUL_PRECISION", "highest")
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(HERE), env.get("PYTHONPATH", "")] if p)
@@ -110,7 +112,8 @@ def run(name, args, env_extra, mode, device, timeout):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", action="append", choices=["openreg", *GENERIC], help="default: all")
-    ap.add_argument("--mode", choices=["strict", "debug", "both"], default="both")
+    ap.add_argument("--mode", choices=["strict", "debug", "defer_and_fuse", "both", "all"], default="both",
+                    help="both: strict and debug; all: the three eager modes")
     ap.add_argument("--device", choices=["tpu", "cpu"], default="tpu")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per suite and mode")
     ap.add_argument("-k", default=None, help="extra pytest -k filter (debugging)")
@@ -119,7 +122,7 @@ def main():
         sys.exit(f"{UPSTREAM} is missing: fetch PyTorch's tests first (docs/conformance.md)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     suites = a.suite or ["openreg", *(g for g in GENERIC if g not in OPT_IN)]
-    modes = ["strict", "debug"] if a.mode == "both" else [a.mode]
+    modes = {"both": ["strict", "debug"], "all": ["strict", "debug", "defer_and_fuse"]}.get(a.mode, [a.mode])
     if a.device == "cpu":
         modes = ["cpu"]
     rows = []
@@ -142,7 +145,7 @@ def main():
             counts, secs, status = run(suite, args, env, mode, a.device, a.timeout)
             rows.append((suite, a.device, mode, counts, secs, status))
             p, f, e, s = counts or (0, 0, 0, 0)
-            print(f"{suite:14} {a.device:4} {mode:6} passed {p:6} failed {f:5} errors {e:4} skipped {s:5}"
+            print(f"{suite:14} {a.device:4} {mode:14} passed {p:6} failed {f:5} errors {e:4} skipped {s:5}"
                   f"  {secs:7.0f}s {status}", flush=True)
     lines = ["| suite | device | mode | passed | failed | errors | skipped | pass rate of run |",
              "|---|---|---|---|---|---|---|---|"]
