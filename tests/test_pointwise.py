@@ -433,3 +433,41 @@ def test_ops_with_a_scalar_operand_lay_out_their_result_as_cpu(layout):
         # within 2 ulp on every ISA path; the rest are exact
         tol = 3e-7 if name.startswith("pow") else 0
         torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_hardtanh_keeps_an_integer_input_dtype_as_cpu(dtype):
+    """CPU's hardtanh truncates its bounds to integers for an integer input
+    (clamp with the same float bounds would promote to float)."""
+    x = torch.arange(-4, 12, dtype=torch.int64).to(dtype).reshape(4, 4).t()  # non-contiguous
+    if dtype == torch.uint8:
+        x = x.abs()
+    dx = x.to("tpu").t().contiguous().t()
+    with native_only():
+        same(torch.nn.functional.hardtanh(dx, 0.5, 6.7), torch.nn.functional.hardtanh(x, 0.5, 6.7))
+        same(torch.nn.functional.relu6(dx - 2), torch.nn.functional.relu6(x - 2))
+        got, want = dx.clone(), x.clone()
+        torch.nn.functional.hardtanh(got, 1.9, 3.2, inplace=True)
+        torch.nn.functional.hardtanh(want, 1.9, 3.2, inplace=True)
+        same(got, want)
+        out = torch.empty(0, dtype=dtype, device="tpu")
+        torch._C._nn.hardtanh(dx, 0.5, 6.7, out=out)
+        same(out, torch.nn.functional.hardtanh(x, 0.5, 6.7))
+
+
+def test_hardtanh_and_scalar_clamp_refuse_what_cpu_refuses():
+    x = torch.arange(-3.0, 4.0, device="tpu")
+    with pytest.raises(RuntimeError, match="Bool inputs not supported for hardtanh"):
+        torch.nn.functional.hardtanh(torch.ones(3, dtype=torch.bool, device="tpu"))
+    with pytest.raises(RuntimeError, match="unsigned type with negative limits"):
+        torch.nn.functional.hardtanh(torch.ones(3, dtype=torch.uint8, device="tpu"), -1.0, 1.0)
+    # clamp with Scalar bounds is a unary op on CPU: out= must have the result's dtype
+    f64 = lambda: torch.empty(7, dtype=torch.float64, device="tpu")  # noqa: E731
+    for f in (lambda: torch.clamp(x, 0, 1, out=f64()), lambda: torch.clamp_min(x, 0, out=f64()),
+              lambda: torch.clamp_max(x, 0, out=f64()), lambda: torch._C._nn.hardtanh(x, 0.0, 1.0, out=f64())):
+        with pytest.raises(RuntimeError, match="Found dtype Double but expected Float"):
+            f()
+    # with tensor bounds it is a binary op: out= takes any dtype the result casts to
+    got = torch.clamp(x, torch.zeros((), device="tpu"), torch.ones((), device="tpu"), out=f64())
+    same(got, torch.clamp(x.cpu(), torch.zeros(()), torch.ones(()), out=torch.empty(7, dtype=torch.float64)))
+    assert x.add(1).cpu().tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0]  # the device is still usable

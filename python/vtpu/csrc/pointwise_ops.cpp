@@ -417,11 +417,30 @@ at::Tensor clamp_scalar(const at::Tensor& a, const std::optional<at::Scalar>& lo
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   for (const auto* s : {&lo, &hi})  // CPU converts a bound to the result's dtype, checked
     if (s->has_value()) check_scalar_fits(**s, at::result_type(a, **s));
+  if (out.defined() && !inplace) {  // a unary op on CPU: out= must have the result's dtype
+    at::native::ResultTypeState st{};
+    st = at::native::update_result_type_state(a, st);
+    for (const auto* s : {&lo, &hi})
+      if (s->has_value()) st = at::native::update_result_type_state(**s, st);
+    const c10::ScalarType result = c10::isFloatingType(a.scalar_type()) ? a.scalar_type() : at::native::result_type(st);
+    TORCH_CHECK(out.scalar_type() == result, "Found dtype ", out.scalar_type(), " but expected ", result);
+  }
   if (lo && hi)  // CPU's clamp(Scalar, Scalar) is a unary op: laid out so
     return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, out, inplace, false,
                    /*unary_layout=*/true);
   if (lo) return binary(kClampMin, a, wrap_scalar(*lo), 1, out, inplace);
   return binary(kClampMax, a, wrap_scalar(*hi), 1, out, inplace);
+}
+
+// CPU's hardtanh keeps an integer input's dtype: its bounds are truncated
+// to integers (PyTorch's legacy rule), where clamp would promote to float.
+std::pair<at::Scalar, at::Scalar> hardtanh_bounds(const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
+  TORCH_CHECK(a.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  if (!c10::isIntegralType(a.scalar_type(), /*includeBool=*/false)) return {lo, hi};
+  const int64_t l = lo.toLong(), h = hi.toLong();
+  TORCH_CHECK(a.scalar_type() != at::kByte || (l >= 0 && h >= 0),
+              "cannot do hardtanh on an unsigned type with negative limits");
+  return {l, h};
 }
 
 at::Tensor clamp_tensor(const at::Tensor& a, const std::optional<at::Tensor>& lo, const std::optional<at::Tensor>& hi,
@@ -781,14 +800,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_ACT("leaky_relu", kLeakyRelu, LRF_SIG, P(sl.toDouble()), p)
   // hardtanh is clamp, as on CPU, into empty_like(a) as CPU allocates it
   VT_IMPL(m, "hardtanh", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
-    return clamp_scalar(a, lo, hi, at::empty_like(a), false);
+    const auto [l, h] = hardtanh_bounds(a, lo, hi);
+    at::Tensor out = at::empty_like(a);
+    clamp_scalar(a, l, h, out, false);
+    return out;
   });
   VT_IMPL(m, "hardtanh_", [](at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) -> at::Tensor& {
-    clamp_scalar(a, lo, hi, {}, true);
+    const auto [l, h] = hardtanh_bounds(a, lo, hi);
+    clamp_scalar(a, l, h, {}, true);
     return a;
   });
   VT_IMPL(m, "hardtanh.out", [](const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi, at::Tensor& out) -> at::Tensor& {
-    clamp_scalar(a, lo, hi, out, false);
+    const auto [l, h] = hardtanh_bounds(a, lo, hi);
+    clamp_scalar(a, l, h, out, false);
     return out;
   });
   VT_IMPL(m, "log_sigmoid_forward", [](const at::Tensor& a) {
@@ -938,21 +962,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     clamp_tensor(a, lo, hi, out, false);
     return out;
   });
-#define REG_CLAMP1(str, spec, specT)                                                                                 \
-  VT_IMPL(m, str, [](const at::Tensor& a, const at::Scalar& v) { return binary(spec, a, wrap_scalar(v), 1, {}, false); }); \
-  VT_IMPL(m, str "_", [](at::Tensor& a, const at::Scalar& v) -> at::Tensor& {                                            \
-    binary(spec, a, wrap_scalar(v), 1, {}, true);                                                                    \
-    return a;                                                                                                        \
-  });                                                                                                                \
-  VT_IMPL(m, str ".out", [](const at::Tensor& a, const at::Scalar& v, at::Tensor& out) -> at::Tensor& {                  \
-    binary(spec, a, wrap_scalar(v), 1, out, false);                                                                  \
-    return out;                                                                                                      \
-  });                                                                                                                \
-  REG_BINARY_FN(m, str ".Tensor", specT)                                                                             \
-  REG_BINARY_INPLACE(m, str "_.Tensor", specT)                                                                       \
+  // clamp_min / clamp_max with a Scalar bound are clamp_scalar with one bound
+#define REG_CLAMP1(str, LO, HI, specT)                                                                      \
+  VT_IMPL(m, str, [](const at::Tensor& a, const at::Scalar& v) { return clamp_scalar(a, LO, HI, {}, false); }); \
+  VT_IMPL(m, str "_", [](at::Tensor& a, const at::Scalar& v) -> at::Tensor& {                                   \
+    clamp_scalar(a, LO, HI, {}, true);                                                                      \
+    return a;                                                                                               \
+  });                                                                                                       \
+  VT_IMPL(m, str ".out", [](const at::Tensor& a, const at::Scalar& v, at::Tensor& out) -> at::Tensor& {         \
+    clamp_scalar(a, LO, HI, out, false);                                                                    \
+    return out;                                                                                             \
+  });                                                                                                       \
+  REG_BINARY_FN(m, str ".Tensor", specT)                                                                    \
+  REG_BINARY_INPLACE(m, str "_.Tensor", specT)                                                              \
   REG_BINARY_OUT(m, str ".Tensor_out", specT)
-  REG_CLAMP1("clamp_min", kClampMin, kClampMinT)
-  REG_CLAMP1("clamp_max", kClampMax, kClampMaxT)
+  REG_CLAMP1("clamp_min", v, std::nullopt, kClampMinT)
+  REG_CLAMP1("clamp_max", std::nullopt, v, kClampMaxT)
   VT_IMPL(m, "lerp.Scalar", [](const at::Tensor& a, const at::Tensor& e, const at::Scalar& w) { return lerp_scalar(a, e, w, {}, false); });
   VT_IMPL(m, "lerp_.Scalar", [](at::Tensor& a, const at::Tensor& e, const at::Scalar& w) -> at::Tensor& {
     lerp_scalar(a, e, w, {}, true);
