@@ -129,6 +129,7 @@ def main():
     for suite in suites:
         for mode in modes:
             env = {}
+            kexpr = None
             if suite == "openreg":
                 if a.device == "cpu":
                     continue
@@ -138,10 +139,10 @@ def main():
                 args = [UPSTREAM / fname]
                 env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "privateuse1" if a.device == "tpu" else "cpu"
                 env["VTPU_SAMPLE_PERCENT"] = str(pct)
-                if kexpr:
-                    args += ["-k", kexpr]
-            if a.k:
-                args += ["-k", a.k]
+            # pytest keeps only the last -k: the suite's filter and --k combine
+            k = " and ".join(f"({e})" for e in (kexpr, a.k) if e)
+            if k:
+                args += ["-k", k]
             counts, secs, status = run(suite, args, env, mode, a.device, a.timeout)
             rows.append((suite, a.device, mode, counts, secs, status))
             p, f, e, s = counts or (0, 0, 0, 0)
