@@ -471,3 +471,29 @@ def test_hardtanh_and_scalar_clamp_refuse_what_cpu_refuses():
     got = torch.clamp(x, torch.zeros((), device="tpu"), torch.ones((), device="tpu"), out=f64())
     same(got, torch.clamp(x.cpu(), torch.zeros(()), torch.ones(()), out=torch.empty(7, dtype=torch.float64)))
     assert x.add(1).cpu().tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0]  # the device is still usable
+
+
+def test_clamp_of_bools_is_refused_where_cpu_refuses_it():
+    """CPU has no Bool kernel for clamp with Scalar bounds or with two tensor
+    bounds; one tensor bound (clamp_min / clamp_max.Tensor) and bounds that
+    promote the result to an integer are fine."""
+    x = torch.tensor([True, False, True])
+    t = torch.tensor([False, True, True])
+    cases = {
+        "scalars": lambda x, t: torch.clamp(x, False, True),
+        "scalar min": lambda x, t: torch.clamp(x, min=False),
+        "clamp_max scalar": lambda x, t: torch.clamp_max(x, True),
+        "two tensors": lambda x, t: torch.clamp(x, t, t),
+        "tensor min": lambda x, t: torch.clamp(x, min=t),
+        "clamp_max tensor": lambda x, t: torch.clamp_max(x, t),
+        "int scalars": lambda x, t: torch.clamp(x, 0, 1),
+        "int tensors": lambda x, t: torch.clamp(x, t.long(), t.long() + 1),
+    }
+    for name, f in cases.items():
+        try:
+            want = f(x, t)
+        except NotImplementedError:
+            with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+                f(x.to("tpu"), t.to("tpu"))
+            continue
+        same(f(x.to("tpu"), t.to("tpu")), want)

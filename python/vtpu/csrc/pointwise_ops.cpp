@@ -417,14 +417,14 @@ at::Tensor clamp_scalar(const at::Tensor& a, const std::optional<at::Scalar>& lo
   TORCH_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   for (const auto* s : {&lo, &hi})  // CPU converts a bound to the result's dtype, checked
     if (s->has_value()) check_scalar_fits(**s, at::result_type(a, **s));
-  if (out.defined() && !inplace) {  // a unary op on CPU: out= must have the result's dtype
-    at::native::ResultTypeState st{};
-    st = at::native::update_result_type_state(a, st);
-    for (const auto* s : {&lo, &hi})
-      if (s->has_value()) st = at::native::update_result_type_state(**s, st);
-    const c10::ScalarType result = c10::isFloatingType(a.scalar_type()) ? a.scalar_type() : at::native::result_type(st);
+  at::native::ResultTypeState st{};
+  st = at::native::update_result_type_state(a, st);
+  for (const auto* s : {&lo, &hi})
+    if (s->has_value()) st = at::native::update_result_type_state(**s, st);
+  const c10::ScalarType result = c10::isFloatingType(a.scalar_type()) ? a.scalar_type() : at::native::result_type(st);
+  TORCH_CHECK_NOT_IMPLEMENTED(result != at::kBool, "\"clamp\" not implemented for 'Bool'");  // as CPU
+  if (out.defined() && !inplace)  // a unary op on CPU: out= must have the result's dtype
     TORCH_CHECK(out.scalar_type() == result, "Found dtype ", out.scalar_type(), " but expected ", result);
-  }
   if (lo && hi)  // CPU's clamp(Scalar, Scalar) is a unary op: laid out so
     return ternary(VT_CLAMP, "aten::clamp", a, wrap_scalar(*lo), wrap_scalar(*hi), 1, out, inplace, false,
                    /*unary_layout=*/true);
@@ -447,6 +447,11 @@ at::Tensor clamp_tensor(const at::Tensor& a, const std::optional<at::Tensor>& lo
                         const at::Tensor& out, bool inplace) {
   const bool has_lo = lo && lo->defined(), has_hi = hi && hi->defined();
   TORCH_CHECK(has_lo || has_hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  if (has_lo && has_hi) {  // as CPU: clamp with two tensor bounds has no Bool kernel
+    at::native::ResultTypeState st{};
+    for (const at::Tensor* t : {&a, &*lo, &*hi}) st = at::native::update_result_type_state(*t, st);
+    TORCH_CHECK_NOT_IMPLEMENTED(at::native::result_type(st) != at::kBool, "\"clamp\" not implemented for 'Bool'");
+  }
   if (has_lo && has_hi) return ternary(VT_CLAMP, "aten::clamp", a, *lo, *hi, 1, out, inplace);
   if (has_lo) return binary(kClampMinT, a, *lo, 1, out, inplace);
   return binary(kClampMaxT, a, *hi, 1, out, inplace);
