@@ -87,6 +87,12 @@ struct Binary {
 // an undefined tensor is returned, out_arg given: out_arg is resized and
 // returned. They hold the caller's tensors by reference: copying a tensor
 // Python also holds costs a Python reference count change per copy.
+at::Tensor result_of(bool inplace, at::Tensor& fresh_out, const at::Tensor& out_arg) {
+  if (inplace) return {};
+  if (fresh_out.defined()) return std::move(fresh_out);
+  return out_arg;
+}
+
 at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, const at::Scalar& alpha,
                   const at::Tensor& out_arg, bool inplace, const double* params = nullptr) {
   const bool out_given = out_arg.defined();
@@ -139,9 +145,9 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   }
   const at::Tensor& out = *outp;
   const bool fresh = !inplace && !out_given;
-  auto done = [&]() -> at::Tensor { return inplace ? at::Tensor() : fresh ? std::move(fresh_out) : out_arg; };
-  if (out.numel() == 0) return done();
-  if (c10::isComplexType(common) && complex_binary(b.op, a, o, alpha, out, fresh)) return done();
+  if (out.numel() == 0) return result_of(inplace, fresh_out, out_arg);
+  if (c10::isComplexType(common) && complex_binary(b.op, a, o, alpha, out, fresh))
+    return result_of(inplace, fresh_out, out_arg);
 
   vt_tensor to{}, ta{}, tb{};
   // activation gradients have float kernels only; integer ones go to the fallback
@@ -156,7 +162,7 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   const vt_scalar al = make_scalar(alpha, fl);
   check(vt_op_binary_ex(dev, b.name, b.op, &to, host_a ? nullptr : &ta, host_a ? &sa : nullptr, host_o ? nullptr : &tb,
                         host_o ? &sb : nullptr, compute, al, params));
-  return done();
+  return result_of(inplace, fresh_out, out_arg);
 }
 
 at::Tensor binary_scalar(const Binary& b, const at::Tensor& a, const at::Scalar& s, const at::Tensor& out,
@@ -245,12 +251,11 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, const at::Tensor& out_arg,
     outp = &fresh_out;
   }
   const at::Tensor& out = *outp;
-  auto done = [&]() -> at::Tensor { return inplace ? at::Tensor() : fresh_out.defined() ? std::move(fresh_out) : out_arg; };
-  if (out.numel() == 0) return done();
+  if (out.numel() == 0) return result_of(inplace, fresh_out, out_arg);
   vt_tensor to{}, ta{};
   VT_FALLBACK_UNLESS(describe(out, &to) && describe(a, &ta), lacking({a, out}));
   check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params));
-  return done();
+  return result_of(inplace, fresh_out, out_arg);
 }
 
 #define UN(var, vop, str, kind) const Unary var{vop, "aten::" str, Kind::kind};
@@ -382,8 +387,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
     outp = &fresh_out;
   }
   const at::Tensor& out = *outp;
-  auto done = [&]() -> at::Tensor { return inplace ? at::Tensor() : fresh_out.defined() ? std::move(fresh_out) : out_arg; };
-  if (out.numel() == 0) return done();
+  if (out.numel() == 0) return result_of(inplace, fresh_out, out_arg);
   vt_tensor to{}, t[3]{};
   const at::Tensor* in[3] = {&a, &b, &c};
   bool native = supported(common) && describe(out, &to);
@@ -397,7 +401,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
   auto T = [&](int k) { return is_host_scalar(*in[k]) ? nullptr : &t[k]; };
   auto S = [&](int k) { return is_host_scalar(*in[k]) ? &sc[k] : nullptr; };
   check(vt_op_ternary(dev, name, op, &to, T(0), S(0), T(1), S(1), T(2), S(2), compute, make_scalar(value, fl)));
-  return done();
+  return result_of(inplace, fresh_out, out_arg);
 }
 
 at::Tensor addc(vt_ternary_op op, const at::Tensor& a, const at::Tensor& t1, const at::Tensor& t2,
@@ -451,8 +455,8 @@ at::Tensor clamp_tensor(const at::Tensor& a, const std::optional<at::Tensor>& lo
     at::native::ResultTypeState st{};
     for (const at::Tensor* t : {&a, &*lo, &*hi}) st = at::native::update_result_type_state(*t, st);
     TORCH_CHECK_NOT_IMPLEMENTED(at::native::result_type(st) != at::kBool, "\"clamp\" not implemented for 'Bool'");
+    return ternary(VT_CLAMP, "aten::clamp", a, *lo, *hi, 1, out, inplace);
   }
-  if (has_lo && has_hi) return ternary(VT_CLAMP, "aten::clamp", a, *lo, *hi, 1, out, inplace);
   if (has_lo) return binary(kClampMinT, a, *lo, 1, out, inplace);
   return binary(kClampMaxT, a, *hi, 1, out, inplace);
 }
