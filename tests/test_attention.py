@@ -112,6 +112,27 @@ def test_scale_and_3d():
     check(got, want, torch.float32, "highest")
 
 
+@pytest.mark.parametrize("nd", [3, 4])
+def test_output_and_gradients_laid_out_as_cpu(nd):
+    """Every stride order of query, key and value: the output and the
+    gradients take CPU's strides, so a view() that works there works here.
+    (CPU keeps query's stride order only where its fused kernel runs: 4-D,
+    last dim fastest; a 3-D query's output is contiguous.)"""
+    import itertools
+
+    base = (2, 3, 6, 5)[-nd:]
+    for perm in itertools.permutations(range(nd)):
+        x = torch.randn([base[p] for p in perm]).permute([perm.index(i) for i in range(nd)])
+        strides = {}
+        for dev in ("cpu", "tpu"):
+            qkv = [x.detach().to(dev).requires_grad_() for _ in range(3)]
+            with vtpu.cpu_fallback(False):
+                out = F.scaled_dot_product_attention(*qkv, is_causal=True)
+                out.backward(torch.ones_like(out))
+            strides[dev] = [out.stride()] + [t.grad.stride() for t in qkv]
+        assert strides["tpu"] == strides["cpu"], (perm, x.stride())
+
+
 def test_backward_deterministic_and_grad_flows():
     q, k, v, dout = inputs(2, 4, 2, 150, 150, 64, 64, torch.float32, seed=3)
     with vtpu.cpu_fallback(False):

@@ -58,16 +58,16 @@ void check_device(const at::Tensor& q, const at::Tensor& t) {
               q.device(), " and ", t.device(), "!");
 }
 
-// The output laid out like query (same stride order), as the meta function
-// allocates it; a plain contiguous one when query's last dim is not its
-// fastest.
+// The output laid out as CPU lays it out: a 4-D query whose last dim is its
+// fastest takes CPU's fused kernel there, whose output keeps query's stride
+// order; any other query takes CPU's math path, whose output is contiguous.
 at::Tensor out_like_query(const at::Tensor& q, int64_t last) {
   const int64_t nd = q.dim();
   std::vector<int64_t> sizes = q.sizes().vec(), order(nd), perm_sizes(nd), inverse(nd);
   sizes.back() = last;
   for (int64_t i = 0; i < nd; i++) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return q.stride(a) > q.stride(b); });
-  if (order.back() != nd - 1) return at::empty(sizes, q.options());
+  if (nd != 4 || order.back() != nd - 1) return at::empty(sizes, q.options());
   for (int64_t i = 0; i < nd; i++) perm_sizes[i] = sizes[order[i]], inverse[order[i]] = i;
   return at::empty(perm_sizes, q.options()).permute(inverse);
 }
