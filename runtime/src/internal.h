@@ -9,6 +9,15 @@
 
 #include "vtpu/vtpu.h"
 
+/* VT_X86: the x86 ISA paths are built (x86-64 hosts). VT_PORTABLE_ONLY
+ * (runtime/Makefile's test-portable) leaves them out on any host, so the
+ * portable C that AArch64 and other CPUs run builds and is tested here. */
+#if defined(__x86_64__) && !defined(VT_PORTABLE_ONLY)
+#define VT_X86 1
+#else
+#define VT_X86 0
+#endif
+
 /* Set this thread's last-error message and return s (printf-style). */
 vt_status vt_set_error(vt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vt_clear_error(void);
@@ -473,13 +482,13 @@ extern const vt_f32_binary_table vt_f32_binary_portable;
  * ukernel's class-typed alpha) calls for two operands of stride 1 or 0;
  * NULL where it takes the portable path (other ops; add/sub with alpha != 1). */
 vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha);
-#if defined(__x86_64__)
+#if VT_X86
 extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;
 extern const vt_f32_act_table vt_f32_act_avx512;
 extern const vt_f32_act_table vt_f32_act_avx2;
 #endif
-#if defined(__x86_64__)
+#if VT_X86
 void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
 void vt_cvt_bf16_f32_avx2(const uint16_t *src, float *dst, int64_t n);
@@ -503,7 +512,7 @@ void vt_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out
  * widest path at run time (pure integer: every path gives the same bits). */
 void vt_philox_blocks(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
 void vt_philox_blocks_portable(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
-#if defined(__x86_64__)
+#if VT_X86
 void vt_philox_blocks_avx512(const uint32_t key[2], uint64_t first, int64_t nblocks, uint32_t *out);
 #endif
 /* 16 counters at once, lane-wise (vectorises where the ISA allows). */
@@ -628,7 +637,7 @@ typedef struct vt_mxu_engine {
     int rows_any; /* block computes exactly mb rows, any count: the driver skips M's padding rows */
 } vt_mxu_engine;
 extern const vt_mxu_engine vt_mxu_engine_scalar;
-#if defined(__x86_64__)
+#if VT_X86
 extern const vt_mxu_engine vt_mxu_engine_avx2, vt_mxu_engine_avx512, vt_mxu_engine_avx512bf16, vt_mxu_engine_amx;
 void vt_mxu_split_avx2(const float *restrict x, int64_t n, int64_t npad, vt_precision prec, uint16_t *restrict hi,
                        uint16_t *restrict mid, uint16_t *restrict lo);
@@ -712,7 +721,7 @@ vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *
 /* f32 summation loops with per-ISA versions (bit-identical to the portable
  * ones): block sums of VT_REDUCE_SUM_BLOCK values, lane-wise row adds. */
 #define VT_REDUCE_SUM_BLOCK 256
-#if defined(__x86_64__)
+#if VT_X86
 void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out);
 void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
 void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out);

@@ -184,7 +184,7 @@ TEST(kernels_isa_detection) {
     const char *p = vt_isa_path();
     CHECK(strcmp(p, "amx") == 0 || strcmp(p, "avx512bf16") == 0 || strcmp(p, "avx512") == 0 ||
           strcmp(p, "avx2") == 0 || strcmp(p, "neon") == 0 || strcmp(p, "scalar") == 0);
-#if defined(__x86_64__)
+#if VT_X86
     CHECK(!(avail & VT_ISA_NEON));
     if (avail & VT_ISA_AVX512) CHECK(avail & VT_ISA_AVX2);
     if (avail & VT_ISA_AMX) CHECK(avail & VT_ISA_AVX512BF16);

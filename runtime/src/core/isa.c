@@ -9,7 +9,7 @@
 
 #include "internal.h"
 
-#if defined(__x86_64__)
+#if VT_X86
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,7 +19,7 @@ static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static unsigned isa_avail, isa_start; /* set once */
 static _Atomic unsigned isa_act;      /* isa_start, or what a test forced (vt_isa_force) */
 
-#if defined(__x86_64__)
+#if VT_X86
 static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
     __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -98,7 +98,7 @@ static unsigned env_cap(unsigned avail) {
 }
 
 static void isa_detect(void) {
-#if defined(__x86_64__)
+#if VT_X86
     isa_avail = detect_x86();
 #elif defined(__aarch64__)
     isa_avail = VT_ISA_NEON;

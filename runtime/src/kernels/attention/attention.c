@@ -23,12 +23,15 @@ static _Atomic(const vt_attn_rows *) rows_active;
 
 unsigned vt_attn_select_isa(unsigned mask) {
     const vt_attn_rows *r = &vt_attn_rows_portable;
-#if defined(__x86_64__)
-    if (mask & VT_ISA_AVX512) r = &vt_attn_rows_avx512;
-    else if (mask & VT_ISA_AVX2) r = &vt_attn_rows_avx2;
+    unsigned used = 0;
+#if VT_X86
+    if (mask & VT_ISA_AVX512) r = &vt_attn_rows_avx512, used = VT_ISA_AVX512;
+    else if (mask & VT_ISA_AVX2) r = &vt_attn_rows_avx2, used = VT_ISA_AVX2;
+#else
+    (void)mask;
 #endif
     atomic_store(&rows_active, r);
-    return r == &vt_attn_rows_portable ? 0u : r == &vt_attn_rows_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
+    return used;
 }
 
 const vt_attn_rows *vt_attn_rows_active(void) {

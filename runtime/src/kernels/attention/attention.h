@@ -61,7 +61,7 @@ typedef struct vt_attn_rows {
 } vt_attn_rows;
 
 extern const vt_attn_rows vt_attn_rows_portable;
-#if defined(__x86_64__)
+#if VT_X86
 extern const vt_attn_rows vt_attn_rows_avx512;
 extern const vt_attn_rows vt_attn_rows_avx2;
 #endif

@@ -139,7 +139,7 @@ static void f32_bf16_portable(const float *src, uint16_t *dst, int64_t n) {
 }
 
 static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable};
-#if defined(__x86_64__)
+#if VT_X86
 static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512};
 static const bf16_cvt bf16_avx2 = {vt_cvt_bf16_f32_avx2, vt_cvt_f32_bf16_avx2};
 #endif
@@ -156,12 +156,15 @@ static inline const bf16_cvt *bf16_table(void) {
 
 unsigned vt_convert_select_isa(unsigned mask) {
     const bf16_cvt *t = &bf16_portable;
-#if defined(__x86_64__)
-    if (mask & VT_ISA_AVX512) t = &bf16_avx512;
-    else if (mask & VT_ISA_AVX2) t = &bf16_avx2;
+    unsigned used = 0;
+#if VT_X86
+    if (mask & VT_ISA_AVX512) t = &bf16_avx512, used = VT_ISA_AVX512;
+    else if (mask & VT_ISA_AVX2) t = &bf16_avx2, used = VT_ISA_AVX2;
+#else
+    (void)mask;
 #endif
     atomic_store_explicit(&bf16_active, t, memory_order_release);
-    return t == &bf16_portable ? 0u : t == &bf16_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
+    return used;
 }
 
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,

@@ -281,12 +281,15 @@ static _Atomic(const vt_f32_act_table *) act_active;
 
 unsigned vt_elementwise_act_select_isa(unsigned mask) {
     const vt_f32_act_table *t = &act_portable;
-#if defined(__x86_64__)
-    if (mask & VT_ISA_AVX512) t = &vt_f32_act_avx512;
-    else if (mask & VT_ISA_AVX2) t = &vt_f32_act_avx2;
+    unsigned used = 0;
+#if VT_X86
+    if (mask & VT_ISA_AVX512) t = &vt_f32_act_avx512, used = VT_ISA_AVX512;
+    else if (mask & VT_ISA_AVX2) t = &vt_f32_act_avx2, used = VT_ISA_AVX2;
+#else
+    (void)mask;
 #endif
     atomic_store_explicit(&act_active, t, memory_order_release);
-    return t == &act_portable ? 0u : t == &vt_f32_act_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
+    return used;
 }
 
 const vt_f32_act_table *vt_f32_act(void) {

@@ -142,7 +142,7 @@ static _Atomic(const vt_f32_binary_table *) f32_active;
 unsigned vt_elementwise_select_isa(unsigned mask) {
     const vt_f32_binary_table *t = &vt_f32_binary_portable;
     unsigned chosen = 0;
-#if defined(__x86_64__)
+#if VT_X86
     if (mask & VT_ISA_AVX512) t = &vt_f32_binary_avx512, chosen = VT_ISA_AVX512;
     else if (mask & VT_ISA_AVX2) t = &vt_f32_binary_avx2, chosen = VT_ISA_AVX2;
 #endif

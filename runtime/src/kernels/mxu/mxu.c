@@ -93,7 +93,7 @@ static int write_plain_row(const epilogue *ep, const float *cr, int64_t oi, int6
         memcpy((float *)o->data + oi, cr, (size_t)nb * sizeof(float));
         return 1;
     }
-#if defined(__x86_64__)
+#if VT_X86
     if (o->dtype == VT_BF16 && ep->vec_bf16) {
         vt_mxu_store_bf16_avx512((uint16_t *)o->data + oi, cr, nb);
         return 1;
@@ -187,7 +187,7 @@ static void run_pass(const gemm_job *j, const tile *x, vt_mxu_pass ps, int acc) 
 /* The guard: non-finite low sums become +0. Scalar, it took as long as a
  * seventh of DEFAULT's GEMM at 2048^3; AVX-512 does 16 at a time. */
 static void guard_row(const gemm_job *j, float *c, int64_t n) {
-#if defined(__x86_64__)
+#if VT_X86
     if (j->ep.vec_bf16) {
         vt_mxu_guard_avx512(c, n);
         return;
@@ -278,7 +278,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     j.prec = a->dtype == VT_F32 ? prec : VT_PRECISION_DEFAULT;
     j.a = a, j.b = b;
     j.ep = (epilogue){out, beta != 0.0 ? bias : NULL, alpha, beta, 0};
-#if defined(__x86_64__)
+#if VT_X86
     j.ep.vec_bf16 = e->split == vt_mxu_split_avx512;
 #endif
     j.direct = out->dtype == VT_F32 && out->strides[1] == 1 && out->strides[0] >= N && alpha == 1.0 && !j.ep.bias;

@@ -6,7 +6,7 @@
 #include "internal.h"
 
 static const vt_mxu_engine *const engines[] = {
-#if defined(__x86_64__)
+#if VT_X86
     &vt_mxu_engine_amx, &vt_mxu_engine_avx512bf16, &vt_mxu_engine_avx512, &vt_mxu_engine_avx2,
 #endif
     &vt_mxu_engine_scalar,

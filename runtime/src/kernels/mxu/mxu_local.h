@@ -93,7 +93,7 @@ static inline __m256i vt_mxu_narrow16(__m256i p0, __m256i p1) {
 }
 #endif
 
-#if defined(__x86_64__)
+#if VT_X86
 /* Row r (0..15) of an A panel: the kt chunks of every segment g go to
  * dst + (g*kt + c)*VT_MXU_CHUNK + r*32. seg[g] is the part (0 hi, 1 mid,
  * 2 lo) segment g holds; nseg segments. */

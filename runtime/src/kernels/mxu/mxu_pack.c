@@ -47,17 +47,14 @@ void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_prec
  * direction is), by columns when its columns are. */
 static int b_by_columns(const vt_tensor *b) { return b->strides[1] != 1 && b->strides[0] == 1; }
 
+#if VT_X86
 /* Whether line `index` of t (elements elem_stride apart) can go through the
  * engine's direct packers: AVX-512 engines, f32 or bf16 at unit stride.
  * Other lines are converted to f32 and split through scratch. */
 static int direct_line(const vt_mxu_engine *e, const vt_tensor *t, int64_t elem_stride) {
-#if defined(__x86_64__)
     return e->split == vt_mxu_split_avx512 && elem_stride == 1 && (t->dtype == VT_F32 || t->dtype == VT_BF16);
-#else
-    (void)e, (void)t, (void)elem_stride;
-    return 0;
-#endif
 }
+#endif
 
 /* A is packed chunk by chunk across all its panels when its columns are
  * contiguous (a weight gradient's X^T); else panel by panel, row by row. */
@@ -117,12 +114,14 @@ static void split_line(const vt_mxu_engine *e, vt_precision prec, const vt_tenso
 }
 
 
+#if VT_X86
 /* Line `index` of t for the direct packers; past `count` it is all +0. */
 static vt_mxu_line line_at(const vt_tensor *t, int64_t index, int64_t count, int64_t line_stride, int64_t n) {
     vt_mxu_line x = {t->data, t->dtype == VT_BF16, index < count ? n : 0};
     if (index < count) x.p = (const char *)t->data + (t->offset + index * line_stride) * (int64_t)vt_dtype_size(t->dtype);
     return x;
 }
+#endif
 
 /* One 16-row panel of A: row r of chunk c of segment g goes to
  * panel + (g*kt + c)*512 + r*32. */
@@ -132,7 +131,7 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->a + panel * p->a_panel;
-#if defined(__x86_64__)
+#if VT_X86
     if (direct_line(e, a, a->strides[1])) {
         for (int r = 0; r < 16; r++)
             vt_mxu_pack_a_row_avx512(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, nseg, seg,
@@ -160,7 +159,7 @@ static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
                          int64_t c, scratch *s) {
     const int *seg = slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
-#if defined(__x86_64__)
+#if VT_X86
     if (direct_line(e, a, 1)) {
         size_t es = vt_dtype_size(a->dtype);
         for (int64_t m0 = 0; m0 < p->Mp; m0 += 16) {
@@ -203,7 +202,7 @@ static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
                          int64_t c, scratch *s0, scratch *s1) {
     const int *seg = slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
-#if defined(__x86_64__)
+#if VT_X86
     if (direct_line(e, b, b->strides[1])) {
         for (int j = 0; j < 16; j++) {
             int64_t k = c * 32 + 2 * j;
@@ -232,7 +231,7 @@ static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->b + panel * p->b_panel;
-#if defined(__x86_64__)
+#if VT_X86
     if (direct_line(e, b, b->strides[0])) {
         vt_mxu_line cols[16];
         for (int q = 0; q < 16; q++) cols[q] = line_at(b, panel * 16 + q, p->N, b->strides[1], p->K);

@@ -37,7 +37,7 @@ static const vt_norm_f32_kernels *f32_kernels(void) {
         vt_kernels_ready();
         isa = atomic_load(&norm_isa);
     }
-#if defined(__x86_64__)
+#if VT_X86
     if (isa & VT_ISA_AVX512) return &vt_norm_f32_avx512;
     if (isa & VT_ISA_AVX2) return &vt_norm_f32_avx2;
 #endif

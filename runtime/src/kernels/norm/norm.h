@@ -33,7 +33,7 @@ typedef NORM_UKERNELS(double) vt_norm_f64_kernels;
 
 extern const vt_norm_f32_kernels vt_norm_f32_portable;
 extern const vt_norm_f64_kernels vt_norm_f64_portable;
-#if defined(__x86_64__)
+#if VT_X86
 extern const vt_norm_f32_kernels vt_norm_f32_avx512;
 extern const vt_norm_f32_kernels vt_norm_f32_avx2;
 #endif

@@ -50,7 +50,7 @@ typedef struct optim_table {
 } optim_table;
 
 extern const optim_table optim_table_portable;
-#if defined(__x86_64__)
+#if VT_X86
 extern const optim_table optim_table_avx512;
 extern const optim_table optim_table_avx2;
 #endif

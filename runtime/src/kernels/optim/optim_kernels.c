@@ -26,12 +26,15 @@ static _Atomic(const optim_table *) active;
 
 unsigned vt_optim_select_isa(unsigned mask) {
     const optim_table *t = &optim_table_portable;
-#if defined(__x86_64__)
-    if (mask & VT_ISA_AVX512) t = &optim_table_avx512;
-    else if (mask & VT_ISA_AVX2) t = &optim_table_avx2;
+    unsigned used = 0;
+#if VT_X86
+    if (mask & VT_ISA_AVX512) t = &optim_table_avx512, used = VT_ISA_AVX512;
+    else if (mask & VT_ISA_AVX2) t = &optim_table_avx2, used = VT_ISA_AVX2;
+#else
+    (void)mask;
 #endif
     atomic_store_explicit(&active, t, memory_order_release);
-    return t == &optim_table_portable ? 0u : t == &optim_table_avx2 ? VT_ISA_AVX2 : VT_ISA_AVX512;
+    return used;
 }
 
 const optim_table *optim_active_table(void) {

@@ -446,7 +446,7 @@ void vt_reduce_pass_run(red_pass *ps) {
     }
     ps->blocks_f32 = NULL;
     ps->lanes_add_f32 = NULL;
-#if defined(__x86_64__)
+#if VT_X86
     if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX512)) {
         ps->blocks_f32 = vt_reduce_blocks_f32_avx512;
         ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx512;

@@ -22,7 +22,7 @@ void vt_philox_blocks_portable(const uint32_t key[2], uint64_t first, int64_t nb
 }
 
 unsigned vt_rng_select_isa(unsigned mask) {
-#if defined(__x86_64__)
+#if VT_X86
     if (mask & VT_ISA_AVX512) {
         atomic_store(&philox_blocks_fn, vt_philox_blocks_avx512);
         return VT_ISA_AVX512;

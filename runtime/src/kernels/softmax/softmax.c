@@ -88,7 +88,7 @@ static const vt_sm_table *active_table(void) {
         vt_kernels_ready();
         isa = atomic_load(&sm_isa);
     }
-#if defined(__x86_64__)
+#if VT_X86
     if (isa & VT_ISA_AVX512) return &vt_sm_avx512;
     if (isa & VT_ISA_AVX2) return &vt_sm_avx2;
 #endif

@@ -26,7 +26,7 @@ typedef struct vt_sm_table {
 #define VT_SM_LANES 16 /* lines per cols call */
 
 extern const vt_sm_table vt_sm_portable;
-#if defined(__x86_64__)
+#if VT_X86
 extern const vt_sm_table vt_sm_avx512;
 extern const vt_sm_table vt_sm_avx2;
 #endif
