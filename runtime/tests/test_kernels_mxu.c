@@ -136,26 +136,32 @@ TEST(kernels_mxu_random_within_bound) {
     restore_engine();
 }
 
-/* torch_xla test_mat_mul_precision: diagonal matrices with entries in
- * [0.99, 1.01]; the max error against fp64 lies in [w/4, w], w =
- * (1+2^-b)^2 - 1, b = 8 / 14 / 22 bits. Diagonal: every sum is exact. */
+/* torch_xla test_mat_mul_precision: products of values in [0.99, 1.01];
+ * the max error against fp64 lies in [w/4, w], w = (1+2^-b)^2 - 1,
+ * b = 8 / 14 / 22 bits. torch_xla multiplies diagonal matrices; here an
+ * [n, 1] x [1, n] outer product gives n^2 products instead of n (every sum
+ * is one exact term either way), so the max lands near the passes' worst
+ * case on every engine, not above w/4 by the luck of 64 draws. Each case
+ * draws from its own seed: the values do not depend on which tests ran. */
 TEST(kernels_mxu_torch_xla_precision_recipe) {
     const int bits[3] = {8, 14, 22};
     const int64_t n = 64;
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
         for (int p = 0; p < 3; p++) {
-            host_tensor a = mat(VT_F32, n, n), b = mat(VT_F32, n, n), out = mat(VT_F32, n, n);
+            rng_state = 0x243f6a8885a308d3ull + (uint64_t)p;
+            host_tensor a = mat(VT_F32, n, 1), b = mat(VT_F32, 1, n), out = mat(VT_F32, n, n);
             for (int64_t i = 0; i < n; i++) {
-                set_f(&a, i * n + i, (double)(float)(0.99 + 0.02 * (double)(next_u64() >> 11) * 0x1p-53));
-                set_f(&b, i * n + i, (double)(float)(0.99 + 0.02 * (double)(next_u64() >> 11) * 0x1p-53));
+                set_f(&a, i, (double)(float)(0.99 + 0.02 * (double)(next_u64() >> 11) * 0x1p-53));
+                set_f(&b, i, (double)(float)(0.99 + 0.02 * (double)(next_u64() >> 11) * 0x1p-53));
             }
             CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)p));
             double maxerr = 0, w = pow(1.0 + ldexp(1.0, -bits[p]), 2) - 1.0;
-            for (int64_t i = 0; i < n; i++) {
-                double want = get_at(&a.t, i, i) * get_at(&b.t, i, i);
-                maxerr = fmax(maxerr, fabs(get_at(&out.t, i, i) - want));
-            }
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double want = get_at(&a.t, i, 0) * get_at(&b.t, 0, j);
+                    maxerr = fmax(maxerr, fabs(get_at(&out.t, i, j) - want));
+                }
             CHECK_MSG(maxerr >= w / 4 && maxerr <= w, "%s prec %d: max error %.3g outside [%.3g, %.3g]",
                       vt_mxu_path(), p, maxerr, w / 4, w);
             ht_free(&a), ht_free(&b), ht_free(&out);
