@@ -80,6 +80,16 @@ CASES = {
     "empty argmax": lambda d: torch.argmax(torch.empty(0, 3, device=d), 0),
     "empty argmax all": lambda d: torch.argmax(torch.empty(0, device=d)),
     "empty max": lambda d: torch.max(torch.empty(0, device=d)),
+    "empty amax all": lambda d: torch.amax(torch.empty(5, 0, 5, device=d)),
+    "empty amin all out=": lambda d: torch.amin(torch.empty(5, 0, 5, device=d), (), out=torch.empty(0, device=d)),
+    "index_select out= expanded": lambda d: torch.index_select(
+        torch.randn(3, 6).to(d), 1, _t(d, 0, 1), out=torch.zeros(1, 6, device=d).expand(2, 6)),
+    "index_select out= is self's rows": lambda d: (lambda y: torch.index_select(y, 0, _t(d, 0, 1), out=y[1:]))(
+        torch.randn(3, 6).to(d)),
+    "adaptive_max_pool2d negative size": lambda d: F.adaptive_max_pool2d(torch.randn(1, 1, 4, 4, device=d), (-1, 2)),
+    "adaptive_max_pool1d negative size": lambda d: F.adaptive_max_pool1d(torch.randn(1, 1, 4, device=d), (-1,)),
+    "adaptive_max_pool2d no size": lambda d: F.adaptive_max_pool2d(torch.randn(1, 2, 3, 4, device=d), ()),
+    "adaptive_max_pool2d 5-d": lambda d: F.adaptive_max_pool2d(torch.randn(1, 1, 1, 3, 3, device=d), (1, 1)),
     "empty index_select": lambda d: torch.index_select(torch.empty(0, device=d), 0, _t(d, 0)),
     "empty embedding": lambda d: F.embedding(_t(d, 0), torch.empty(0, 3, device=d)),
     "float & float": lambda d: torch.randn(2).to(d) & torch.randn(2).to(d),

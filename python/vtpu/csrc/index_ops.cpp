@@ -81,6 +81,10 @@ at::Tensor& index_select_named(const at::Tensor& self, int64_t dim, const at::Te
   if (self.dim() == 0)
     TORCH_CHECK_INDEX(index_.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
                       index_.numel(), " value(s)");
+  // CPU's checks of out, before it is resized
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, self);
+  at::assert_no_overlap(out, index_);
   VT_FALLBACK_UNLESS(native({&self, &out}), lacking({self, out}));
   // CPU's check for an empty self of 2+ dims (a RuntimeError, before any index is read)
   if (self.dim() > 1 && index_.numel() > 0 && self.numel() == 0)

@@ -145,7 +145,8 @@ at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, a
   return gi;
 }
 
-void adaptive_check(const char* op, const at::Tensor& self, at::IntArrayRef osz) {
+void adaptive_avg_check(const at::Tensor& self, at::IntArrayRef osz) {
+  const char* op = "adaptive_avg_pool2d";
   TORCH_CHECK(osz.size() == 2, op, ": output_size must be 2");
   TORCH_CHECK(osz[0] >= 0 && osz[1] >= 0, op, ": elements of output_size must be greater than or equal to 0 ",
               "but received {", osz[0], ", ", osz[1], "}");
@@ -155,9 +156,27 @@ void adaptive_check(const char* op, const at::Tensor& self, at::IntArrayRef osz)
                 "but input has sizes ", self.sizes(), " with dimension ", i, " being empty");
 }
 
+// adaptive_max_pool2d's checks, in CPU's order and words (its meta function:
+// input first; a negative output size fails where the output is made).
+void adaptive_max_check(const at::Tensor& self, at::IntArrayRef osz) {
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "adaptive_max_pool2d(): Expected 3D or 4D tensor, but got: ",
+              self.sizes());
+  for (int64_t i = 1; i < self.dim(); i++)
+    TORCH_CHECK(self.size(i) > 0, "adaptive_max_pool2d(): Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ", self.sizes(), " with dimension ", i, " being empty");
+  TORCH_CHECK(osz.size() == 2, "adaptive_max_pool2d(): internal error: output_size.size() must be 2");
+  if (osz[0] < 0 || osz[1] < 0) {
+    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 2);
+    shape.push_back(osz[0]);
+    shape.push_back(osz[1]);
+    TORCH_CHECK(false, "Trying to create tensor with negative dimension ", osz[0] < 0 ? osz[0] : osz[1], ": ",
+                c10::IntArrayRef(shape));
+  }
+}
+
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef osym) {
   const auto osz = C10_AS_INTARRAYREF_SLOW(osym);
-  adaptive_check("adaptive_avg_pool2d", self, osz);
+  adaptive_avg_check(self, osz);
   at::Tensor out = new_like_spatial(self, osz[0], osz[1], self.scalar_type());
   if (out.numel() == 0) return out;
   const vt_tensor o = desc4(out, "adaptive_avg_pool2d"), x = desc4(self, "adaptive_avg_pool2d");
@@ -175,7 +194,7 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
 }
 
 std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self, at::IntArrayRef osz) {
-  adaptive_check("adaptive_max_pool2d", self, osz);
+  adaptive_max_check(self, osz);
   at::Tensor out = new_like_spatial(self, osz[0], osz[1], self.scalar_type());
   at::Tensor idx = new_like_spatial(self, osz[0], osz[1], at::kLong);
   if (out.numel() == 0) return {out, idx};

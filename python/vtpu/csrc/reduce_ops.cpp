@@ -168,6 +168,9 @@ at::Tensor& extreme_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdi
   const char* name = Op == VT_REDUCE_AMAX ? "amax" : "amin";
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Expected the dtype for input and out to match, but got ",
               self.scalar_type(), " for input's dtype and ", out.scalar_type(), " for out's dtype.");
+  TORCH_CHECK(self.numel() > 0 || !dim.empty(), name,
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with "
+              "the 'dim' argument.");
   const uint64_t mask = dim_mask(self, dim);
   check_nonempty(name, self, mask);
   reduce(Op, name, self, mask, keepdim, self.scalar_type(), acc_type(self.scalar_type()), 0, out);
