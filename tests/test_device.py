@@ -149,6 +149,58 @@ def test_fallback_keeps_views_and_inplace_in_device_memory():
     assert torch.equal(y.cpu(), torch.arange(10.0).clamp(2, 5))
 
 
+def test_fallback_kernels_see_the_memory_the_tensors_share():
+    """A CPU kernel run by the fallback sees which arguments share memory,
+    as on CPU: an out= that is (part of) its own input is refused, or
+    computed in place, exactly where CPU does so; the inputs stay intact
+    when it refuses."""
+    j0 = torch.special.bessel_j0  # no native kernel: the fallback runs it
+
+    def full_overlap(d):  # allowed on CPU: in place
+        t = torch.linspace(0.5, 3, 8, device=d)
+        j0(t, out=t)
+        return t
+
+    def partial_overlap(d):
+        t = torch.linspace(0.5, 3, 8, device=d)
+        j0(t[1:], out=t[:-1])
+        return t
+
+    def expanded_out(d):
+        z = torch.zeros(1, 4, device=d)
+        j0(torch.ones(3, 4, device=d), out=z.expand(3, 4))
+        return z
+
+    def kthvalue_into_its_input(d):
+        t = torch.arange(10.0, device=d)
+        torch.kthvalue(t, 5, out=(t, torch.empty((), dtype=torch.long, device=d)))
+        return t
+
+    def kthvalue_into_part_of_a_buffer(d):
+        buf = torch.zeros(8, device=d)
+        torch.kthvalue(torch.arange(24.0, device=d).view(4, 6), 2, 1,
+                       out=(buf[:4], torch.empty(4, dtype=torch.long, device=d)))
+        return buf
+
+    cases = [full_overlap, partial_overlap, expanded_out, kthvalue_into_its_input, kthvalue_into_part_of_a_buffer]
+    for case in cases:
+        outcome = {}
+        for d in ("cpu", "tpu"):
+            try:
+                outcome[d] = case(d).cpu()
+            except RuntimeError as e:
+                outcome[d] = str(e).split("\n")[0]
+        if isinstance(outcome["cpu"], str):
+            assert outcome["tpu"] == outcome["cpu"], case.__name__
+        else:
+            torch.testing.assert_close(outcome["tpu"], outcome["cpu"], msg=case.__name__)
+    # what CPU refuses leaves the input as it was
+    t = torch.arange(10.0, device="tpu")
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.kthvalue(t, 5, out=(t, torch.empty((), dtype=torch.long, device="tpu")))
+    assert torch.equal(t.cpu(), torch.arange(10.0))
+
+
 def test_bad_fork_raises_clearly():
     if not hasattr(os, "fork"):
         pytest.skip("no fork")

@@ -3,6 +3,7 @@
 // memory (device memory is host memory), keeps in-place writes and views in
 // device memory, copies fresh results to the device, and counts each op.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/native/SparseTensorUtils.h>
@@ -41,6 +42,38 @@ bool process_allowed() {
 
 struct Alias {
   at::Tensor tpu, cpu;
+};
+
+// The host aliases of one fallback call: one CPU storage per device storage
+// (device memory is host memory), so tensors that share memory on the
+// device share it on the CPU too, and a CPU kernel sees the views and
+// overlaps the user's tensors have: it refuses what CPU refuses (an out=
+// that is its own input) and writes where the user's views look.
+class HostStorages {
+ public:
+  at::Tensor alias(const at::Tensor& t) {
+    void* first = t.data_ptr();  // a copy-on-write storage gets its own copy before the kernel writes it
+    (void)first;
+    const c10::Storage& ds = t.storage();
+    c10::Storage* hs = nullptr;
+    for (auto& [impl, host] : map_)
+      if (impl == ds.unsafeGetStorageImpl()) hs = &host;
+    if (!hs) {
+      void* base = ds.mutable_data();
+      map_.emplace_back(ds.unsafeGetStorageImpl(),
+                        c10::Storage(c10::Storage::use_byte_size_t(), ds.nbytes(),
+                                     at::DataPtr(base, base, [](void*) {}, c10::Device(c10::kCPU)), nullptr, false));
+      hs = &map_.back().second;
+    }
+    at::Tensor h = at::empty({0}, t.options().device(c10::kCPU).requires_grad(false));
+    h.set_(*hs, t.storage_offset(), t.sizes(), t.strides());
+    h._set_conj(t.is_conj());
+    h._set_neg(t.is_neg());
+    return h;
+  }
+
+ private:
+  std::vector<std::pair<const c10::StorageImpl*, c10::Storage>> map_;
 };
 
 bool is_sparse_layout(const at::Tensor& t) { return t.defined() && t.layout() != c10::kStrided; }
@@ -99,18 +132,19 @@ struct SparseAlias {
   bool written;
 };
 
-at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, bool written, std::vector<Alias>& aliases,
-                      std::vector<Alias>& outs, std::vector<SparseAlias>& sparse, std::optional<c10::Device>& target) {
+at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, bool written, bool shares_memory, HostStorages& host,
+                      std::vector<Alias>& aliases, std::vector<Alias>& outs, std::vector<Alias>& aliased_outs,
+                      std::vector<SparseAlias>& sparse, std::optional<c10::Device>& target) {
   if (!t.defined() || t.device().type() != kTpu) return t;
   if (!target) target = t.device();
   if (is_sparse_layout(t)) {
     SparseAlias s{t, {}, members_of(t), {}, written || is_out};
-    for (const auto& m : s.tpu_members) s.host_members.push_back(s.written ? host_alias_of(m).clone() : host_alias_of(m));
+    for (const auto& m : s.tpu_members) s.host_members.push_back(s.written ? host.alias(m).clone() : host.alias(m));
     s.cpu = sparse_from(t, s.host_members, c10::kCPU);
     sparse.push_back(s);
     return s.cpu;
   }
-  if (is_out) {
+  if (is_out && !shares_memory) {
     // out= tensors may need resizing, which host aliases cannot do: use a
     // CPU copy and write it back afterwards. The copy is dense: some CPU
     // kernels write a strided out as if it were contiguous (avg_pool3d),
@@ -121,8 +155,11 @@ at::Tensor to_cpu_arg(const at::Tensor& t, bool is_out, bool written, std::vecto
     outs.push_back({t, c});
     return c;
   }
-  at::Tensor c = host_alias_of(t);
+  // An out= sharing memory with another argument, or with itself, is given
+  // to the kernel as it is, so the kernel judges the overlap as on CPU.
+  at::Tensor c = host.alias(t);
   aliases.push_back({t, c});
+  if (is_out) aliased_outs.push_back({t, c});
   return c;
 }
 
@@ -140,13 +177,10 @@ at::Tensor to_device_result(const at::Tensor& r, const std::vector<Alias>& alias
     if (r.unsafeGetTensorImpl() == o.cpu.unsafeGetTensorImpl()) return o.tpu;
   for (const auto& a : aliases) {
     if (r.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.tpu;  // in-place: self
-    // A view of an input stays a view of device memory.
-    const auto* base = static_cast<const char*>(a.cpu.storage().data());
-    const auto* p = static_cast<const char*>(r.storage().data());
-    if (p == base && r.dtype() == a.cpu.dtype() && r.numel() > 0) {
-      const int64_t delta = r.storage_offset();  // alias storage starts at a.tpu's first element
-      return a.tpu.as_strided(r.sizes(), r.strides(), a.tpu.storage_offset() + delta);
-    }
+    // A view of an input stays a view of device memory (the host alias's
+    // storage is the device storage: offsets carry over).
+    if (r.storage().data() == a.cpu.storage().data() && r.dtype() == a.cpu.dtype() && r.numel() > 0)
+      return a.tpu.as_strided(r.sizes(), r.strides(), r.storage_offset());
   }
   const auto opts = r.options().device(target);
   at::Tensor d = r.is_non_overlapping_and_dense() ? at::empty_strided(r.sizes(), r.strides(), opts)
@@ -260,16 +294,34 @@ void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
       each_dense(args[i], [](const at::Tensor& t) {
         if (t.defined() && t.device().type() == kTpu) wait_readable(t);
       });
-  std::vector<at::Tensor> written_tpu;
-  for (size_t i = 0; i < n; i++)
+  std::vector<at::Tensor> written_tpu, dense_tpu;
+  for (size_t i = 0; i < n; i++) {
     if (written(i))
       each_dense(args[i], [&](const at::Tensor& t) {
         if (t.defined() && t.device().type() == kTpu) written_tpu.push_back(t);
       });
+    each_tensor(args[i], [&](const at::Tensor& t) {
+      if (t.defined() && t.device().type() == kTpu && !is_sparse_layout(t)) dense_tpu.push_back(t);
+    });
+  }
+  // Whether an out= tensor shares memory with another argument or overlaps
+  // itself: then the kernel gets it as it is (HostStorages).
+  const auto shares_memory = [&](const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kTpu || is_sparse_layout(t) || t.numel() == 0) return false;
+    if (at::has_internal_overlap(t) == at::MemOverlap::Yes) return true;
+    int same = 0;
+    for (const auto& o : dense_tpu)
+      if (o.numel() > 0 && o.storage().unsafeGetStorageImpl() == t.storage().unsafeGetStorageImpl()) same++;
+    return same > 1;  // t itself counts once
+  };
+  HostStorages host;
+  std::vector<Alias> aliased_outs;
 
   for (size_t i = 0; i < n; i++) {
     const bool is_out = schema.arguments()[i].is_out(), w = written(i);
-    const auto to_cpu = [&](const at::Tensor& t) { return to_cpu_arg(t, is_out, w, aliases, outs, sparse, target); };
+    const auto to_cpu = [&](const at::Tensor& t) {
+      return to_cpu_arg(t, is_out, w, is_out && shares_memory(t), host, aliases, outs, aliased_outs, sparse, target);
+    };
     auto& v = args[i];
     if (v.isTensor()) {
       v = to_cpu(v.toTensor());
@@ -303,6 +355,12 @@ void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::D
   op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
 
   for (const auto& o : outs) at::_copy_from_and_resize(o.cpu, o.tpu);
+  // An aliased out= the kernel resized (within its storage: the host
+  // storage cannot grow) takes the new geometry on the device too.
+  for (const auto& o : aliased_outs)
+    if (o.cpu.sizes() != o.tpu.sizes() || o.cpu.strides() != o.tpu.strides() ||
+        o.cpu.storage_offset() != o.tpu.storage_offset())
+      o.tpu.as_strided_(o.cpu.sizes(), o.cpu.strides(), o.cpu.storage_offset());
   for (const auto& s : sparse)
     if (s.written) assign_sparse(s.tpu, s.cpu, s.tpu_members, s.host_members);
   for (const auto& t : written_tpu) mark_written(t);
