@@ -52,8 +52,7 @@ struct Alias {
 class HostStorages {
  public:
   at::Tensor alias(const at::Tensor& t) {
-    void* first = t.data_ptr();  // a copy-on-write storage gets its own copy before the kernel writes it
-    (void)first;
+    (void)t.data_ptr();  // a copy-on-write storage gets its own copy before the kernel may write it
     const c10::Storage& ds = t.storage();
     c10::Storage* hs = nullptr;
     for (auto& [impl, host] : map_)
