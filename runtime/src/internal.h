@@ -18,6 +18,19 @@
 #define VT_X86 0
 #endif
 
+/* Every family's ISA rule: the widest of AVX-512 and AVX2 that mask allows
+ * (0: portable C). VT_ISA_TABLE names the family's table for that answer;
+ * off x86 it names the portable one alone, so x86 tables need not exist. */
+static inline unsigned vt_isa_widest(unsigned mask) {
+    return !VT_X86 ? 0u : mask & VT_ISA_AVX512 ? VT_ISA_AVX512 : mask & VT_ISA_AVX2;
+}
+#if VT_X86
+#define VT_ISA_TABLE(isa, portable, avx2, avx512) \
+    ((isa) == VT_ISA_AVX512 ? (avx512) : (isa) == VT_ISA_AVX2 ? (avx2) : (portable))
+#else
+#define VT_ISA_TABLE(isa, portable, avx2, avx512) (portable)
+#endif
+
 /* Set this thread's last-error message and return s (printf-style). */
 vt_status vt_set_error(vt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vt_clear_error(void);

@@ -22,16 +22,9 @@ static int nlow_of(vt_precision prec) { return prec == VT_PRECISION_HIGHEST ? 5 
 static _Atomic(const vt_attn_rows *) rows_active;
 
 unsigned vt_attn_select_isa(unsigned mask) {
-    const vt_attn_rows *r = &vt_attn_rows_portable;
-    unsigned used = 0;
-#if VT_X86
-    if (mask & VT_ISA_AVX512) r = &vt_attn_rows_avx512, used = VT_ISA_AVX512;
-    else if (mask & VT_ISA_AVX2) r = &vt_attn_rows_avx2, used = VT_ISA_AVX2;
-#else
-    (void)mask;
-#endif
-    atomic_store(&rows_active, r);
-    return used;
+    const unsigned isa = vt_isa_widest(mask);
+    atomic_store(&rows_active, VT_ISA_TABLE(isa, &vt_attn_rows_portable, &vt_attn_rows_avx2, &vt_attn_rows_avx512));
+    return isa;
 }
 
 const vt_attn_rows *vt_attn_rows_active(void) {

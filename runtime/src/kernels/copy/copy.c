@@ -155,16 +155,10 @@ static inline const bf16_cvt *bf16_table(void) {
 }
 
 unsigned vt_convert_select_isa(unsigned mask) {
-    const bf16_cvt *t = &bf16_portable;
-    unsigned used = 0;
-#if VT_X86
-    if (mask & VT_ISA_AVX512) t = &bf16_avx512, used = VT_ISA_AVX512;
-    else if (mask & VT_ISA_AVX2) t = &bf16_avx2, used = VT_ISA_AVX2;
-#else
-    (void)mask;
-#endif
-    atomic_store_explicit(&bf16_active, t, memory_order_release);
-    return used;
+    const unsigned isa = vt_isa_widest(mask);
+    atomic_store_explicit(&bf16_active, VT_ISA_TABLE(isa, &bf16_portable, &bf16_avx2, &bf16_avx512),
+                          memory_order_release);
+    return isa;
 }
 
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,

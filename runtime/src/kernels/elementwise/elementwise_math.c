@@ -280,16 +280,10 @@ static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL, NULL
 static _Atomic(const vt_f32_act_table *) act_active;
 
 unsigned vt_elementwise_act_select_isa(unsigned mask) {
-    const vt_f32_act_table *t = &act_portable;
-    unsigned used = 0;
-#if VT_X86
-    if (mask & VT_ISA_AVX512) t = &vt_f32_act_avx512, used = VT_ISA_AVX512;
-    else if (mask & VT_ISA_AVX2) t = &vt_f32_act_avx2, used = VT_ISA_AVX2;
-#else
-    (void)mask;
-#endif
-    atomic_store_explicit(&act_active, t, memory_order_release);
-    return used;
+    const unsigned isa = vt_isa_widest(mask);
+    atomic_store_explicit(&act_active, VT_ISA_TABLE(isa, &act_portable, &vt_f32_act_avx2, &vt_f32_act_avx512),
+                          memory_order_release);
+    return isa;
 }
 
 const vt_f32_act_table *vt_f32_act(void) {

@@ -140,14 +140,11 @@ const vt_f32_binary_table vt_f32_binary_portable = {f32p_add, f32p_sub, f32p_mul
 static _Atomic(const vt_f32_binary_table *) f32_active;
 
 unsigned vt_elementwise_select_isa(unsigned mask) {
-    const vt_f32_binary_table *t = &vt_f32_binary_portable;
-    unsigned chosen = 0;
-#if VT_X86
-    if (mask & VT_ISA_AVX512) t = &vt_f32_binary_avx512, chosen = VT_ISA_AVX512;
-    else if (mask & VT_ISA_AVX2) t = &vt_f32_binary_avx2, chosen = VT_ISA_AVX2;
-#endif
-    atomic_store_explicit(&f32_active, t, memory_order_release);
-    return chosen;
+    const unsigned isa = vt_isa_widest(mask);
+    atomic_store_explicit(&f32_active,
+                          VT_ISA_TABLE(isa, &vt_f32_binary_portable, &vt_f32_binary_avx2, &vt_f32_binary_avx512),
+                          memory_order_release);
+    return isa;
 }
 
 static inline const vt_f32_binary_table *f32_table(void) {

@@ -26,7 +26,7 @@ typedef struct norm_geo {
 static _Atomic unsigned norm_isa = ~0u;
 
 unsigned vt_norm_select_isa(unsigned mask) {
-    const unsigned isa = mask & VT_ISA_AVX512 ? VT_ISA_AVX512 : mask & VT_ISA_AVX2;
+    const unsigned isa = vt_isa_widest(mask);
     atomic_store(&norm_isa, isa);
     return isa;
 }

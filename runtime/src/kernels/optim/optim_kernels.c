@@ -25,16 +25,10 @@ const optim_table optim_table_portable = {"portable", fe_f32, adam_f32, sgd_f32}
 static _Atomic(const optim_table *) active;
 
 unsigned vt_optim_select_isa(unsigned mask) {
-    const optim_table *t = &optim_table_portable;
-    unsigned used = 0;
-#if VT_X86
-    if (mask & VT_ISA_AVX512) t = &optim_table_avx512, used = VT_ISA_AVX512;
-    else if (mask & VT_ISA_AVX2) t = &optim_table_avx2, used = VT_ISA_AVX2;
-#else
-    (void)mask;
-#endif
-    atomic_store_explicit(&active, t, memory_order_release);
-    return used;
+    const unsigned isa = vt_isa_widest(mask);
+    atomic_store_explicit(&active, VT_ISA_TABLE(isa, &optim_table_portable, &optim_table_avx2, &optim_table_avx512),
+                          memory_order_release);
+    return isa;
 }
 
 const optim_table *optim_active_table(void) {

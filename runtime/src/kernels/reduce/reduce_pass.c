@@ -431,7 +431,7 @@ static void pass_range(void *ctx, int64_t b, int64_t e) {
 static _Atomic unsigned reduce_isa = ~0u;
 
 unsigned vt_reduce_select_isa(unsigned mask) {
-    const unsigned isa = mask & VT_ISA_AVX512 ? VT_ISA_AVX512 : mask & VT_ISA_AVX2;
+    const unsigned isa = vt_isa_widest(mask);
     atomic_store(&reduce_isa, isa);
     return isa;
 }

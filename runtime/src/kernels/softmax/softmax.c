@@ -77,7 +77,7 @@ const vt_sm_table vt_sm_portable = {row_f32, row_bwd_f32, cols_f32, cols_bwd_f32
 static _Atomic unsigned sm_isa = ~0u;
 
 unsigned vt_softmax_select_isa(unsigned mask) {
-    const unsigned isa = mask & VT_ISA_AVX512 ? VT_ISA_AVX512 : mask & VT_ISA_AVX2;
+    const unsigned isa = vt_isa_widest(mask);
     atomic_store(&sm_isa, isa);
     return isa;
 }
