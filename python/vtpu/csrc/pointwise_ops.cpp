@@ -149,7 +149,7 @@ at::Tensor binary(const Binary& b, const at::Tensor& a, const at::Tensor& o, con
   if (c10::isComplexType(common) && complex_binary(b.op, a, o, alpha, out, fresh))
     return result_of(inplace, fresh_out, out_arg);
 
-  vt_tensor to{}, ta{}, tb{};
+  vt_tensor to, ta, tb;  // describe() fills them: no 840-byte zeroing per op
   // activation gradients have float kernels only; integer ones go to the fallback
   const bool native = supported(common) && (b.kind != Kind::Gradient || c10::isFloatingType(common)) &&
                       describe(out, &to) && (host_a || describe(a, &ta)) && (host_o || describe(o, &tb));
@@ -252,7 +252,7 @@ at::Tensor unary(const Unary& u, const at::Tensor& a, const at::Tensor& out_arg,
   }
   const at::Tensor& out = *outp;
   if (out.numel() == 0) return result_of(inplace, fresh_out, out_arg);
-  vt_tensor to{}, ta{};
+  vt_tensor to, ta;
   VT_FALLBACK_UNLESS(describe(out, &to) && describe(a, &ta), lacking({a, out}));
   check(vt_op_unary_ex(dev, u.name, u.op, &to, &ta, vt_of(compute), params));
   return result_of(inplace, fresh_out, out_arg);
@@ -388,7 +388,7 @@ at::Tensor ternary(vt_ternary_op op, const char* name, const at::Tensor& a, cons
   }
   const at::Tensor& out = *outp;
   if (out.numel() == 0) return result_of(inplace, fresh_out, out_arg);
-  vt_tensor to{}, t[3]{};
+  vt_tensor to, t[3];
   const at::Tensor* in[3] = {&a, &b, &c};
   bool native = supported(common) && describe(out, &to);
   for (int k = 0; k < 3 && native; k++) native = is_host_scalar(*in[k]) || describe(*in[k], &t[k]);
@@ -512,7 +512,7 @@ at::Tensor logit(const at::Tensor& a, std::optional<double> eps, const at::Tenso
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
-  vt_tensor t{};
+  vt_tensor t;
   VT_FALLBACK_UNLESS(describe(self, &t), lacking({self}));
   check_scalar_fits(value, self.scalar_type());
   const bool fl = vt_dtype_is_float(t.dtype) != 0;
@@ -528,7 +528,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   if (value.is_cpu()) return fill_scalar(self, value.item());
   common_device({&self, &value});
   if (self.numel() == 0) return self;
-  vt_tensor d{}, s{};
+  vt_tensor d, s;
   VT_FALLBACK_UNLESS(describe(self, &d) && describe(value, &s), lacking({self, value}));
   check(vt_op_copy(device_index(self), "aten::fill_", &d, &s));
   return self;
@@ -557,7 +557,7 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   // operands in the result dtype so the kernel only converts on store
   const at::Tensor ea = aa.scalar_type() == out.scalar_type() ? aa : aa.to(out.scalar_type());
   const at::Tensor eb = bb.scalar_type() == out.scalar_type() ? bb : bb.to(out.scalar_type());
-  vt_tensor to{}, tc{}, ta{}, tb{};
+  vt_tensor to, tc, ta, tb;
   VT_FALLBACK_UNLESS(describe(out, &to) && describe(ca, &tc) && describe(ea, &ta) && describe(eb, &tb),
                      lacking({cond, a, b, out}));
   check(vt_op_where(dev, "aten::where", &to, &tc, &ta, &tb));

@@ -199,6 +199,5 @@ vt_status vt_broadcast_to(const vt_tensor *t, int32_t ndim, const int64_t *sizes
         out->sizes[i] = sizes[i];
     }
     out->ndim = ndim;
-    for (int32_t i = ndim; i < VT_MAX_DIMS; i++) out->sizes[i] = out->strides[i] = 0;
     return VT_OK;
 }
