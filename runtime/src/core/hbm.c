@@ -54,13 +54,20 @@ typedef struct size_class {
     struct size_class *next;
 } size_class;
 
+/* An address index entry: the block's start beside it, so the search
+ * compares without reaching into the blocks. */
+typedef struct hbm_entry {
+    uintptr_t start;
+    hbm_block *b;
+} hbm_entry;
+
 typedef struct hbm_device {
     pthread_mutex_t mu;
     uint64_t capacity, default_capacity;
     uint64_t reserved, cached; /* bytes held from the host; of which in the cache */
     hbm_block **live;
     size_t live_buckets, live_count;
-    hbm_block **index;      /* every block held from the host, by address */
+    hbm_entry *index;       /* every block held from the host, by address */
     size_t index_len, index_cap;
     size_class *classes[CLASS_BUCKETS];
     vt_hbm_stats st;
@@ -160,39 +167,39 @@ static size_class **class_slot(hbm_device *d, size_t size) {
 
 /* ------------------------------------------------------------ address index */
 
-/* Position of the last indexed block starting at or before p (-1: none). */
+/* Position of the last indexed block starting at or before p (-1: none).
+ * Branch-free halving: the comparison becomes a conditional move instead of
+ * a branch the CPU cannot predict. */
 static ptrdiff_t index_floor(const hbm_device *d, uintptr_t p) {
-    ptrdiff_t lo = 0, hi = (ptrdiff_t)d->index_len - 1, found = -1;
-    while (lo <= hi) {
-        ptrdiff_t mid = lo + (hi - lo) / 2;
-        if ((uintptr_t)d->index[mid]->ptr <= p) {
-            found = mid;
-            lo = mid + 1;
-        } else {
-            hi = mid - 1;
-        }
+    size_t n = d->index_len;
+    if (n == 0 || d->index[0].start > p) return -1;
+    const hbm_entry *base = d->index;
+    while (n > 1) {
+        const size_t half = n / 2;
+        base = base[half].start <= p ? base + half : base;
+        n -= half;
     }
-    return found;
+    return base - d->index;
 }
 
 static int index_insert(hbm_device *d, hbm_block *b) {
     if (d->index_len == d->index_cap) {
         size_t cap = d->index_cap ? d->index_cap * 2 : 256;
-        hbm_block **t = realloc(d->index, cap * sizeof *t);
+        hbm_entry *t = realloc(d->index, cap * sizeof *t);
         if (!t) return 0;
         d->index = t;
         d->index_cap = cap;
     }
     size_t at = (size_t)(index_floor(d, (uintptr_t)b->ptr) + 1);
     memmove(d->index + at + 1, d->index + at, (d->index_len - at) * sizeof *d->index);
-    d->index[at] = b;
+    d->index[at] = (hbm_entry){(uintptr_t)b->ptr, b};
     d->index_len++;
     return 1;
 }
 
 static void index_remove(hbm_device *d, const hbm_block *b) {
     ptrdiff_t at = index_floor(d, (uintptr_t)b->ptr);
-    if (at < 0 || d->index[at] != b) return;
+    if (at < 0 || d->index[at].b != b) return;
     memmove(d->index + at, d->index + at + 1, (d->index_len - (size_t)at - 1) * sizeof *d->index);
     d->index_len--;
 }
@@ -577,7 +584,7 @@ int vt_hbm_owns(const void *ptr, int *dev) {
 static hbm_block *holder(const hbm_device *d, uintptr_t lo, uintptr_t hi, int *partly) {
     ptrdiff_t at = index_floor(d, lo);
     if (at < 0) return NULL;
-    hbm_block *b = d->index[at];
+    hbm_block *b = d->index[at].b;
     uintptr_t start = (uintptr_t)b->ptr;
     if (lo >= start + b->size) return NULL; /* past this block: not device memory */
     *partly = 1;
