@@ -126,6 +126,55 @@ TEST(runtime_hbm_caching_reuse) {
     vt_set_thread_eager_mode(-1);
 }
 
+/* The address index that finds the block holding a view, against a plain
+ * list of what is live: 600 blocks of mixed sizes (past the index's first
+ * 256 entries), a third freed, then views at, inside, across and past
+ * each block's bounds, and host memory. Blocks freed here stay cached:
+ * still indexed, but not live, so a view of one is refused. */
+TEST(runtime_hbm_index_finds_the_holding_block) {
+    begin();
+    enum { N = 600 };
+    static void *ptr[N];
+    static size_t len[N];
+    static int live[N];
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        len[i] = 1 + (size_t)(rng >> 33) % 20000;
+        CHECK_OK(vt_hbm_alloc(0, len[i], &ptr[i]));
+        live[i] = 1;
+    }
+    for (int i = 0; i < N; i += 3) {
+        vt_hbm_free(0, ptr[i]);
+        live[i] = 0;
+    }
+    int where;
+    vt_access a;
+    for (int i = 0; i < N; i++) {
+        const uintptr_t lo = (uintptr_t)ptr[i], hi = lo + len[i];
+        const uintptr_t views[][2] = {{lo, hi}, {lo, lo + 1}, {hi - 1, hi}, {lo + len[i] / 2, hi}, {lo, hi + 1}};
+        for (int v = 0; v < 5; v++) {
+            /* the model: inside block i while it is live, and no other block
+             * can hold bytes of block i's range */
+            const int inside = views[v][1] <= hi;
+            const int want = live[i] && inside;
+            vt_status s = vt_hbm_resolve(0, views[v][0], views[v][1], &a, &where);
+            CHECK_MSG((s == VT_OK) == want, "block %d (%zu bytes, %s) view %d: status %d", i, len[i],
+                      live[i] ? "live" : "freed", v, (int)s);
+            if (s == VT_OK) CHECK(where == 0 && vt_hbm_access_live(&a));
+            vt_clear_error();
+        }
+    }
+    static char host[64];
+    CHECK(vt_hbm_resolve(0, (uintptr_t)host, (uintptr_t)host + 8, &a, &where) != VT_OK);
+    CHECK(where == -1);
+    vt_clear_error();
+    for (int i = 0; i < N; i++)
+        if (live[i]) vt_hbm_free(0, ptr[i]);
+    CHECK_OK(vt_hbm_empty_cache(0));
+    vt_set_thread_eager_mode(-1);
+}
+
 TEST(runtime_hbm_peak_and_reset) {
     begin();
     CHECK_OK(vt_hbm_reset_peak(0));
