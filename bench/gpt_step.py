@@ -5,7 +5,12 @@ CPU PyTorch eager (float32) and CPU Inductor, in one run; then in
 DeferAndFuse, the two tpu modes timed in turns (best step of each).
 Target (issue 4): tpu >= 1.0x CPU eager (goal 2x).
 
-Run: python bench/gpt_step.py [steps] [--no-inductor]"""
+--breakdown adds where each tpu mode's device time goes (matmul,
+attention, everything else; best of 3 traced steps) and the ceiling that
+puts on DeferAndFuse: it fuses the rest, matmul and attention run the same
+kernels in both modes.
+
+Run: python bench/gpt_step.py [steps] [--no-inductor] [--breakdown]"""
 
 import copy
 import sys
@@ -68,6 +73,41 @@ def in_turns(steps, n):
     return best
 
 
+def device_time(step, mode, n=3):
+    """Device time of one step by part (ms), the best of n traced steps."""
+    best = None
+    for _ in range(n):
+        with vtpu.eager_mode(mode), vtpu.trace() as t:
+            step().item()
+        part = {"matmul": 0.0, "attention": 0.0, "other": 0.0}
+        for e in t.events:
+            ms = (e["end_ns"] - e["start_ns"]) / 1e6
+            name = e["name"]
+            if e["nodes"] <= 1 and name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"):
+                part["matmul"] += ms
+            elif e["nodes"] <= 1 and "scaled_dot_product" in name:
+                part["attention"] += ms
+            else:
+                part["other"] += ms
+        if best is None or sum(part.values()) < sum(best.values()):
+            best = part
+    return best
+
+
+def breakdown(steps):
+    parts = {m: device_time(step, m) for m, step in steps.items()}
+    s, f = parts["strict"], parts["defer_and_fuse"]
+    print("  device time per step (ms), best of 3 traced steps:")
+    for m, p in parts.items():
+        total = sum(p.values())
+        print(f"    {m:>15}: total {total:7.1f}, matmul {p['matmul']:7.1f} ({p['matmul'] / total:.0%}), "
+              f"attention {p['attention']:6.1f}, other {p['other']:6.1f}")
+    fixed = s["matmul"] + s["attention"]
+    print(f"  DeferAndFuse on the rest: {s['other'] / f['other']:.2f}x; ceiling for the whole step with the rest "
+          f"at zero: {sum(s.values()) / fixed:.2f}x Strict")
+    return parts
+
+
 def main():
     warnings.simplefilter("ignore")
     print(f"ISA path {vtpu.info()['isa_path']}, {torch.get_num_threads()} threads")
@@ -83,6 +123,7 @@ def main():
     tpu, tpu_fuse = best["strict"], best["defer_and_fuse"]
     fallbacks = vtpu.fallback_report()
     fuse_stats = vtpu.fusion_stats()
+    parts = breakdown(steps) if "--breakdown" in sys.argv else None
     ind = timed(step_fn(copy.deepcopy(base), "cpu", compiled=True), n) if "--no-inductor" not in sys.argv else None
     print(f"GPT step (6x512, seq {SEQ}, batch {BATCH}): CPU eager {cpu * 1e3:.0f} ms, "
           f"tpu {tpu * 1e3:.0f} ms  -> {cpu / tpu:.2f}x CPU eager (target >= 1.0x, goal 2x)")
@@ -96,7 +137,7 @@ def main():
         bars["cpu inductor"] = ind * 1e3
     save("gpt_step", {"cpu_eager_s": cpu, "tpu_s": tpu, "tpu_defer_s": tpu_fuse, "fusion": fuse_stats,
                       "inductor_s": ind, "vs_cpu": cpu / tpu,
-                      "fallbacks": fallbacks}, bars)
+                      "fallbacks": fallbacks, "device_ms": parts}, bars)
 
 
 if __name__ == "__main__":
