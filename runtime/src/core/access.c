@@ -180,9 +180,9 @@ static int shifted_disjoint(const vt_tensor *a, const vt_tensor *b) {
     return !reaches(s, size, rest, 0, n, (int64_t)(start_of(a) - start_of(b)), es);
 }
 
-vt_overlap vt_view_overlap(const vt_tensor *a, const vt_tensor *b) {
-    uintptr_t alo, ahi, blo, bhi;
-    if (span_of(a, &alo, &ahi) != 1 || span_of(b, &blo, &bhi) != 1) return VT_OVERLAP_NO;
+/* vt_view_overlap for views whose byte spans [lo, hi) are known. */
+static vt_overlap overlap_of(const vt_tensor *a, uintptr_t alo, uintptr_t ahi, const vt_tensor *b, uintptr_t blo,
+                             uintptr_t bhi) {
     if (ahi <= blo || bhi <= alo) return VT_OVERLAP_NO;
     if (same_view(a, b)) return VT_OVERLAP_FULL;
     if (vt_view_is_dense(a) && vt_view_is_dense(b)) {
@@ -196,6 +196,12 @@ vt_overlap vt_view_overlap(const vt_tensor *a, const vt_tensor *b) {
         return VT_OVERLAP_PARTIAL;
     }
     return provably_disjoint(a, b) || shifted_disjoint(a, b) ? VT_OVERLAP_NO : VT_OVERLAP_TOO_HARD;
+}
+
+vt_overlap vt_view_overlap(const vt_tensor *a, const vt_tensor *b) {
+    uintptr_t alo, ahi, blo, bhi;
+    if (span_of(a, &alo, &ahi) != 1 || span_of(b, &blo, &bhi) != 1) return VT_OVERLAP_NO;
+    return overlap_of(a, alo, ahi, b, blo, bhi);
 }
 
 /* ------------------------------------------------------------ staging */
@@ -264,9 +270,10 @@ static vt_status device_mismatch(int dev, int other) {
                         dev, other);
 }
 
-/* What a (write, read) pair needs: 0 nothing, 1 stage the read, -1 refuse. */
-static int pair_action(const vt_use *w, const vt_use *r) {
-    switch (vt_view_overlap(w->t, r->t)) {
+/* What a (write, read) pair, of the byte spans ws and rs, needs: 0 nothing,
+ * 1 stage the read, -1 refuse. */
+static int pair_action(const vt_use *w, const span *ws, const vt_use *r, const span *rs) {
+    switch (overlap_of(w->t, ws->lo, ws->hi, r->t, rs->lo, rs->hi)) {
     case VT_OVERLAP_NO: return 0;
     case VT_OVERLAP_FULL:
         if (r->flags & VT_USE_ALIAS_OK) return 0;
@@ -374,7 +381,7 @@ vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_pre
             if (!aw && !bw) continue;
             if (aw && bw) {
                 /* two outputs in the same memory: the result would depend on write order */
-                vt_overlap o = vt_view_overlap(a->t, b->t);
+                vt_overlap o = overlap_of(a->t, sp[x].lo, sp[x].hi, b->t, sp[y].lo, sp[y].hi);
                 if (o == VT_OVERLAP_FULL || o == VT_OVERLAP_PARTIAL) {
                     s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s", kPartialMsg);
                     goto fail;
@@ -384,9 +391,10 @@ vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_pre
              * the other's read, and the other way round */
             for (int dir = 0; dir < 2; dir++) {
                 const vt_use *w = dir ? b : a, *r = dir ? a : b;
+                const span *ws = dir ? &sp[y] : &sp[x], *rs = dir ? &sp[x] : &sp[y];
                 int ri = dir ? sp[x].use : sp[y].use;
                 if (!(w->flags & VT_USE_WRITE) || !(r->flags & VT_USE_READ)) continue;
-                int act = pair_action(w, r);
+                int act = pair_action(w, ws, r, rs);
                 if (act > 0 && (r->flags & VT_USE_WRITE)) act = -1; /* an in-place operand cannot be a copy */
                 if (act < 0) {
                     s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s", kPartialMsg);
