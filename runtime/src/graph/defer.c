@@ -284,9 +284,13 @@ static vt_status flush_locked(int dev, pending *p) {
     flushing = 1;
     const int caller_queue = vt_set_thread_queue(dev, p->queue);
     vt_rec *recs = p->recs;
-    /* Last group that uses each allocation the record touches. */
+    /* Last group that uses each allocation the record touches: a table at
+     * most half full of the accesses the record has (sized by what the
+     * nodes use, not what they could: it is cleared at every flush). */
+    size_t nacc = 0;
+    for (int i = 0; i < n; i++) nacc += (size_t)recs[i].nacc;
     size_t cap = 64;
-    while (cap < (size_t)n * VT_REC_MAX_ACC * 2) cap *= 2;
+    while (cap < nacc * 2) cap *= 2;
     const int fail = vt_defer_alloc_fails();
     last_use *lu = fail ? NULL : calloc(cap, sizeof *lu);
     group_rec *groups = malloc(sizeof *groups * (size_t)n);
