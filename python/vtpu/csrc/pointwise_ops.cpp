@@ -11,7 +11,6 @@
 #include <torch/library.h>
 
 #include "device_check.h"
-#include "generator.h"
 
 namespace vtpu {
 namespace {
@@ -507,7 +506,7 @@ at::Tensor logit(const at::Tensor& a, std::optional<double> eps, const at::Tenso
 }
 
 
-// ------------------------------------------------------------------ fill, where, random
+// ------------------------------------------------------------------ fill, where
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
@@ -562,37 +561,6 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
                      lacking({cond, a, b, out}));
   check(vt_op_where(dev, "aten::where", &to, &tc, &ta, &tb));
   return out;
-}
-
-template <class Fn>
-at::Tensor& random_fill(at::Tensor& self, std::optional<at::Generator> gen, const char* name, Fn&& enqueue) {
-  if (self.numel() == 0) return self;
-  const int dev = device_index(self);
-  vt_tensor t{};
-  VT_FALLBACK_UNLESS(describe(self, &t) && vt_dtype_is_float(t.dtype), lacking({self}));
-  auto* g = at::get_generator_or_default<TpuGeneratorImpl>(gen, default_generator(static_cast<c10::DeviceIndex>(dev)));
-  uint64_t seed = 0, offset = 0;
-  {
-    std::lock_guard<std::mutex> lock(g->mutex_);
-    seed = g->current_seed();
-    offset = g->reserve(vt_rng_counters_used(t.dtype, self.numel()));
-  }
-  check(enqueue(dev, &t, seed, offset), name);
-  return self;
-}
-
-at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
-  return random_fill(self, std::move(gen), "aten::uniform_", [&](int dev, vt_tensor* t, uint64_t s, uint64_t o) {
-    return vt_op_rng_uniform(dev, "aten::uniform_", t, s, o, from, to);
-  });
-}
-
-at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  return random_fill(self, std::move(gen), "aten::normal_", [&](int dev, vt_tensor* t, uint64_t s, uint64_t o) {
-    return vt_op_rng_normal(dev, "aten::normal_", t, s, o, mean, std);
-  });
 }
 
 }  // namespace
@@ -1032,8 +1000,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     where_out(c, a, b, out);
     return out;
   });
-  VT_IMPL(m, "uniform_", uniform_);
-  VT_IMPL(m, "normal_", normal_);
 }
 
 }  // namespace vtpu

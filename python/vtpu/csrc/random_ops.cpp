@@ -196,6 +196,29 @@ at::Tensor normal_tensor(const at::Tensor* mean, double ms, const at::Tensor* st
   return out;
 }
 
+// uniform_ and normal_ fill float tensors in place; other dtypes go to the fallback.
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  if (self.numel() == 0) return self;
+  const int dev = device_index(self);
+  const vt_tensor t = view_of(self);
+  VT_FALLBACK_UNLESS(vt_dtype_is_float(t.dtype), "dtype ", self.scalar_type());
+  const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
+  check(vt_op_rng_uniform(dev, "aten::uniform_", &t, seed, offset, from, to), "aten::uniform_");
+  return self;
+}
+
+at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.numel() == 0) return self;
+  const int dev = device_index(self);
+  const vt_tensor t = view_of(self);
+  VT_FALLBACK_UNLESS(vt_dtype_is_float(t.dtype), "dtype ", self.scalar_type());
+  const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
+  check(vt_op_rng_normal(dev, "aten::normal_", &t, seed, offset, mean, std), "aten::normal_");
+  return self;
+}
+
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
   if (self.numel() == 0) return self;
@@ -234,6 +257,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   VT_IMPL(m, "normal.Tensor_Tensor", [](const at::Tensor& mean, const at::Tensor& std, std::optional<at::Generator> g) {
     return normal_tensor(&mean, 0.0, &std, 0.0, std::move(g));
   });
+  VT_IMPL(m, "uniform_", uniform_);
+  VT_IMPL(m, "normal_", normal_);
   VT_IMPL(m, "exponential_", exponential_);
 }
 
