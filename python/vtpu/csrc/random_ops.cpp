@@ -196,38 +196,38 @@ at::Tensor normal_tensor(const at::Tensor* mean, double ms, const at::Tensor* st
   return out;
 }
 
-// uniform_ and normal_ fill float tensors in place; other dtypes go to the fallback.
-at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+// A float tensor filled in place by one Philox kernel, `draw(dev, view,
+// seed, offset)`; other dtypes go to the fallback.
+template <class Draw>
+at::Tensor& fill_float(at::Tensor& self, std::optional<at::Generator> gen, Draw&& draw) {
   if (self.numel() == 0) return self;
   const int dev = device_index(self);
   const vt_tensor t = view_of(self);
   VT_FALLBACK_UNLESS(vt_dtype_is_float(t.dtype), "dtype ", self.scalar_type());
   const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
-  check(vt_op_rng_uniform(dev, "aten::uniform_", &t, seed, offset, from, to), "aten::uniform_");
+  draw(dev, &t, seed, offset);
   return self;
+}
+
+at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
+  return fill_float(self, std::move(gen), [&](int dev, const vt_tensor* t, uint64_t seed, uint64_t offset) {
+    check(vt_op_rng_uniform(dev, "aten::uniform_", t, seed, offset, from, to), "aten::uniform_");
+  });
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  if (self.numel() == 0) return self;
-  const int dev = device_index(self);
-  const vt_tensor t = view_of(self);
-  VT_FALLBACK_UNLESS(vt_dtype_is_float(t.dtype), "dtype ", self.scalar_type());
-  const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
-  check(vt_op_rng_normal(dev, "aten::normal_", &t, seed, offset, mean, std), "aten::normal_");
-  return self;
+  return fill_float(self, std::move(gen), [&](int dev, const vt_tensor* t, uint64_t seed, uint64_t offset) {
+    check(vt_op_rng_normal(dev, "aten::normal_", t, seed, offset, mean, std), "aten::normal_");
+  });
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
-  if (self.numel() == 0) return self;
-  const int dev = device_index(self);
-  const vt_tensor t = view_of(self);
-  VT_FALLBACK_UNLESS(vt_dtype_is_float(t.dtype), "dtype ", self.scalar_type());
-  const auto [seed, offset] = reserve(std::move(gen), dev, vt_rng_counters_used(t.dtype, self.numel()));
-  check(vt_op_rng_exponential(dev, "aten::exponential_", &t, seed, offset, lambd));
-  return self;
+  return fill_float(self, std::move(gen), [&](int dev, const vt_tensor* t, uint64_t seed, uint64_t offset) {
+    check(vt_op_rng_exponential(dev, "aten::exponential_", t, seed, offset, lambd));
+  });
 }
 
 }  // namespace
