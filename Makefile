@@ -52,6 +52,7 @@ bench: install
 	$(VPY) bench/ops.py
 	$(VPY) bench/attention.py
 	$(VPY) bench/gpt_step.py
+	$(VPY) bench/compile.py
 	$(VPY) bench/dist.py
 
 fuzz:

@@ -48,7 +48,7 @@ GENERIC = {
 OPT_IN = {"sparse"}
 # OpenReg files that test OpenReg's own internals (its C++ extension, its
 # custom ops, IPC, its collective backend): not applicable to another backend.
-OPENREG_SKIP = {"test_ipc.py", "test_distributed.py", "test_compile.py"}
+OPENREG_SKIP = {"test_ipc.py", "test_distributed.py"}
 
 
 def openreg_copy():

@@ -4,7 +4,9 @@ tools ask a device: current device, count, streams, properties).
 torch._dynamo ships a placeholder "tpu" interface (for another TPU stack)
 whose current_device() is always 0. vtpu replaces it with its own as soon as
 torch._dynamo.device_interface is imported, without importing torch._dynamo
-itself (a second and a half) when the process never compiles.
+itself (a second and a half) when the process never compiles. The same
+import hook routes Inductor's graphs on "tpu" tensors to the "tpu" backend
+(compiler.route_inductor) once torch._inductor.compile_fx is imported.
 """
 
 import importlib.abc
@@ -112,10 +114,12 @@ def _install(module) -> None:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs _install once torch._dynamo.device_interface has been executed."""
+    """Runs an installer on a module once it has been executed (each module
+    of _INSTALLERS, the first time it is imported)."""
 
     def find_spec(self, name, path, target=None):
-        if name != _MODULE:
+        install = _INSTALLERS.get(name)
+        if install is None or name in _installed:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -124,15 +128,32 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         def exec_then_install(module):
             exec_module(module)
-            _install(module)
+            _installed.add(name)
+            install(module)
+            if _installed.issuperset(_INSTALLERS) and self in sys.meta_path:
+                sys.meta_path.remove(self)
 
         spec.loader.exec_module = exec_then_install
-        sys.meta_path.remove(self)
         return spec
 
 
+def _route_inductor(module) -> None:
+    from .compiler import route_inductor
+
+    route_inductor(module)
+
+
+_INSTALLERS = {_MODULE: _install, "torch._inductor.compile_fx": _route_inductor}
+_installed = set()
+
+
 def register() -> None:
-    if _MODULE in sys.modules:
-        _install(sys.modules[_MODULE])
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+    """The "tpu" device interface for Dynamo, and Inductor's graphs on "tpu"
+    tensors routed to the "tpu" backend: now for modules already imported,
+    else when they are."""
+    for name, install in _INSTALLERS.items():
+        if name in sys.modules and name not in _installed:
+            _installed.add(name)
+            install(sys.modules[name])
+    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())

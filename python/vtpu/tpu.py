@@ -56,11 +56,24 @@ def _lazy_init() -> None:
     _C._init()
 
 
+# Inside torch.compile, device queries and synchronize go through
+# torch.accelerator, which Dynamo folds into the graph (with guards where
+# the answer can change) instead of breaking it at an unknown C function.
+
+
+_count = None  # fixed for the life of the process: a constant to Dynamo
+
+
 def device_count() -> int:
-    return _C._device_count()
+    global _count
+    if _count is None:
+        _count = _C._device_count()
+    return _count
 
 
 def current_device() -> int:
+    if torch.compiler.is_compiling():
+        return torch.accelerator.current_device_index()
     return _C._current_device()
 
 
@@ -100,6 +113,8 @@ class device:
 
 def synchronize(device: _device_t = None) -> None:
     """Wait for all work queued on ``device``; raises the first kernel error since the last sync."""
+    if torch.compiler.is_compiling():
+        return torch.accelerator.synchronize(torch.device("tpu", _index(device)))
     _C._synchronize(_index(device))
 
 

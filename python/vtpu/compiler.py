@@ -1,0 +1,247 @@
+"""Graph mode: the "tpu" backend of torch.compile.
+
+``torch.compile(fn, backend="tpu")`` hands Dynamo's graph to AOTAutograd,
+which traces forward and backward into ATen graphs. Ops vtpu runs natively
+stay as they are; every other op is decomposed into core ATen ops (so a
+graph never falls back to the CPU where a native op can do the work). Each
+graph becomes a :class:`Program`: its ATen calls run in DeferAndFuse on the
+device in force at the call, at the caller's precision, so chains of
+elementwise ops and reductions run as fused groups and intermediates the
+graph drops are never written to memory; nothing the graph touches goes
+through autograd or Python modules at run time. Random ops draw from the
+device generator, as the same ops in eager mode do.
+
+The backend is found by name through the ``torch_dynamo_backends`` entry
+point, so ``import torch`` does not import Dynamo. Plain ``torch.compile``
+(Inductor) on "tpu" tensors is routed here with a one-time note (see
+:func:`route_inductor`): Inductor has no code generator for the device.
+"""
+
+import functools
+import operator
+import warnings
+
+import torch
+
+from . import _C
+from .modes import EagerMode
+
+__all__ = ["tpu", "Program", "decompositions"]
+
+
+def _native(op) -> bool:
+    """Whether vtpu has its own kernel for op (an OpOverload)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1")
+
+
+@functools.cache
+def decompositions() -> dict:
+    """Core ATen decompositions of the ops vtpu has no kernel for."""
+    from torch._decomp import core_aten_decompositions
+
+    return {op: fn for op, fn in core_aten_decompositions().items() if not _native(op)}
+
+
+def _inplace_variant(op):
+    """The in-place overload of a pointwise or foreach op with the same
+    arguments (add.Tensor -> add_.Tensor), if vtpu runs it natively."""
+    name = op.overloadpacket.__name__
+    if name.endswith("_") or torch.Tag.nondeterministic_seeded in op.tags:
+        return None
+    if torch.Tag.pointwise not in op.tags and not name.startswith("_foreach_"):
+        return None
+    packet = getattr(torch.ops.aten, name + "_", None)
+    inplace = getattr(packet, op._overloadname, None) if packet is not None else None
+    if inplace is None or not _native(inplace):
+        return None
+    ins, outs = op._schema.arguments, inplace._schema.arguments
+    if [a.name for a in ins] != [a.name for a in outs]:
+        return None
+    return inplace
+
+
+def _aliases_input(node) -> bool:
+    """Whether node's result may alias an input (a view op, say)."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return node.op != "output"
+    return any(r.alias_info is not None for r in node.target._schema.returns)
+
+
+def _flat_nodes(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat_nodes(a)
+        elif isinstance(a, torch.fx.Node):
+            yield a
+
+
+def _same_layout(a, b) -> bool:
+    from torch._prims_common import is_non_overlapping_and_dense_or_false as dense
+
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
+            and a.shape == b.shape and a.stride() == b.stride() and dense(a))
+
+
+def write_back_in_place(gm: torch.fx.GraphModule) -> int:
+    """Where a graph writes its input x back at its end (``copy_(x, y)``,
+    AOTAutograd's form of an in-place update: an optimizer step), compute y
+    in x's memory instead: each out-of-place pointwise or foreach op of the
+    chain from x to y that is the last reader of x's current value becomes
+    its in-place form, and the copy_ goes. Returns the ops made in place."""
+    g = gm.graph
+    nodes = list(g.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    write_back = {}  # the input -> its copy_
+    for n in nodes:
+        if (n.op == "call_function" and n.target is torch.ops.aten.copy_.default and not n.users
+                and n.args[0].op == "placeholder"):
+            write_back[n.args[0]] = n
+    buf = {x: x for x in write_back}  # a value -> the input whose memory it is in
+
+    def free_after(x, n):
+        """Nothing reads x's value after n: n aside, and the write-back of
+        x's input when x is what it writes to, not what it reads."""
+        for u in x.users:
+            if u is n or (u is write_back[buf[x]] and u.args[0] is x and u.args[1] is not x):
+                continue
+            if pos[u] > pos[n] or _aliases_input(u):
+                return False
+        return True
+
+    made = 0
+    for n in nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload) or not n.args:
+            continue
+        inplace = _inplace_variant(n.target)
+        if inplace is None:
+            continue
+        foreach = isinstance(n.args[0], (list, tuple))
+        selfs = list(n.args[0]) if foreach else [n.args[0]]
+        if not selfs or not all(isinstance(x, torch.fx.Node) and x in buf and free_after(x, n) for x in selfs):
+            continue
+        mine = {buf[x] for x in selfs}
+        if len(mine) != len(selfs) or any(buf.get(o) in mine for o in _flat_nodes((n.args[1:], n.kwargs))):
+            continue
+        val = n.meta.get("val")
+        vals = list(val) if foreach and isinstance(val, (list, tuple)) else [val]
+        if len(vals) != len(selfs) or not all(_same_layout(x.meta.get("val"), v) for x, v in zip(selfs, vals)):
+            continue
+        if foreach:
+            items = [u for u in n.users if u.target is operator.getitem]
+            if len(items) != len(n.users) or any(o.op == "output" for u in items for o in u.users):
+                continue
+            n.target = inplace
+            for u in items:
+                u.replace_all_uses_with(selfs[u.args[1]])
+                g.erase_node(u)
+        else:
+            if any(u.op == "output" for u in n.users):
+                continue
+            n.target = inplace
+            buf[n] = buf[selfs[0]]
+        made += 1
+    for x, c in write_back.items():
+        if buf.get(c.args[1]) is x:
+            g.erase_node(c)
+    if made:
+        g.lint()
+        gm.recompile()
+    return made
+
+
+class Program:
+    """One ATen graph (forward, backward or inference) ready to run: called
+    with the graph's inputs as a list (AOTAutograd's boxed convention: the
+    list is emptied, so inputs the graph no longer needs are freed as it
+    runs), it runs the graph's ops in DeferAndFuse and returns its outputs."""
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str):
+        self.gm = gm
+        self.in_place = write_back_in_place(gm)
+        self._boxed_call = True  # an instance attribute: the wrappers Dynamo puts around a backward copy it
+        gm.graph.set_codegen(torch.fx.graph._BoxedCodeGen())  # the graph takes the list and clears it
+        gm.recompile()
+        self.kind = kind
+        self.num_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+    def __call__(self, args):
+        _C._flush()  # ops the caller recorded run before the program's
+        _C._push_context(int(EagerMode.DEFER_AND_FUSE), -1)
+        try:
+            return self.gm(args)
+        finally:
+            _C._pop_context()
+            _C._flush()
+
+    def __repr__(self):
+        return f"<vtpu Program {self.kind}: {self.num_nodes} ops>"
+
+
+def _compiler(kind):
+    def compile_graph(gm, example_inputs):
+        return Program(gm, kind)
+
+    return compile_graph
+
+
+@functools.cache
+def _backend():
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(
+        fw_compiler=_compiler("forward"),
+        bw_compiler=_compiler("backward"),
+        inference_compiler=_compiler("inference"),
+        decompositions=decompositions(),
+        # an inference graph's writes to its inputs stay in it (as copy_ at
+        # the end), for write_back_in_place
+        keep_inference_input_mutations=True,
+    )
+
+
+def tpu(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The "tpu" backend of torch.compile."""
+    return _backend()(gm, example_inputs, **kwargs)
+
+
+def _on_tpu(gm, example_inputs) -> bool:
+    """Whether a graph handed to Inductor computes on "tpu" tensors."""
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "tpu":
+            return True
+    graph = getattr(gm, "graph", None)
+    for node in graph.nodes if graph is not None else ():
+        v = node.meta.get("example_value", node.meta.get("val"))
+        if isinstance(v, torch.Tensor) and v.device.type == "tpu":
+            return True
+    return False
+
+
+_routed_note = False
+
+
+def route_inductor(module) -> None:
+    """Wrap torch._inductor.compile_fx.compile_fx (what torch.compile's
+    default backend calls) so that graphs on "tpu" tensors compile with the
+    "tpu" backend: Inductor would pick a code generator for another TPU
+    stack, and its CPU code cannot see the device queue's order."""
+    inner = module.compile_fx
+    if getattr(inner, "_vtpu_routed", False):
+        return
+
+    @functools.wraps(inner)
+    def compile_fx(model_, example_inputs_, *args, **kwargs):
+        global _routed_note
+        if not _on_tpu(model_, example_inputs_):
+            return inner(model_, example_inputs_, *args, **kwargs)
+        if not _routed_note:
+            _routed_note = True
+            warnings.warn(
+                'vtpu: torch.compile\'s default backend (Inductor) has no code generator for "tpu" tensors; '
+                'this graph is compiled with backend="tpu" instead (pass backend="tpu" to say so)',
+                stacklevel=2,
+            )
+        return tpu(model_, example_inputs_)
+
+    compile_fx._vtpu_routed = True
+    module.compile_fx = compile_fx
