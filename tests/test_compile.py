@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch._dynamo.testing
+import vtpu
 import vtpu.compiler
 from vtpu.models import GPT, SmallCNN, ViT, GPTConfig
 
@@ -280,3 +281,112 @@ def test_bad_input_raises_as_eager_and_leaves_the_device_usable():
     x = torch.randn(4)
     torch.testing.assert_close(emb(w, torch.tensor([1, 2]).to("tpu")).cpu(), w.cpu()[[1, 2]])
     torch.testing.assert_close((x.to("tpu") * 2).cpu(), x * 2)
+
+
+def test_optimizer_step_writes_only_the_state_it_updates():
+    # The per-parameter bias corrections are computed first (hoist_small),
+    # so each parameter's whole chain is one fused group: its temporaries
+    # stay in cache, and memory sees one write of each parameter, exp_avg
+    # and exp_avg_sq (and the small step counters), nothing more.
+    params = [nn.Parameter(torch.randn(40, 50).to("tpu")) for _ in range(3)] + [nn.Parameter(torch.randn(50).to("tpu"))]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(params, lr=0.1, capturable=True)
+    step = torch.compile(opt.step, backend="tpu")
+    step()
+    torch.tpu.synchronize()
+    vtpu.reset_fusion_stats()
+    step()
+    torch.tpu.synchronize()
+    state_bytes = 3 * sum(p.numel() * 4 for p in params)
+    written = vtpu.fusion_stats()["bytes_written"]
+    assert state_bytes <= written < state_bytes + 1024, (written, state_bytes)
+
+
+def test_hoisting_keeps_random_draws_in_order():
+    def fn(x, s):
+        a = torch.rand_like(x)  # two draws whose order decides which numbers each gets
+        b = torch.rand_like(s)
+        return a * x + (b * s).sum()
+
+    x, s = torch.randn(100).to("tpu"), torch.randn(3).to("tpu")
+    fn_c = torch.compile(fn, backend="tpu")
+    fn_c(x, s)
+    torch.tpu.manual_seed(5)
+    expect = fn(x, s).cpu()
+    torch.tpu.manual_seed(5)
+    assert torch.equal(fn_c(x, s).cpu(), expect)
+
+
+def _view_add(x):
+    x[:, 0].add_(1)  # through a view of the input
+    return x * 2
+
+
+def _copy_into(x):
+    x.copy_(x * 3)
+    return x.view(-1)  # an output aliasing the input
+
+
+def _through_cpu(x):
+    return x.sin().cpu() * 2
+
+
+def _noncontiguous(x):
+    return x.t().contiguous().view(-1)[:7] + 1
+
+
+@pytest.mark.parametrize("fn", [_view_add, _copy_into, _through_cpu, _noncontiguous], ids=lambda f: f.__name__)
+def test_mutations_aliases_and_devices_match_eager(fn):
+    base = torch.randn(4, 5)
+    arg = base.t() if fn is _noncontiguous else base
+    xe, xc = arg.to("tpu"), arg.to("tpu")
+    expect = fn(xe)
+    out = torch.compile(fn, backend="tpu")(xc)
+    assert out.device == expect.device
+    assert torch.equal(out.cpu(), expect.cpu())
+    assert torch.equal(xc.cpu(), xe.cpu())  # the input updated as eager updates it
+
+
+def test_batch_norm_running_stats_update_in_compiled_training():
+    bn = nn.BatchNorm1d(5).to("tpu")
+    bn_c = copy.deepcopy(bn)
+    x = torch.randn(8, 5).to("tpu")
+    step = torch.compile(lambda m, t: m(t).square().sum(), backend="tpu")
+    for _ in range(2):
+        bn(x).square().sum().backward()
+        step(bn_c, x).backward()
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(bn_c, name).cpu(), getattr(bn, name).cpu(), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(bn_c.weight.grad.cpu(), bn.weight.grad.cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_forward_generates_as_eager_with_a_kv_cache():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig()).to("tpu").eval()
+    prompt = torch.randint(0, 512, (2, 5)).to("tpu")
+    with torch.no_grad():
+        expect = model.generate(prompt, 6)
+        model.forward = torch.compile(model.forward, backend="tpu")
+        out = model.generate(prompt, 6)
+    assert torch.equal(out.cpu(), expect.cpu())
+
+
+def test_slice_gradients_and_scatters_match_eager():
+    def loss(x):
+        return (x[..., :3] * 2).sum() + (x[..., 3:] ** 2).sum() + x[:, 1].exp().sum()
+
+    def scatter(w, s):
+        z = w * 2
+        y = z.slice_scatter(s, dim=1, start=1, end=3)
+        return y, z + 1  # z is read after the scatter: it must stay as it was
+
+    base = torch.randn(4, 7)
+    xe, xc = base.to("tpu").requires_grad_(), base.to("tpu").requires_grad_()
+    loss(xe).backward()
+    torch.compile(loss, backend="tpu")(xc).backward()
+    assert torch.equal(xc.grad.cpu(), xe.grad.cpu())
+    z, s = torch.randn(10, 20), torch.randn(10, 2)  # over SMALL: nothing is hoisted
+    ye, ze = scatter(z.to("tpu"), s.to("tpu"))
+    yc, zc = torch.compile(scatter, backend="tpu")(z.to("tpu"), s.to("tpu"))
+    assert torch.equal(yc.cpu(), ye.cpu()) and torch.equal(zc.cpu(), ze.cpu())

@@ -82,6 +82,57 @@ def _same_layout(a, b) -> bool:
             and a.shape == b.shape and a.stride() == b.stride() and dense(a))
 
 
+SMALL = 64  # elements: a value this small is a scalar's worth of work
+
+
+def _small(node) -> bool:
+    val = node.meta.get("val")
+    vals = val if isinstance(val, (list, tuple)) else [val]
+    # a symbolic size is not small: asking would add a guard on it
+    return bool(vals) and all(
+        isinstance(v, torch.Tensor) and isinstance(v.numel(), int) and v.numel() <= SMALL for v in vals)
+
+
+def _pure(node) -> bool:
+    """node computes a value from its inputs and nothing else: no write, no
+    random draw (moving one would change which numbers it draws)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return True
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return False
+    schema = node.target._schema
+    return not schema.is_mutable and torch.Tag.nondeterministic_seeded not in node.target.tags
+
+
+def hoist_small(gm: torch.fx.GraphModule) -> int:
+    """Move each pure op on small values (an optimizer's per-parameter bias
+    corrections) to just after its last input. DeferAndFuse fuses a chain
+    of ops on large tensors into one group only while no newer group
+    computes something the chain reads: with the small values computed
+    first, an optimizer's whole per-parameter chain is one group, and its
+    temporaries are never written. Runs on the functional graph (before
+    write_back_in_place), so data dependencies are all there is. Returns
+    the ops moved."""
+    tail = {}  # a node -> the last node moved to just after it
+    moved = 0
+    for n in list(gm.graph.nodes):
+        if not (_pure(n) and _small(n)) or not n.all_input_nodes:
+            continue
+        anchor = max(n.all_input_nodes)  # fx nodes compare by their place in the graph
+        dest = tail.get(anchor, anchor)
+        if dest.next is n:
+            continue
+        dest.append(n)
+        tail[anchor] = n
+        moved += 1
+    if moved:
+        gm.graph.lint()
+        gm.recompile()
+    return moved
+
+
 def write_back_in_place(gm: torch.fx.GraphModule) -> int:
     """Where a graph writes its input x back at its end (``copy_(x, y)``,
     AOTAutograd's form of an in-place update: an optimizer step), compute y
@@ -149,6 +200,40 @@ def write_back_in_place(gm: torch.fx.GraphModule) -> int:
     return made
 
 
+_SCATTERS = {
+    torch.ops.aten.slice_scatter.default: torch.ops.aten.slice.Tensor,
+    torch.ops.aten.select_scatter.default: torch.ops.aten.select.int,
+}
+
+
+def scatter_in_place(gm: torch.fx.GraphModule) -> int:
+    """``y = slice_scatter(x, src, ...)`` (the gradient of a slice: a zero
+    tensor with src in part of it) where nothing else reads x and x is a
+    tensor of its own (no input, no view): write src into x's slice in place
+    (``x[...].copy_(src)``) instead of copying all of x first. Runs last: it
+    leaves the graph with writes. Returns the scatters rewritten."""
+    g = gm.graph
+    done = 0
+    for n in list(g.nodes):
+        view_op = _SCATTERS.get(n.target) if n.op == "call_function" else None
+        if view_op is None:
+            continue
+        x, src = n.args[0], n.args[1]
+        if (not isinstance(x, torch.fx.Node) or x.op != "call_function" or _aliases_input(x)
+                or not _pure(x) or len(x.users) != 1):
+            continue
+        with g.inserting_before(n):
+            view = g.call_function(view_op, (x, *n.args[2:]), dict(n.kwargs))
+            g.call_function(torch.ops.aten.copy_.default, (view, src))
+        n.replace_all_uses_with(x)
+        g.erase_node(n)
+        done += 1
+    if done:
+        g.lint()
+        gm.recompile()
+    return done
+
+
 class Program:
     """One ATen graph (forward, backward or inference) ready to run: called
     with the graph's inputs as a list (AOTAutograd's boxed convention: the
@@ -157,7 +242,9 @@ class Program:
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
+        self.hoisted = hoist_small(gm)
         self.in_place = write_back_in_place(gm)
+        self.scatters = scatter_in_place(gm)
         self._boxed_call = True  # an instance attribute: the wrappers Dynamo puts around a backward copy it
         gm.graph.set_codegen(torch.fx.graph._BoxedCodeGen())  # the graph takes the list and clears it
         gm.recompile()
@@ -167,9 +254,11 @@ class Program:
     def __call__(self, args):
         _C._flush()  # ops the caller recorded run before the program's
         _C._push_context(int(EagerMode.DEFER_AND_FUSE), -1)
+        _C._program_begin()
         try:
             return self.gm(args)
         finally:
+            _C._program_end()
             _C._pop_context()
             _C._flush()
 

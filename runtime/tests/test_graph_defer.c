@@ -210,6 +210,32 @@ TEST(defer_loop_detection_flushes_a_repeating_record) {
     prog_free(&p);
 }
 
+/* The same repeating record inside a graph program (vt_defer_program_begin)
+ * is one flush: a program's ops are a finite sequence its caller flushes. */
+TEST(defer_program_scope_records_a_repeating_sequence_whole) {
+    CHECK_OK(vt_init());
+    const vt_dtype F = VT_F32;
+    int64_t sh[1] = {64};
+    prog p = {0};
+    int x = add_buf(&p, F, 1, sh, 0), y = add_buf(&p, F, 1, sh, 0);
+    static const int ops[12] = {VT_SIN, VT_COS, VT_NEG, VT_ABS, VT_EXP, VT_TANH,
+                                VT_SIGMOID, VT_SIN, VT_NEG, VT_COS, VT_ABS, VT_TANH};
+    for (int it = 0; it < 3; it++)
+        for (int k = 0; k < 12; k++) add_step(&p, VT_NODE_UNARY, ops[k], F, k % 2 ? x : y, k % 2 ? y : x, 0, 0);
+    vt_fusion_stats st;
+    vt_defer_program_begin();
+    vt_defer_program_begin(); /* nested: the outer scope still holds after the inner ends */
+    vt_defer_program_end();
+    agree("loop in a program", &p, &st);
+    vt_defer_program_end();
+    CHECK_MSG(st.loop_flushes == 0 && st.flushes == 1 && st.nodes == 36, "loop flushes %llu flushes %llu nodes %llu",
+              (unsigned long long)st.loop_flushes, (unsigned long long)st.flushes, (unsigned long long)st.nodes);
+    vt_defer_program_end(); /* unbalanced: ignored */
+    agree("loop after the program", &p, &st);
+    CHECK_MSG(st.loop_flushes >= 1, "loop flushes %llu", (unsigned long long)st.loop_flushes);
+    prog_free(&p);
+}
+
 /* Integer division by zero inside a group: the synchronisation raises it
  * naming the node's op, as Strict does, and the process goes on. */
 TEST(defer_error_in_group_names_the_op) {

@@ -207,6 +207,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_eager_mode", torch::wrap_pybind_function(get_eager_mode));
   m.def("_fallback_report", torch::wrap_pybind_function(fallback_report));
   m.def("_flush", torch::wrap_pybind_function(flush));
+  m.def("_program_begin", torch::wrap_pybind_function(vt_defer_program_begin));
+  m.def("_program_end", torch::wrap_pybind_function(vt_defer_program_end));
   m.def("_trace_start", torch::wrap_pybind_function(trace_start));
   m.def("_trace_stop", torch::wrap_pybind_function(trace_stop));
   m.def("_fusion_stats", torch::wrap_pybind_function(fusion_stats));

@@ -281,6 +281,12 @@ vt_eager_mode vt_get_eager_mode(void);
  * an event, a wait or synchronisation), on vt_flush, and when the record
  * grows past a bound or starts repeating (a loop). */
 vt_status vt_flush(int dev);
+/* A graph program (torch.compile) runs on this thread between begin and end
+ * (nestable): its ops are a finite sequence the caller flushes at its end,
+ * so a repeating stretch of it (a foreach op's per-parameter nodes, say)
+ * does not start a flush as a loop would. */
+void vt_defer_program_begin(void);
+void vt_defer_program_end(void);
 /* Process-wide counters of what flushes did, since the last reset. */
 typedef struct vt_fusion_stats {
     uint64_t flushes;        /* flushes that had recorded nodes */

@@ -45,6 +45,12 @@ int vt_defer_alloc_fails(void) {
 }
 static pthread_once_t pend_once = PTHREAD_ONCE_INIT;
 static _Thread_local int flushing; /* this thread is inside a flush */
+static _Thread_local int in_program; /* graph programs this thread is running */
+
+void vt_defer_program_begin(void) { in_program++; }
+void vt_defer_program_end(void) {
+    if (in_program > 0) in_program--;
+}
 
 static struct {
     atomic_uint_fast64_t flushes, nodes, groups, fused_nodes, bytes_written, bytes_elided, loop_flushes;
@@ -147,6 +153,7 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
         p->run[per] = r;
         loop |= r >= per;
     }
+    loop &= !in_program;
     for (int per = top + 1 > LOOP_MIN ? top + 1 : LOOP_MIN; per <= LOOP_MAX; per++) p->run[per] = 0;
     p->n++;
     p->bytes += out_bytes;
