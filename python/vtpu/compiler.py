@@ -256,7 +256,7 @@ class Program:
         _C._push_context(int(EagerMode.DEFER_AND_FUSE), -1)
         _C._program_begin()
         try:
-            return self.gm(args)
+            return self.gm.forward(args)  # not through nn.Module.__call__ (hooks the graph never has)
         finally:
             _C._program_end()
             _C._pop_context()

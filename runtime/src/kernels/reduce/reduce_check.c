@@ -102,7 +102,7 @@ vt_status vt_reduce_arg_check(int is_max, const vt_tensor *values, const vt_tens
     if (s == VT_OK && values) s = vt_tensor_validate(values, name);
     if (s == VT_OK && indices) s = vt_tensor_validate(indices, name);
     if (s != VT_OK) return s;
-    int d;
+    int d = 0;
     if ((s = vt_wrap_dim(dim, in->ndim, &d)) != VT_OK) return s;
     uint64_t mask = in->ndim > 0 ? 1ull << d : 0;
     if (values && (s = check_keepdim(name, "values", values, in, mask)) != VT_OK) return s;
