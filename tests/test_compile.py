@@ -390,3 +390,15 @@ def test_slice_gradients_and_scatters_match_eager():
     ye, ze = scatter(z.to("tpu"), s.to("tpu"))
     yc, zc = torch.compile(scatter, backend="tpu")(z.to("tpu"), s.to("tpu"))
     assert torch.equal(yc.cpu(), ye.cpu()) and torch.equal(zc.cpu(), ze.cpu())
+
+
+def test_graph_on_the_second_device_stays_there():
+    if torch.tpu.device_count() < 2:
+        pytest.skip("needs two tpu devices (VTPU_NUM_DEVICES=2, as the suite sets)")
+    x = torch.randn(6, 6)
+    fn = torch.compile(lambda t: (t @ t).relu() + t.sum(), backend="tpu")
+    with torch.tpu.precision("highest"):
+        out = fn(x.to("tpu:1"))
+        expect = (x.to("tpu:1") @ x.to("tpu:1")).relu() + x.to("tpu:1").sum()
+    assert out.device == torch.device("tpu", 1)
+    assert torch.equal(out.cpu(), expect.cpu())
