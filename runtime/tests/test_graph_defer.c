@@ -366,6 +366,78 @@ static vt_status adamw_foreach(vt_eager_mode mode, host_tensor in[NPARAM][4], ho
     return s != VT_OK ? s : w;
 }
 
+/* out = (a / b) * 0.5 + c per tensor, b a broadcast value (stride 0, as
+ * an optimizer's per-parameter bias corrections reach its foreach ops), a
+ * transposed in one tensor, f32 and bf16: recorded and fused, each plan
+ * reads its operands in place, once per row or converted, and computes
+ * what Strict's multi-tensor kernel does, bit for bit. */
+static vt_status broadcast_chain(vt_eager_mode mode, host_tensor in[NPARAM][3], host_tensor res[NPARAM]) {
+    host_tensor d[NPARAM][3], o[NPARAM];
+    vt_tensor A[NPARAM], B[NPARAM], C[NPARAM], O[NPARAM];
+    for (int i = 0; i < NPARAM; i++) {
+        for (int k = 0; k < 3; k++) d[i][k] = ht_copy_to_device(&in[i][k]);
+        o[i] = ht_new(in[i][0].t.dtype, in[i][0].t.ndim, in[i][0].t.sizes);
+        ht_device(&o[i]);
+        A[i] = d[i][0].t, B[i] = d[i][1].t, C[i] = d[i][2].t, O[i] = o[i].t;
+        for (int j = 0; j < B[i].ndim; j++) B[i].strides[j] = 0; /* element 0, everywhere */
+    }
+    vt_set_thread_eager_mode(mode);
+    const vt_foreach_args ops[] = {
+        {.op = VT_FOREACH_DIV, .n = NPARAM, .out = O, .a = A, .b = B, .in_place = -1},
+        {.op = VT_FOREACH_MUL, .n = NPARAM, .out = O, .a = O, .scalar = 0.5},
+        {.op = VT_FOREACH_ADD, .n = NPARAM, .out = O, .a = O, .b = C, .alpha = 1},
+    };
+    vt_status s = VT_OK;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0] && s == VT_OK; k++) {
+        s = vt_op_foreach(0, "aten::_foreach_op_", &ops[k]);
+        CHECK_MSG(s == VT_OK, "op %d: %s", (int)k, vt_last_error());
+    }
+    vt_status w = vt_synchronize(0);
+    vt_set_thread_eager_mode(-1);
+    for (int i = 0; i < NPARAM; i++) {
+        res[i] = ht_copy_to_host(&o[i]);
+        ht_free(&o[i]);
+        for (int k = 0; k < 3; k++) ht_free(&d[i][k]);
+    }
+    return s != VT_OK ? s : w;
+}
+
+TEST(defer_foreach_plans_read_broadcast_operands_as_strict_does) {
+    CHECK_OK(vt_init());
+    static const int64_t shapes[NPARAM][2] = {{33, 1500}, {64, 3}, {7, 45}};
+    static const vt_dtype dts[NPARAM] = {VT_F32, VT_BF16, VT_F32};
+    host_tensor in[NPARAM][3];
+    for (int i = 0; i < NPARAM; i++)
+        for (int k = 0; k < 3; k++) {
+            in[i][k] = ht_new(dts[i], 2, shapes[i]);
+            ht_fill_random(&in[i][k], 0, 1); /* finite, b nonzero: the value check below is meaningful */
+        }
+    in[2][0].t.strides[0] = 1, in[2][0].t.strides[1] = 7; /* a transposed view of a 45 x 7 block */
+    host_tensor a[NPARAM], b[NPARAM];
+    CHECK_OK(broadcast_chain(VT_EAGER_STRICT, in, a));
+    vt_reset_fusion_stats();
+    CHECK_OK(broadcast_chain(VT_EAGER_DEFER_AND_FUSE, in, b));
+    vt_fusion_stats st;
+    vt_get_fusion_stats(&st);
+    CHECK_MSG(st.groups == NPARAM && st.fused_nodes == 3 * NPARAM, "groups %llu fused %llu",
+              (unsigned long long)st.groups, (unsigned long long)st.fused_nodes);
+    for (int i = 0; i < NPARAM; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "tensor %d", i);
+        CHECK(ht_compare(what, &b[i].t, &a[i].t, -1) == 0);
+        /* and the value: (a / b[0]) * 0.5 + c at one element, in float64 */
+        double x, y, z, r;
+        vt_convert(dts[i], in[i][0].block, 1, VT_F64, &x, 1, 1);
+        vt_convert(dts[i], in[i][1].block, 1, VT_F64, &y, 1, 1);
+        vt_convert(dts[i], in[i][2].block, 1, VT_F64, &z, 1, 1);
+        vt_convert(dts[i], b[i].block, 1, VT_F64, &r, 1, 1);
+        CHECK_MSG(fabs(r - (x / y * 0.5 + z)) <= 1e-2 * fabs(x / y * 0.5 + z) + 1e-6, "tensor %d: %g vs %g", i, r,
+                  x / y * 0.5 + z);
+        free(a[i].block), free(b[i].block);
+        for (int k = 0; k < 3; k++) ht_free(&in[i][k]);
+    }
+}
+
 /* An optimizer step recorded foreach op by foreach op fuses parameter by
  * parameter (one group each, the temporaries never written) and computes
  * what Strict's multi-tensor kernels compute, bit for bit: f32 and bf16

@@ -257,32 +257,59 @@ typedef struct fe_plan_ctx {
 } fe_plan_ctx;
 _Static_assert(sizeof(fe_plan_ctx) <= VT_EW_PLAN_BYTES, "fe_plan_ctx outgrew a plan");
 
+/* Where operand k of a chunk comes from: read in place (the working dtype,
+ * unit stride), a buffer filled once per row (a broadcast value, stride 0:
+ * an optimizer's per-parameter scalars), or converted chunk by chunk. */
+enum { FE_IN_PLACE, FE_ONCE, FE_CONVERT };
+
+static int fe_source(vt_dtype d, int64_t stride, vt_dtype w) {
+    if (d == w && stride == 1) return FE_IN_PLACE;
+    return stride == 0 ? FE_ONCE : FE_CONVERT;
+}
+
 static void fe_plan_row(const fe_plan_ctx *c, char *const *p, const int64_t *s, int64_t n) {
     const int na = c->has_a, nb = na + c->has_b; /* operand slots of a, b, c: 1, 1 + na, 1 + nb */
-    char *po = p[0];
-    char *pa = c->has_a ? p[1] : NULL, *pb = c->has_b ? p[1 + na] : NULL, *pc = c->has_c ? p[1 + nb] : NULL;
-    const int64_t sa = c->has_a ? s[1] : 0, sb = c->has_b ? s[1 + na] : 0, sc = c->has_c ? s[1 + nb] : 0;
-    const vt_dtype da = c->has_a ? c->dt[1] : VT_F32, db = c->has_b ? c->dt[1 + na] : VT_F32,
-                   dc = c->has_c ? c->dt[1 + nb] : VT_F32;
-    if (!c->f64 && c->dt[0] == VT_F32 && s[0] == 1 && (!pa || (da == VT_F32 && sa == 1)) &&
-        (!pb || (db == VT_F32 && sb == 1)) && (!pc || (dc == VT_F32 && sc == 1))) {
-        c->tab->foreach(&c->p32, n, (float *)po, (const float *)pa, (const float *)pb, (const float *)pc);
+    const int slot[3] = {1, 1 + na, 1 + nb};
+    const int has[3] = {c->has_a, c->has_b, c->has_c};
+    const vt_dtype w = c->f64 ? VT_F64 : VT_F32;
+    const size_t ws = vt_dtype_size(w);
+    if (!c->f64 && c->dt[0] == VT_F32 && s[0] == 1 && (!has[0] || (c->dt[slot[0]] == VT_F32 && s[slot[0]] == 1)) &&
+        (!has[1] || (c->dt[slot[1]] == VT_F32 && s[slot[1]] == 1)) &&
+        (!has[2] || (c->dt[slot[2]] == VT_F32 && s[slot[2]] == 1))) {
+        c->tab->foreach(&c->p32, n, (float *)p[0], has[0] ? (const float *)p[slot[0]] : NULL,
+                        has[1] ? (const float *)p[slot[1]] : NULL, has[2] ? (const float *)p[slot[2]] : NULL);
         return;
     }
-    const vt_dtype w = c->f64 ? VT_F64 : VT_F32;
-    _Alignas(64) unsigned char bo[STAGE * 8], ba[STAGE * 8], bb[STAGE * 8], bc[STAGE * 8];
+    _Alignas(64) unsigned char bo[STAGE * 8], bin[3][STAGE * 8];
+    int src[3] = {0, 0, 0};
+    for (int j = 0; j < 3; j++) {
+        if (!has[j]) continue;
+        src[j] = fe_source(c->dt[slot[j]], s[slot[j]], w);
+        if (src[j] == FE_ONCE) /* the one value, as many times as a chunk takes */
+            vt_convert(c->dt[slot[j]], p[slot[j]], 0, w, bin[j], 1, n < STAGE ? n : STAGE);
+    }
+    const int out_in_place = c->dt[0] == w && s[0] == 1;
     for (int64_t o = 0; o < n; o += STAGE) {
         const int64_t m = n - o < STAGE ? n - o : STAGE;
-        if (pa) vt_convert(da, pa + o * sa * (int64_t)vt_dtype_size(da), sa, w, ba, 1, m);
-        if (pb) vt_convert(db, pb + o * sb * (int64_t)vt_dtype_size(db), sb, w, bb, 1, m);
-        if (pc) vt_convert(dc, pc + o * sc * (int64_t)vt_dtype_size(dc), sc, w, bc, 1, m);
+        const void *in[3] = {NULL, NULL, NULL};
+        for (int j = 0; j < 3; j++) {
+            if (!has[j]) continue;
+            const vt_dtype d = c->dt[slot[j]];
+            char *at = p[slot[j]] + o * s[slot[j]] * (int64_t)vt_dtype_size(d);
+            if (src[j] == FE_IN_PLACE) in[j] = at;
+            else {
+                if (src[j] == FE_CONVERT) vt_convert(d, at, s[slot[j]], w, bin[j], 1, m);
+                in[j] = bin[j];
+            }
+        }
+        void *out = out_in_place ? (void *)(p[0] + o * (int64_t)ws) : (void *)bo;
         if (c->f64)
-            optim_fe_f64_block(&c->p64, m, (double *)bo, (const double *)ba, pb ? (const double *)bb : NULL,
-                               pc ? (const double *)bc : NULL);
+            optim_fe_f64_block(&c->p64, m, (double *)out, (const double *)in[0], (const double *)in[1],
+                               (const double *)in[2]);
         else
-            c->tab->foreach(&c->p32, m, (float *)bo, (const float *)ba, pb ? (const float *)bb : NULL,
-                            pc ? (const float *)bc : NULL);
-        vt_convert(w, bo, 1, c->dt[0], po + o * s[0] * (int64_t)vt_dtype_size(c->dt[0]), s[0], m);
+            c->tab->foreach(&c->p32, m, (float *)out, (const float *)in[0], (const float *)in[1],
+                            (const float *)in[2]);
+        if (!out_in_place) vt_convert(w, bo, 1, c->dt[0], p[0] + o * s[0] * (int64_t)vt_dtype_size(c->dt[0]), s[0], m);
     }
 }
 
