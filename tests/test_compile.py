@@ -402,3 +402,28 @@ def test_graph_on_the_second_device_stays_there():
         expect = (x.to("tpu:1") @ x.to("tpu:1")).relu() + x.to("tpu:1").sum()
     assert out.device == torch.device("tpu", 1)
     assert torch.equal(out.cpu(), expect.cpu())
+
+
+def test_constant_fills_read_beside_larger_operands_become_scalars(monkeypatch):
+    folds = []
+    program = vtpu.compiler.Program
+
+    def record(gm, kind):
+        p = program(gm, kind)
+        folds.append(p.fills)
+        return p
+
+    monkeypatch.setattr(vtpu.compiler, "Program", record)
+
+    def fn(x, y):
+        a = torch.addcmul(x, torch.full_like(x, 0.5), y)  # read beside x and y: folds
+        b = torch.full_like(x, 3.0) * 2  # the fill gives the result its shape: stays
+        c = torch.full_like(x, 1.5).add_(y)  # written to: stays
+        return a, b, c
+
+    x, y = torch.randn(30, 40), torch.randn(30, 40)
+    expect = fn(x.to("tpu"), y.to("tpu"))
+    got = torch.compile(fn, backend="tpu")(x.to("tpu"), y.to("tpu"))
+    assert folds == [1]
+    for g, e in zip(got, expect):
+        assert g.shape == e.shape and torch.equal(g.cpu(), e.cpu())

@@ -200,6 +200,63 @@ def write_back_in_place(gm: torch.fx.GraphModule) -> int:
     return made
 
 
+_FILLS = (torch.ops.aten.full_like.default, torch.ops.aten.full.default)
+
+
+def _fill_value_only(f, user) -> bool:
+    """user reads the fill f only as a value broadcast against its other
+    operands: never as the tensor an op writes or takes its shape from."""
+    op = user.target if user.op == "call_function" else None
+    if not isinstance(op, torch._ops.OpOverload) or not user.args or op._schema.is_mutable and user.args[0] is f:
+        return False
+    shape = f.meta.get("val").shape
+    name = op.overloadpacket.__name__
+    if name.startswith("_foreach_"):
+        first = user.args[0]
+        if not isinstance(first, (list, tuple)) or f in first:
+            return False
+        for a in user.args[1:]:
+            if isinstance(a, (list, tuple)) and f in a:  # the same place in self's list: that tensor's shape
+                if any(x is f and not (isinstance(first[i], torch.fx.Node) and first[i].meta.get("val") is not None
+                                       and first[i].meta["val"].shape == shape) for i, x in enumerate(a)):
+                    return False
+            elif a is f:
+                return False
+        return f not in user.kwargs.values()
+    out = user.meta.get("val")
+    return (torch.Tag.pointwise in op.tags and user.args[0] is not f and isinstance(out, torch.Tensor)
+            and out.shape == shape)
+
+
+def fold_fills(gm: torch.fx.GraphModule) -> int:
+    """A tensor filled with one value (``full_like(x, c)``: Dynamo passes an
+    optimizer's lerp weight so) that pointwise or foreach ops only read
+    beside larger operands becomes a 0-dim tensor they broadcast: every
+    element sees the same value, nothing writes a tensor of constants
+    first. Returns the fills folded."""
+    g = gm.graph
+    done = 0
+    for f in list(g.nodes):
+        if f.op != "call_function" or f.target not in _FILLS or not f.users:
+            continue
+        val = f.meta.get("val")
+        value = f.args[1]
+        if not isinstance(val, torch.Tensor) or val.dim() == 0 or not isinstance(value, (int, float, bool)):
+            continue
+        if not all(_fill_value_only(f, u) for u in f.users):
+            continue
+        with g.inserting_before(f):
+            scalar = g.call_function(torch.ops.aten.full.default, ([], value),
+                                     {"dtype": val.dtype, "device": val.device})
+        f.replace_all_uses_with(scalar)
+        g.erase_node(f)
+        done += 1
+    if done:
+        g.lint()
+        gm.recompile()
+    return done
+
+
 _SCATTERS = {
     torch.ops.aten.slice_scatter.default: torch.ops.aten.slice.Tensor,
     torch.ops.aten.select_scatter.default: torch.ops.aten.select.int,
@@ -245,6 +302,7 @@ class Program:
         self.hoisted = hoist_small(gm)
         self.in_place = write_back_in_place(gm)
         self.scatters = scatter_in_place(gm)
+        self.fills = fold_fills(gm)
         self._boxed_call = True  # an instance attribute: the wrappers Dynamo puts around a backward copy it
         gm.graph.set_codegen(torch.fx.graph._BoxedCodeGen())  # the graph takes the list and clears it
         gm.recompile()
