@@ -293,11 +293,12 @@ def test_optimizer_step_writes_only_the_state_it_updates():
         p.grad = torch.randn_like(p)
     opt = torch.optim.AdamW(params, lr=0.1, capturable=True)
     step = torch.compile(opt.step, backend="tpu")
-    step()
-    torch.tpu.synchronize()
-    vtpu.reset_fusion_stats()
-    step()
-    torch.tpu.synchronize()
+    with vtpu.eager_mode("strict"):  # not Debug (TPU_LAUNCH_BLOCKING=1), where programs do not fuse
+        step()
+        torch.tpu.synchronize()
+        vtpu.reset_fusion_stats()
+        step()
+        torch.tpu.synchronize()
     state_bytes = 3 * sum(p.numel() * 4 for p in params)
     written = vtpu.fusion_stats()["bytes_written"]
     assert state_bytes <= written < state_bytes + 1024, (written, state_bytes)
@@ -427,3 +428,15 @@ def test_constant_fills_read_beside_larger_operands_become_scalars(monkeypatch):
     assert folds == [1]
     for g, e in zip(got, expect):
         assert g.shape == e.shape and torch.equal(g.cpu(), e.cpu())
+
+
+def test_debug_mode_checks_hold_inside_a_program():
+    # In Debug mode a program's ops complete one by one: an index out of
+    # range raises at the compiled call itself, as the eager op would.
+    emb = torch.compile(lambda w, i: F.embedding(i, w) * 2, backend="tpu")
+    w = torch.randn(10, 4).to("tpu")
+    emb(w, torch.tensor([1, 2]).to("tpu"))
+    with vtpu.eager_mode("debug"):
+        with pytest.raises((IndexError, RuntimeError), match="out of range|index"):
+            emb(w, torch.tensor([1, 12]).to("tpu"))
+        torch.testing.assert_close(emb(w, torch.tensor([3]).to("tpu")).cpu(), w.cpu()[[3]] * 2)

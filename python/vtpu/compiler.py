@@ -295,7 +295,8 @@ class Program:
     """One ATen graph (forward, backward or inference) ready to run: called
     with the graph's inputs as a list (AOTAutograd's boxed convention: the
     list is emptied, so inputs the graph no longer needs are freed as it
-    runs), it runs the graph's ops in DeferAndFuse and returns its outputs."""
+    runs), it runs the graph's ops in DeferAndFuse (in Debug mode when the
+    caller is in it) and returns its outputs."""
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         self.gm = gm
@@ -311,7 +312,10 @@ class Program:
 
     def __call__(self, args):
         _C._flush()  # ops the caller recorded run before the program's
-        _C._push_context(int(EagerMode.DEFER_AND_FUSE), -1)
+        # Debug mode's checks (every op completes, errors at the op) hold
+        # inside a program too; otherwise its ops fuse
+        debug = _C._get_eager_mode() == EagerMode.DEBUG
+        _C._push_context(int(EagerMode.DEBUG if debug else EagerMode.DEFER_AND_FUSE), -1)
         _C._program_begin()
         try:
             return self.gm.forward(args)  # not through nn.Module.__call__ (hooks the graph never has)
