@@ -127,9 +127,6 @@ def hoist_small(gm: torch.fx.GraphModule) -> int:
         dest.append(n)
         tail[anchor] = n
         moved += 1
-    if moved:
-        gm.graph.lint()
-        gm.recompile()
     return moved
 
 
@@ -194,9 +191,6 @@ def write_back_in_place(gm: torch.fx.GraphModule) -> int:
     for x, c in write_back.items():
         if buf.get(c.args[1]) is x:
             g.erase_node(c)
-    if made:
-        g.lint()
-        gm.recompile()
     return made
 
 
@@ -216,12 +210,13 @@ def _fill_value_only(f, user) -> bool:
         if not isinstance(first, (list, tuple)) or f in first:
             return False
         for a in user.args[1:]:
-            if isinstance(a, (list, tuple)) and f in a:  # the same place in self's list: that tensor's shape
-                if any(x is f and not (isinstance(first[i], torch.fx.Node) and first[i].meta.get("val") is not None
-                                       and first[i].meta["val"].shape == shape) for i, x in enumerate(a)):
-                    return False
-            elif a is f:
+            if a is f:
                 return False
+            for i, x in enumerate(a if isinstance(a, (list, tuple)) else ()):
+                # f at place i: the tensor at place i of self's list gives the shape
+                other = first[i].meta.get("val") if isinstance(first[i], torch.fx.Node) else None
+                if x is f and (other is None or other.shape != shape):
+                    return False
         return f not in user.kwargs.values()
     out = user.meta.get("val")
     return (torch.Tag.pointwise in op.tags and user.args[0] is not f and isinstance(out, torch.Tensor)
@@ -251,9 +246,6 @@ def fold_fills(gm: torch.fx.GraphModule) -> int:
         f.replace_all_uses_with(scalar)
         g.erase_node(f)
         done += 1
-    if done:
-        g.lint()
-        gm.recompile()
     return done
 
 
@@ -285,14 +277,14 @@ def scatter_in_place(gm: torch.fx.GraphModule) -> int:
         n.replace_all_uses_with(x)
         g.erase_node(n)
         done += 1
-    if done:
-        g.lint()
-        gm.recompile()
     return done
 
 
 class Program:
-    """One ATen graph (forward, backward or inference) ready to run: called
+    """The passes above edit gm.graph; a Program checks and recompiles it
+    once, after all of them.
+
+    One ATen graph (forward, backward or inference) ready to run: called
     with the graph's inputs as a list (AOTAutograd's boxed convention: the
     list is emptied, so inputs the graph no longer needs are freed as it
     runs), it runs the graph's ops in DeferAndFuse (in Debug mode when the
@@ -304,6 +296,7 @@ class Program:
         self.in_place = write_back_in_place(gm)
         self.scatters = scatter_in_place(gm)
         self.fills = fold_fills(gm)
+        gm.graph.lint()
         self._boxed_call = True  # an instance attribute: the wrappers Dynamo puts around a backward copy it
         gm.graph.set_codegen(torch.fx.graph._BoxedCodeGen())  # the graph takes the list and clears it
         gm.recompile()
