@@ -273,24 +273,20 @@ static void fe_plan_row(const fe_plan_ctx *c, char *const *p, const int64_t *s, 
     const int has[3] = {c->has_a, c->has_b, c->has_c};
     const vt_dtype w = c->f64 ? VT_F64 : VT_F32;
     const size_t ws = vt_dtype_size(w);
-    if (!c->f64 && c->dt[0] == VT_F32 && s[0] == 1 && (!has[0] || (c->dt[slot[0]] == VT_F32 && s[slot[0]] == 1)) &&
-        (!has[1] || (c->dt[slot[1]] == VT_F32 && s[slot[1]] == 1)) &&
-        (!has[2] || (c->dt[slot[2]] == VT_F32 && s[slot[2]] == 1))) {
-        c->tab->foreach(&c->p32, n, (float *)p[0], has[0] ? (const float *)p[slot[0]] : NULL,
-                        has[1] ? (const float *)p[slot[1]] : NULL, has[2] ? (const float *)p[slot[2]] : NULL);
-        return;
-    }
     _Alignas(64) unsigned char bo[STAGE * 8], bin[3][STAGE * 8];
-    int src[3] = {0, 0, 0};
+    const int out_in_place = c->dt[0] == w && s[0] == 1;
+    int src[3] = {0, 0, 0}, direct = out_in_place;
     for (int j = 0; j < 3; j++) {
         if (!has[j]) continue;
         src[j] = fe_source(c->dt[slot[j]], s[slot[j]], w);
+        direct &= src[j] == FE_IN_PLACE;
         if (src[j] == FE_ONCE) /* the one value, as many times as a chunk takes */
             vt_convert(c->dt[slot[j]], p[slot[j]], 0, w, bin[j], 1, n < STAGE ? n : STAGE);
     }
-    const int out_in_place = c->dt[0] == w && s[0] == 1;
-    for (int64_t o = 0; o < n; o += STAGE) {
-        const int64_t m = n - o < STAGE ? n - o : STAGE;
+    /* every operand in place: the whole row in one call, no chunks */
+    const int64_t chunk = direct ? n : STAGE;
+    for (int64_t o = 0; o < n; o += chunk) {
+        const int64_t m = n - o < chunk ? n - o : chunk;
         const void *in[3] = {NULL, NULL, NULL};
         for (int j = 0; j < 3; j++) {
             if (!has[j]) continue;
