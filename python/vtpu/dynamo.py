@@ -118,8 +118,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     of _INSTALLERS, the first time it is imported)."""
 
     def find_spec(self, name, path, target=None):
-        install = _INSTALLERS.get(name)
-        if install is None or name in _installed:
+        if name not in _INSTALLERS or name in _installed:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -128,10 +127,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         def exec_then_install(module):
             exec_module(module)
-            _installed.add(name)
-            install(module)
-            if _installed.issuperset(_INSTALLERS) and self in sys.meta_path:
-                sys.meta_path.remove(self)
+            _run_installer(name, module)
 
         spec.loader.exec_module = exec_then_install
         return spec
@@ -147,13 +143,20 @@ _INSTALLERS = {_MODULE: _install, "torch._inductor.compile_fx": _route_inductor}
 _installed = set()
 
 
+def _run_installer(name, module) -> None:
+    """name's installer on its module, once; the finder goes when all ran."""
+    _installed.add(name)
+    _INSTALLERS[name](module)
+    if _installed.issuperset(_INSTALLERS):
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterImport)]
+
+
 def register() -> None:
     """The "tpu" device interface for Dynamo, and Inductor's graphs on "tpu"
     tensors routed to the "tpu" backend: now for modules already imported,
     else when they are."""
-    for name, install in _INSTALLERS.items():
+    for name in _INSTALLERS:
         if name in sys.modules and name not in _installed:
-            _installed.add(name)
-            install(sys.modules[name])
-    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+            _run_installer(name, sys.modules[name])
+    if not _installed.issuperset(_INSTALLERS) and not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())
