@@ -20,7 +20,7 @@ import warnings
 import torch
 
 import vtpu
-from common import save
+from common import best_time, save
 from vtpu.models import GPT, GPTConfig
 
 CFG = GPTConfig(vocab=8192, d_model=512, n_layers=6, n_heads=8, n_kv_heads=8, max_seq=256)
@@ -54,15 +54,6 @@ def first_call(step):
     return time.perf_counter() - t0
 
 
-def best_of(step, n):
-    best = float("inf")
-    for _ in range(n):
-        t0 = time.perf_counter()
-        step().item()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def in_turns(steps, n):
     """Every step's time per tpu variant, the variants taking turns step by
     step (a shared host drifts over a run: ratios of the same round stay
@@ -92,16 +83,14 @@ def small_call():
                 "tpu Strict": (f, tx, tw), "tpu compiled": (torch.compile(f, backend="tpu"), tx, tw)}
     us = {}
     for name, (fn, a, b) in variants.items():
-        fn(a, b)
-        best = float("inf")
-        for _ in range(5):
-            t0 = time.perf_counter()
+
+        def calls():
             for _ in range(200):
                 r = fn(a, b)
             if r.device.type == "tpu":
                 torch.tpu.synchronize()
-            best = min(best, (time.perf_counter() - t0) / 200)
-        us[name] = best * 1e6
+
+        us[name] = best_time(calls) / 200 * 1e6
     print("  one small call: " + ", ".join(f"{k} {v:.0f} us" for k, v in us.items()))
     return us
 
@@ -116,10 +105,10 @@ def main():
 
     cpu_step = make_step(copy.deepcopy(base), "cpu")
     first_call(cpu_step)
-    cpu = best_of(cpu_step, n)
+    cpu = best_time(lambda: cpu_step().item(), repeat=n, warmup=0)
     ind_step = make_step(copy.deepcopy(base), "cpu", backend="inductor")
     ind_first = first_call(ind_step)
-    ind = best_of(ind_step, n)
+    ind = best_time(lambda: ind_step().item(), repeat=n, warmup=0)
 
     steps = {
         "strict": ("strict", make_step(copy.deepcopy(base).to("tpu"), "tpu")),

@@ -230,16 +230,21 @@ def test_input_mutations_are_written_back():
     assert torch.equal(xc.cpu(), xe.cpu())
 
 
-def test_optimizer_step_updates_its_state_in_place(monkeypatch):
-    made = []
+@pytest.fixture
+def programs(monkeypatch):
+    """Every Program the backend builds in the test, in order."""
+    built = []
     program = vtpu.compiler.Program
 
     def record(gm, kind):
-        p = program(gm, kind)
-        made.append(p.in_place)
-        return p
+        built.append(program(gm, kind))
+        return built[-1]
 
     monkeypatch.setattr(vtpu.compiler, "Program", record)
+    return built
+
+
+def test_optimizer_step_updates_its_state_in_place(programs):
     params = [nn.Parameter(torch.randn(5, 3).to("tpu")) for _ in range(3)]
     ref = [p.detach().clone() for p in params]
     grads = [torch.randn(5, 3).to("tpu") for _ in params]
@@ -251,7 +256,7 @@ def test_optimizer_step_updates_its_state_in_place(monkeypatch):
     for _ in range(3):
         step()
         opt_ref.step()
-    assert made and made[0] > 0  # the chains ran in the parameters' and states' memory
+    assert programs and programs[0].in_place > 0  # the chains ran in the parameters' and states' memory
     for p, r in zip(params, opt_ref.param_groups[0]["params"]):
         assert torch.equal(p.detach().cpu(), r.detach().cpu())
     for s, sr in zip(opt.state.values(), opt_ref.state.values()):
@@ -405,16 +410,7 @@ def test_graph_on_the_second_device_stays_there():
     assert torch.equal(out.cpu(), expect.cpu())
 
 
-def test_constant_fills_read_beside_larger_operands_become_scalars(monkeypatch):
-    folds = []
-    program = vtpu.compiler.Program
-
-    def record(gm, kind):
-        p = program(gm, kind)
-        folds.append(p.fills)
-        return p
-
-    monkeypatch.setattr(vtpu.compiler, "Program", record)
+def test_constant_fills_read_beside_larger_operands_become_scalars(programs):
 
     def fn(x, y):
         a = torch.addcmul(x, torch.full_like(x, 0.5), y)  # read beside x and y: folds
@@ -425,7 +421,7 @@ def test_constant_fills_read_beside_larger_operands_become_scalars(monkeypatch):
     x, y = torch.randn(30, 40), torch.randn(30, 40)
     expect = fn(x.to("tpu"), y.to("tpu"))
     got = torch.compile(fn, backend="tpu")(x.to("tpu"), y.to("tpu"))
-    assert folds == [1]
+    assert [p.fills for p in programs] == [1]
     for g, e in zip(got, expect):
         assert g.shape == e.shape and torch.equal(g.cpu(), e.cpu())
 

@@ -192,17 +192,22 @@ TEST(defer_matmul_is_recorded_and_runs_between_groups) {
     prog_free(&p);
 }
 
-/* A loop body repeated is flushed, not grown. */
-TEST(defer_loop_detection_flushes_a_repeating_record) {
-    CHECK_OK(vt_init());
+/* A loop body of 12 unary ops on two buffers, three times over (36 nodes). */
+static void repeating_prog(prog *p) {
     const vt_dtype F = VT_F32;
     int64_t sh[1] = {64};
-    prog p = {0};
-    int x = add_buf(&p, F, 1, sh, 0), y = add_buf(&p, F, 1, sh, 0);
+    int x = add_buf(p, F, 1, sh, 0), y = add_buf(p, F, 1, sh, 0);
     static const int ops[12] = {VT_SIN, VT_COS, VT_NEG, VT_ABS, VT_EXP, VT_TANH,
                                 VT_SIGMOID, VT_SIN, VT_NEG, VT_COS, VT_ABS, VT_TANH};
     for (int it = 0; it < 3; it++)
-        for (int k = 0; k < 12; k++) add_step(&p, VT_NODE_UNARY, ops[k], F, k % 2 ? x : y, k % 2 ? y : x, 0, 0);
+        for (int k = 0; k < 12; k++) add_step(p, VT_NODE_UNARY, ops[k], F, k % 2 ? x : y, k % 2 ? y : x, 0, 0);
+}
+
+/* A loop body repeated is flushed, not grown. */
+TEST(defer_loop_detection_flushes_a_repeating_record) {
+    CHECK_OK(vt_init());
+    prog p = {0};
+    repeating_prog(&p);
     vt_fusion_stats st;
     agree("loop", &p, &st);
     CHECK_MSG(st.loop_flushes >= 1 && st.flushes >= 2, "loop flushes %llu flushes %llu",
@@ -214,14 +219,8 @@ TEST(defer_loop_detection_flushes_a_repeating_record) {
  * is one flush: a program's ops are a finite sequence its caller flushes. */
 TEST(defer_program_scope_records_a_repeating_sequence_whole) {
     CHECK_OK(vt_init());
-    const vt_dtype F = VT_F32;
-    int64_t sh[1] = {64};
     prog p = {0};
-    int x = add_buf(&p, F, 1, sh, 0), y = add_buf(&p, F, 1, sh, 0);
-    static const int ops[12] = {VT_SIN, VT_COS, VT_NEG, VT_ABS, VT_EXP, VT_TANH,
-                                VT_SIGMOID, VT_SIN, VT_NEG, VT_COS, VT_ABS, VT_TANH};
-    for (int it = 0; it < 3; it++)
-        for (int k = 0; k < 12; k++) add_step(&p, VT_NODE_UNARY, ops[k], F, k % 2 ? x : y, k % 2 ? y : x, 0, 0);
+    repeating_prog(&p);
     vt_fusion_stats st;
     vt_defer_program_begin();
     vt_defer_program_begin(); /* nested: the outer scope still holds after the inner ends */
