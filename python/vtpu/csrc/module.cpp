@@ -186,7 +186,8 @@ void quiesce_autograd() {
 
 }  // namespace
 
-void register_dist(py::module& m);  // dist.cpp
+void register_dist(py::module& m);   // dist.cpp
+void register_cache(py::module& m);  // cache.cpp
 }  // namespace vtpu
 
 PYBIND11_MODULE(_C, m) {
@@ -195,6 +196,7 @@ PYBIND11_MODULE(_C, m) {
   register_sparse_kernels();
   install_context_hook();
   register_dist(m);
+  register_cache(m);
   m.attr("_max_queues") = VT_MAX_QUEUES;
   m.def("_stream_queue", [](int64_t id) { return vt_stream_queue(id); });
   m.def("_init", torch::wrap_pybind_function(init));
