@@ -7,13 +7,25 @@ tested everywhere; tensors default to tpu:0. Tests of asynchrony itself
 (a gate holding a queue) ask for Strict mode with the `strict` fixture."""
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("VTPU_NUM_DEVICES", "2")
+# graph mode's compile cache: the run's own, empty at its start
+_CACHE_DIR = os.environ["VTPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="vtpu-test-cache-")
+os.environ.pop("TORCH_TPU_TIER2_COMPILATION_CACHE", None)
+os.environ.pop("TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT", None)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import vtpu
+
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
 
 DTYPES = [
     torch.float32,

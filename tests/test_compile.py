@@ -232,7 +232,8 @@ def test_input_mutations_are_written_back():
 
 @pytest.fixture
 def programs(monkeypatch):
-    """Every Program the backend builds in the test, in order."""
+    """Every Program the backend builds in the test, in order (with the
+    compile cache off, so each graph is built)."""
     built = []
     program = vtpu.compiler.Program
 
@@ -241,7 +242,8 @@ def programs(monkeypatch):
         return built[-1]
 
     monkeypatch.setattr(vtpu.compiler, "Program", record)
-    return built
+    with torch.compiler.config.patch(force_disable_caches=True):
+        yield built
 
 
 def test_optimizer_step_updates_its_state_in_place(programs):

@@ -17,13 +17,16 @@ point, so ``import torch`` does not import Dynamo. Plain ``torch.compile``
 :func:`route_inductor`): Inductor has no code generator for the device.
 """
 
+import copy
 import functools
 import operator
+import time
 import warnings
 
 import torch
+from torch._inductor.output_code import OutputCode
 
-from . import _C
+from . import _C, compile_cache
 from .modes import EagerMode
 
 __all__ = ["tpu", "Program", "decompositions"]
@@ -280,7 +283,7 @@ def scatter_in_place(gm: torch.fx.GraphModule) -> int:
     return done
 
 
-class Program:
+class Program(OutputCode):
     """The passes above edit gm.graph; a Program checks and recompiles it
     once, after all of them.
 
@@ -288,20 +291,50 @@ class Program:
     with the graph's inputs as a list (AOTAutograd's boxed convention: the
     list is emptied, so inputs the graph no longer needs are freed as it
     runs), it runs the graph's ops in DeferAndFuse (in Debug mode when the
-    caller is in it) and returns its outputs."""
+    caller is in it) and returns its outputs.
+
+    A Program is AOTAutograd's "output code": the compile cache
+    (vtpu.compile_cache) pickles it with the rest of a graph's entry, as its
+    graph's code, and a process that loads the entry rebuilds it from that
+    code without running the passes again."""
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
-        self.gm = gm
+        t0 = time.perf_counter_ns()
         self.hoisted = hoist_small(gm)
         self.in_place = write_back_in_place(gm)
         self.scatters = scatter_in_place(gm)
         self.fills = fold_fills(gm)
         gm.graph.lint()
+        self.kind = kind
+        self._box(gm)
+        self._time_taken_ns = time.perf_counter_ns() - t0
+        self._fx_graph_cache_key = None
+        self._graph = None
+
+    def _box(self, gm):
+        self.gm = gm
         self._boxed_call = True  # an instance attribute: the wrappers Dynamo puts around a backward copy it
         gm.graph.set_codegen(torch.fx.graph._BoxedCodeGen())  # the graph takes the list and clears it
         gm.recompile()
-        self.kind = kind
         self.num_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+    def prepare_for_serialization(self):
+        # called on a shallow copy of the Program about to be pickled: the
+        # live one keeps its graph module
+        from torch._functorch._aot_autograd.aot_autograd_result import serialize_graph_module
+
+        graph = copy.deepcopy(self.gm.graph)
+        graph.set_codegen(torch.fx.graph.CodeGen())
+        self._graph = serialize_graph_module(torch.fx.GraphModule(self.gm, graph))
+        self.gm = None
+
+    def post_compile(self, example_inputs, constants, graph_kwargs):
+        if self.gm is None:  # loaded from the cache
+            self._box(self._graph.deserialize())
+            self._graph = None
+
+    def set_triton_bundle(self, triton_bundle):
+        pass
 
     def __call__(self, args):
         _C._flush()  # ops the caller recorded run before the program's
@@ -322,10 +355,14 @@ class Program:
 
 
 def _compiler(kind):
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
     def compile_graph(gm, example_inputs):
+        compile_cache.compiled()
         return Program(gm, kind)
 
-    return compile_graph
+    # "serializable": AOTAutograd looks the graph up in the cache first
+    return SerializableAOTDispatchCompiler(Program, compile_graph)
 
 
 @functools.cache
@@ -345,7 +382,8 @@ def _backend():
 
 def tpu(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The "tpu" backend of torch.compile."""
-    return _backend()(gm, example_inputs, **kwargs)
+    with compile_cache.compiling():
+        return _backend()(gm, example_inputs, **kwargs)
 
 
 def _on_tpu(gm, example_inputs) -> bool:

@@ -353,6 +353,24 @@ def mem_get_info(device: _device_t = None) -> tuple:
     return torch.accelerator.get_memory_info(_index(device))
 
 
+# ------------------------------------------------------------------ compile cache
+
+
+def _get_cache_stats() -> dict:
+    """Graph mode's compile cache: requests, hits (per tier), per-entry read
+    counts and compile times (see vtpu.compile_cache.stats)."""
+    from . import compile_cache
+
+    return compile_cache.stats()
+
+
+def _clear_cache() -> None:
+    """Empties the compile cache of this process and of this host."""
+    from . import compile_cache
+
+    compile_cache.clear()
+
+
 # ------------------------------------------------------------------ distributed
 
 from .distributed.topology import topology_aware_mesh  # noqa: E402,F401  (torch.tpu's public name)

@@ -1,0 +1,198 @@
+"""Graph mode's compile cache (vtpu.compile_cache over runtime's cache.c):
+a second process loads what the first compiled, processes compiling at once
+compile once, damaged entries are rebuilt, caches that cannot be written
+degrade with one warning, and the environment picks the tiers. Each
+process is tests/compile_cache_worker.py: its compiled steps must match its
+eager steps, and every process's compiled losses must be the same.
+
+The checks of the entry files themselves (checksums, truncation, atomic
+writes, locks) are runtime/tests/test_cache.c's."""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import vtpu
+
+if os.environ.get("TPU_DEFER_AND_FUSE", "0") not in ("", "0"):
+    pytest.skip("compiled programs run in DeferAndFuse in either pass", allow_module_level=True)
+
+WORKER = os.path.join(os.path.dirname(__file__), "compile_cache_worker.py")
+GRAPHS = 2  # the loss (forward and backward) and the optimizer step
+PROGRAMS = 3  # forward, backward, optimizer step
+
+
+def start(cache_dir, preexec_fn=None, **env):
+    full = dict(os.environ, VTPU_CACHE_DIR=str(cache_dir), **{k: str(v) for k, v in env.items()})
+    return subprocess.Popen([sys.executable, WORKER], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=preexec_fn)
+
+
+def finish(proc):
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    torch.testing.assert_close(result["compiled"], result["eager"])
+    return result
+
+
+def run(cache_dir, preexec_fn=None, **env):
+    return finish(start(cache_dir, preexec_fn, **env))
+
+
+def entries(root):
+    return sorted(p for p in root.rglob("*.bin"))
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    """A first process on an empty cache, and its cache directory."""
+    root = tmp_path_factory.mktemp("cold")
+    return run(root), root
+
+
+def test_first_process_compiles_and_stores_each_graph(cold):
+    result, root = cold
+    s = result["stats"]
+    assert s["num_cache_reqs"] == GRAPHS and s["num_cache_hits"] == 0
+    assert s["num_compilations"] == PROGRAMS
+    assert len(entries(root)) == GRAPHS
+    assert result["warnings"] == []
+
+
+def test_second_process_loads_every_graph_from_tier2(cold):
+    first, root = cold
+    result = run(root)
+    s = result["stats"]
+    assert s["num_cache_reqs"] == GRAPHS and s["num_cache_hits"] == GRAPHS and s["num_tier2_hits"] == GRAPHS
+    assert s["num_compilations"] == 0  # nothing was compiled
+    assert result["compiled"] == first["compiled"]  # the same programs: the same results
+    per_entry = s["per_entry_stats"]
+    assert len(per_entry) == GRAPHS
+    for e in per_entry.values():
+        assert e["read_count"] == 1 and e["compilation_duration"] > 0 and e["last_read"] > 0
+
+
+def test_processes_compiling_at_once_compile_each_graph_once(tmp_path):
+    barrier = tmp_path / "go"
+    procs = [start(tmp_path / "cache", WORKER_BARRIER=barrier) for _ in range(2)]
+    barrier.touch()
+    a, b = [finish(p) for p in procs]
+    assert a["stats"]["num_compilations"] + b["stats"]["num_compilations"] == PROGRAMS
+    assert a["stats"]["num_cache_hits"] + b["stats"]["num_cache_hits"] == GRAPHS
+    assert a["compiled"] == b["compiled"]
+
+
+def test_damaged_entries_are_discarded_and_rebuilt(cold, tmp_path):
+    first, root = cold
+    cache = tmp_path / "cache"
+    run(cache)
+    damaged = entries(cache)
+    assert len(damaged) == GRAPHS
+    raw = bytearray(damaged[0].read_bytes())
+    raw[len(raw) // 2] ^= 0x40  # one bit inside the pickle
+    damaged[0].write_bytes(raw)
+    size = damaged[1].stat().st_size
+    os.truncate(damaged[1], size // 3)
+    result = run(cache)
+    s = result["stats"]
+    assert s["num_discarded_entries"] == GRAPHS and s["num_cache_hits"] == 0
+    assert s["num_compilations"] == PROGRAMS
+    assert result["compiled"] == first["compiled"]
+    again = run(cache)["stats"]  # rebuilt, good again
+    assert again["num_cache_hits"] == GRAPHS and again["num_compilations"] == 0
+
+
+def test_unwritable_cache_directory_compiles_without_it_and_warns_once(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run(blocker / "cache")  # a directory that cannot be made
+    assert len(result["warnings"]) == 1, result["warnings"]
+    assert "cannot write" in result["warnings"][0] and "compiling without that cache" in result["warnings"][0]
+    s = result["stats"]
+    assert s["num_compilations"] == PROGRAMS and s["num_write_errors"] >= 1
+
+
+def _small_files():
+    """The child may write no file over 4 KiB: a full disk, for the cache's
+    entries (the writes fail part-way: EFBIG, as ENOSPC would)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 10, 4 << 10))
+
+
+def test_full_cache_directory_compiles_without_it_and_warns_once(tmp_path):
+    result = run(tmp_path / "cache", preexec_fn=_small_files)
+    assert len(result["warnings"]) == 1, result["warnings"]
+    assert "File too large" in result["warnings"][0]
+    assert result["stats"]["num_compilations"] == PROGRAMS
+    assert not list((tmp_path / "cache").rglob("*.tmp"))  # no partial file stays
+
+
+def test_tier2_name_and_disabled(tmp_path):
+    run(tmp_path, TORCH_TPU_TIER2_COMPILATION_CACHE="team")
+    assert len(entries(tmp_path / "team")) == GRAPHS
+    result = run(tmp_path / "off", TORCH_TPU_TIER2_COMPILATION_CACHE="disabled")
+    assert not (tmp_path / "off").exists()
+    again = run(tmp_path / "off", TORCH_TPU_TIER2_COMPILATION_CACHE="disabled")
+    assert again["stats"]["num_compilations"] == PROGRAMS  # nothing survived the process
+    assert result["compiled"] == again["compiled"]
+
+
+def test_tier3_root_serves_a_new_host(tmp_path):
+    shared = tmp_path / "shared"
+    first = run(tmp_path / "host_a", TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=shared)
+    assert len(entries(shared)) == GRAPHS
+    result = run(tmp_path / "host_b", TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=shared)
+    s = result["stats"]
+    assert s["num_tier3_hits"] == GRAPHS and s["num_compilations"] == 0
+    assert len(entries(tmp_path / "host_b")) == GRAPHS  # copied into the host's tier
+    assert result["compiled"] == first["compiled"]
+
+
+def test_other_dtype_is_another_entry(cold, tmp_path):
+    _, root = cold
+    result = run(root, WORKER_DTYPE="float64")
+    assert result["stats"]["num_cache_hits"] == 0 and result["stats"]["num_compilations"] == PROGRAMS
+
+
+def test_stats_and_clear_in_process():
+    def f(x):
+        return torch.sin(x) * 2 + 1
+
+    x = torch.randn(64).to("tpu")
+    torch.tpu._clear_cache()
+    assert torch.tpu._get_cache_stats()["num_cache_reqs"] == 0
+    want = f(x.cpu())
+    torch.testing.assert_close(torch.compile(f, backend="tpu")(x).cpu(), want)
+    s = torch.tpu._get_cache_stats()
+    assert s["num_cache_reqs"] == 1 and s["num_cache_hits"] == 0 and s["num_compilations"] == 1
+    torch._dynamo.reset()  # Dynamo forgets; the cache does not
+    torch.testing.assert_close(torch.compile(f, backend="tpu")(x).cpu(), want)
+    s = torch.tpu._get_cache_stats()
+    assert s["num_cache_hits"] == 1 and s["num_tier1_hits"] == 1 and s["num_compilations"] == 1
+    (entry,) = s["per_entry_stats"].values()
+    assert entry["read_count"] == 1
+    torch.tpu._clear_cache()
+    torch._dynamo.reset()
+    assert torch.tpu._get_cache_stats()["per_entry_stats"] == {}
+    tier2, _ = vtpu.compile_cache.directories()
+    assert not [n for n in os.listdir(tier2) if n.endswith(".bin")]
+    torch.testing.assert_close(torch.compile(f, backend="tpu")(x).cpu(), want)
+    assert torch.tpu._get_cache_stats()["num_compilations"] == 1
+
+
+def test_bad_tier2_name_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_TIER2_COMPILATION_CACHE", "../elsewhere")
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="expected a name"):
+        torch.compile(lambda x: x + 1, backend="tpu")(torch.ones(3).to("tpu"))
+    monkeypatch.delenv("TORCH_TPU_TIER2_COMPILATION_CACHE")
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(lambda x: x + 1, backend="tpu")(torch.ones(3).to("tpu")).cpu(),
+                               torch.full((3,), 2.0))
