@@ -9,7 +9,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
-NATIVE_SRC := $(shell find runtime/src runtime/include python/vtpu/csrc -name '*.[ch]' -o -name '*.cpp' 2>/dev/null) setup.py pyproject.toml
+NATIVE_SRC := $(shell find runtime/src runtime/include python/vtpu/csrc -name '*.[ch]' -o -name '*.def' -o -name '*.cpp' 2>/dev/null) setup.py
 
 .PHONY: all demo test test-c test-py bench op-coverage fuzz conformance install clean
 
@@ -24,8 +24,17 @@ $(VENV)/.deps:
 	$(VPY) -m pip install --quiet pytest numpy expecttest
 	touch $@
 
-$(VENV)/.vtpu: $(VENV)/.deps $(NATIVE_SRC)
-	$(VPY) -m pip install --quiet --no-build-isolation --no-deps -e .
+# The package is installed editable once (again when its metadata changes);
+# the extension is built in place, where ninja recompiles only what changed
+# (an edit to one binding file: one file compiled and the link).
+$(VENV)/.package: $(VENV)/.deps pyproject.toml setup.py
+	VTPU_SKIP_NATIVE=1 $(VPY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
+$(VENV)/.vtpu: $(VENV)/.package $(NATIVE_SRC)
+	@mkdir -p build
+	@echo "building vtpu._C (log: build/ext.log)"
+	@TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(VPY) setup.py --quiet build_ext --inplace > build/ext.log 2>&1 || { cat build/ext.log; exit 1; }
 	touch $@
 
 install: $(VENV)/.vtpu

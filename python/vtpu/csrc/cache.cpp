@@ -1,6 +1,7 @@
 // cache.cpp — the compile cache (runtime/src/graph/cache.c) for Python:
 // entries go in and out as bytes; a failed write comes back as a message.
-#include <torch/extension.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "common.h"
 

@@ -16,7 +16,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <atomic>
 #include <chrono>

@@ -3,7 +3,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "fallback.h"
 #include "generator.h"
