@@ -324,7 +324,10 @@ TEST(kernels_isa_paths_match_portable) {
                 ht_free(&a); ht_free(&b); ht_free(&out);
             }
             /* A scalar operand on either side (its own specialisation per
-             * ISA), up to sizes that take the streaming-store path. */
+             * ISA), up to sizes that take the streaming-store path (its
+             * threshold lowered to 256 KiB, where the pool's chunks of the
+             * largest size are over it on any thread count up to 6). */
+            vt_stream_store_force(256 << 10);
             const int64_t sizes[] = {1, 15, 17, 63, 65, 1000, 3 << 19};
             for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
                 host_tensor a = ht_1d(VT_F32, sizes[k]), s = ht_new(VT_F32, 0, NULL), out = ht_1d(VT_F32, sizes[k]);
@@ -333,6 +336,7 @@ TEST(kernels_isa_paths_match_portable) {
                 check_binary(ops[o], VT_F32, &a, &a, &s, vt_scalar_from_double(1.0), "tensor-scalar in place");
                 ht_free(&a); ht_free(&s); ht_free(&out);
             }
+            vt_stream_store_force(0);
             /* Short rows of a wider tensor (a sliced view, as RoPE's halves):
              * the row loop calls the ISA microkernel directly, with a row
              * broadcast or a scalar beside it; alpha 2 takes the portable path. */
@@ -581,6 +585,7 @@ TEST(kernels_activation_semantics) {
 static void activation_path(unsigned vec) {
     const vt_unary_op uops[] = {VT_SILU, VT_GELU, VT_GELU_TANH};
     const int64_t sizes[] = {1, 15, 16, 17, 33, 1000, (1 << 19) + 37};
+    vt_stream_store_force(256 << 10); /* the largest size streams on up to 8 threads */
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int64_t n = sizes[k];
         host_tensor a = ht_1d(VT_F32, n + 1), b = ht_1d(VT_F32, n + 1), c = ht_1d(VT_F32, n + 1);
@@ -638,6 +643,7 @@ static void activation_path(unsigned vec) {
         CHECK(ht_compare("addcmul", &o2.t, &o1.t, -1) == 0);
         ht_free(&a); ht_free(&b); ht_free(&c); ht_free(&o1); ht_free(&o2);
     }
+    vt_stream_store_force(0);
 }
 
 TEST(kernels_activation_isa_paths) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -146,6 +147,55 @@ static void pool_init(void) {
 int vt_num_threads(void) {
     pthread_once(&pool_once, pool_init);
     return pool_threads;
+}
+
+/* The last-level cache the pool's threads share: sysfs' highest cache level
+ * of cpu0 (what this machine or VM has), else sysconf's, else 32 MiB. */
+static int64_t llc_bytes(void) {
+    int64_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], buf[32];
+        int level = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fscanf(f, "%d", &level) != 1) level = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        long long v = 0;
+        char unit = 0;
+        if (fgets(buf, sizeof buf, f) && sscanf(buf, "%lld%c", &v, &unit) >= 1 && level >= best_level) {
+            best_level = level;
+            best = v * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
+        }
+        fclose(f);
+    }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (best <= 0) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    return best > 0 ? best : (int64_t)32 << 20;
+}
+
+static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
+static int64_t stream_default;
+static _Atomic int64_t stream_bytes;
+
+static void stream_init(void) {
+    stream_default = llc_bytes() / vt_num_threads();
+    atomic_store(&stream_bytes, stream_default);
+}
+
+int64_t vt_stream_store_bytes(void) {
+    pthread_once(&stream_once, stream_init);
+    return atomic_load_explicit(&stream_bytes, memory_order_relaxed);
+}
+
+void vt_stream_store_force(int64_t bytes) {
+    pthread_once(&stream_once, stream_init);
+    atomic_store(&stream_bytes, bytes > 0 ? bytes : stream_default);
 }
 
 void vt_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *ctx) {

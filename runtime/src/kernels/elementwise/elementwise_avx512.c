@@ -5,9 +5,8 @@
 
 #include "internal.h"
 
-/* Outputs this large will not be reread from cache soon: streaming stores
- * skip the read-for-ownership and cut memory traffic by a quarter. */
-#define NT_MIN_ELEMS (1 << 19)
+/* f32 outputs of a call this large stream past the cache (vt_stream_store_bytes). */
+#define NT_MIN_ELEMS (vt_stream_store_bytes() / 4)
 
 /* add/sub/mul/div: kernels/elementwise/elementwise_f32_binary.h on 16 lanes */
 #define VEC __m512
