@@ -196,3 +196,29 @@ def test_bad_tier2_name_is_a_clear_error(monkeypatch):
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(lambda x: x + 1, backend="tpu")(torch.ones(3).to("tpu")).cpu(),
                                torch.full((3,), 2.0))
+
+
+def test_lock_held_elsewhere_waits_then_compiles_with_a_warning(tmp_path, monkeypatch):
+    """A process that holds a graph's lock too long (hung) delays another's
+    compile by LOCK_WAIT_S at most; then it compiles unlocked, with a note."""
+    from vtpu import _C, compile_cache
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time, vtpu._C as C; C._cache_configure(sys.argv[1], ''); "
+         "h = C._cache_lock('k' * 64, -1); print('held', flush=True); time.sleep(60)", str(tmp_path)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(compile_cache, "LOCK_WAIT_S", 0.5)
+        monkeypatch.setattr(compile_cache, "_warned_lock", False)
+        _C._cache_configure(str(tmp_path), "")
+        with pytest.warns(UserWarning, match="another process has been compiling this graph"):
+            assert compile_cache._take_lock("k" * 64) == -1
+        holder.kill()
+        holder.wait()
+        handle = compile_cache._take_lock("k" * 64)  # let go: taken at once
+        assert handle >= 0
+        _C._cache_unlock(handle)
+    finally:
+        holder.kill()
+        compile_cache._configured = None  # the next compile configures the tiers again

@@ -43,6 +43,7 @@ _state = threading.local()  # .active: a vtpu compile runs on this thread; .held
 _compilations = 0
 _configured = None
 _warned = False
+_warned_lock = False
 
 
 def directories() -> tuple:
@@ -119,7 +120,7 @@ def _lookup(original):
             return original(key, local, remote, args, cache_info, aot_config)
         ours = _key(key)
         if ours not in _state.held:  # (a lock this thread holds would wait for itself)
-            _state.held[ours] = _C._cache_lock(ours)  # a process compiling it now finishes first
+            _state.held[ours] = _take_lock(ours)  # a process compiling it now finishes first
         found = _load(ours, args)
         if found is not None:
             _release(ours)
@@ -152,6 +153,28 @@ def _save(original):
         return None
 
     return staticmethod(save)
+
+
+LOCK_WAIT_S = 600.0  # how long a compile waits for another process's compile of its graph
+
+
+def _take_lock(key: str) -> int:
+    """The key's lock, once the process compiling it (if any) is done; after
+    LOCK_WAIT_S, -1 and a warning: this process compiles the graph too."""
+    global _warned_lock
+    waited = 0.0
+    while True:
+        step = min(0.2, max(LOCK_WAIT_S - waited, 0.0))
+        handle = _C._cache_lock(key, int(step * 1000))
+        if handle is not None:
+            return handle
+        waited += step
+        if waited >= LOCK_WAIT_S:
+            if not _warned_lock:
+                _warned_lock = True
+                warnings.warn(f"vtpu: another process has been compiling this graph for {LOCK_WAIT_S:.0f} s; "
+                              "compiling it here too", stacklevel=3)
+            return -1
 
 
 def _release(key=None) -> None:

@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -108,7 +109,7 @@ TEST(cache_rejects_bad_keys) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK_STATUS(vt_cache_get(bad[i], &data, &len, &tier), VT_ERR_INVALID_ARGUMENT);
         CHECK_STATUS(vt_cache_put(bad[i], "x", 1, 0), VT_ERR_INVALID_ARGUMENT);
-        CHECK_STATUS(vt_cache_lock(bad[i], &h), VT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(vt_cache_lock(bad[i], -1, &h), VT_ERR_INVALID_ARGUMENT);
     }
     CHECK_STATUS(vt_cache_get(NULL, &data, &len, &tier), VT_ERR_INVALID_ARGUMENT);
     long_key[VT_CACHE_KEY_MAX] = 0;
@@ -203,7 +204,7 @@ TEST(cache_write_failures_degrade_to_no_cache) {
     CHECK_OK(vt_cache_put("b", p, sizeof p, 1)); /* reported once */
     expect_hit("a", p, sizeof p, 1);             /* tier 1 still has it */
     int h;
-    CHECK_OK(vt_cache_lock("a", &h));
+    CHECK_OK(vt_cache_lock("a", -1, &h));
     CHECK(h == -1);
     vt_cache_stats st;
     vt_cache_get_stats(&st);
@@ -268,7 +269,7 @@ TEST(cache_lock_compiles_a_key_once) {
             int tier;
             vt_cache_configure(dir, NULL);
             vt_cache_clear(0);
-            vt_cache_lock("shared", &h);
+            vt_cache_lock("shared", -1, &h);
             if (h < 0) bad |= 1;
             vt_cache_get("shared", &data, &len, &tier);
             if (!data) {
@@ -295,5 +296,44 @@ TEST(cache_lock_compiles_a_key_once) {
     for (int c; f && (c = fgetc(f)) != EOF;) lines += c == '\n';
     if (f) fclose(f);
     CHECK_MSG(lines == 1, "%d compiles, want 1", lines);
+    rm_tree(dir);
+}
+
+/* A lock held elsewhere: a bounded wait runs out with VT_ERR_TIMEOUT and
+ * no handle, and succeeds once the holder lets go. */
+TEST(cache_lock_wait_is_bounded) {
+    char dir[64];
+    make_tmp(dir, sizeof dir);
+    CHECK_OK(vt_cache_configure(dir, NULL));
+    int pipefd[2];
+    CHECK(pipe(pipefd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) { /* the holder: locks, says so, holds 300 ms */
+        int h;
+        vt_cache_lock("held", -1, &h);
+        if (write(pipefd[1], "x", 1) != 1) _exit(1);
+        usleep(300000);
+        vt_cache_unlock(h);
+        _exit(h < 0);
+    }
+    char c;
+    CHECK(read(pipefd[0], &c, 1) == 1);
+    int h = 7;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_STATUS(vt_cache_lock("held", 50, &h), VT_ERR_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    CHECK(h == -1 && waited >= 49);
+    CHECK(strstr(vt_last_error(), "another process holds the lock") != NULL);
+    CHECK_OK(vt_cache_lock("held", 5000, &h)); /* the holder lets go within it */
+    CHECK(h >= 0);
+    vt_cache_unlock(h);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    CHECK_OK(vt_cache_configure(NULL, NULL));
     rm_tree(dir);
 }

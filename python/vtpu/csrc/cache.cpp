@@ -48,15 +48,18 @@ py::object put(const std::string& key, const py::bytes& entry, uint64_t compile_
   return py::none();
 }
 
-int lock(const std::string& key) {
+// The lock's handle (-1: nothing to lock), or None when timeout_ms ran out
+// (the caller waits again, so Ctrl-C gets through between waits).
+py::object lock(const std::string& key, int64_t timeout_ms) {
   int handle = -1;
   vt_status s;
   {
     py::gil_scoped_release nogil;  // another process may hold it for a whole compile
-    s = vt_cache_lock(key.c_str(), &handle);
+    s = vt_cache_lock(key.c_str(), timeout_ms, &handle);
   }
+  if (s == VT_ERR_TIMEOUT) return py::none();
   check(s);
-  return handle;
+  return py::int_(handle);
 }
 
 py::dict stats() {

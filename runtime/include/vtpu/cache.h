@@ -43,10 +43,12 @@ void vt_cache_release(void *data);
  * vt_cache_configure. Tier 1 always takes it. */
 vt_status vt_cache_put(const char *key, const void *data, size_t len, uint64_t compile_us);
 
-/* Takes the tier-2 lock of key, waiting for another process holding it:
- * *handle is what vt_cache_unlock takes (-1 when tier 2 is off or its
- * directory cannot hold a lock file: then nothing is locked). */
-vt_status vt_cache_lock(const char *key, int *handle);
+/* Takes the tier-2 lock of key, waiting up to timeout_ms (< 0: as long as
+ * it takes) for another process holding it: *handle is what
+ * vt_cache_unlock takes (-1 when tier 2 is off or its directory cannot hold
+ * a lock file: then nothing is locked). VT_ERR_TIMEOUT (handle -1) when
+ * the wait ran out; the caller may wait again or go on unlocked. */
+vt_status vt_cache_lock(const char *key, int64_t timeout_ms, int *handle);
 void vt_cache_unlock(int handle);
 
 /* Empties tier 1 and resets the statistics; with files, also deletes tier

@@ -357,7 +357,13 @@ vt_status vt_cache_put(const char *key, const void *data, size_t len, uint64_t c
     return status;
 }
 
-vt_status vt_cache_lock(const char *key, int *handle) {
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+vt_status vt_cache_lock(const char *key, int64_t timeout_ms, int *handle) {
     *handle = -1;
     if (!key_ok(key)) return bad_key(key);
     char *dir = dir_of(2, 0);
@@ -367,11 +373,23 @@ vt_status vt_cache_lock(const char *key, int *handle) {
     int fd = mkdir_p(dir) == 0 ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : -1;
     free(dir);
     if (fd < 0) return VT_OK; /* a directory nobody can write needs no lock */
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) { /* a filesystem without locks: go on unlocked */
+    int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+    long nap_us = 1000;
+    for (;;) {
+        if (flock(fd, deadline < 0 ? LOCK_EX : LOCK_EX | LOCK_NB) == 0) break;
+        if (errno == EINTR) continue;
+        if (errno != EWOULDBLOCK) { /* a filesystem without locks: go on unlocked */
             close(fd);
             return VT_OK;
         }
+        int64_t left = deadline - mono_ms();
+        if (left <= 0) {
+            close(fd);
+            return vt_set_error(VT_ERR_TIMEOUT, "compile cache: another process holds the lock of %.16s...", key);
+        }
+        struct timespec nap = {0, (left * 1000 < nap_us ? left * 1000 : nap_us) * 1000};
+        nanosleep(&nap, NULL);
+        if (nap_us < 20000) nap_us *= 2; /* 1 ms, growing to 20 ms */
     }
     *handle = fd;
     return VT_OK;
