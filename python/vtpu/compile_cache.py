@@ -7,7 +7,7 @@ The entry of a graph is AOTAutograd's bundled result (forward and backward
 AOTAutograd's own key of the Dynamo graph (the graph, input shapes, dtypes
 and strides, constants, grad and autocast state, config), plus vtpu's build
 fingerprint (vtpu, torch and Python versions, the compiler's sources, the
-binding's build), the chip and the ISA path. The entries live in the C
+ops vtpu runs natively), the chip and the ISA path. The entries live in the C
 runtime's three tiers (runtime/include/vtpu/cache.h):
 
 - tier 1: this process;
@@ -62,9 +62,12 @@ def directories() -> tuple:
 
 @functools.cache
 def fingerprint() -> str:
-    """What every entry of this build shares: versions, the sources of the
-    compiler and the binding's build."""
+    """What every entry of this build shares, and hosts with the same build
+    share: the versions, the compiler's sources and the set of ops vtpu
+    runs natively (what AOTAutograd decomposes depends on it)."""
     import vtpu
+
+    from .compiler import decompositions
 
     h = hashlib.sha256()
     h.update(f"{vtpu.__version__}|{torch.__version__}|{sys.version_info[:2]}|{sys.platform}".encode())
@@ -72,8 +75,7 @@ def fingerprint() -> str:
     for name in ("compiler.py", "compile_cache.py"):
         with open(os.path.join(here, name), "rb") as f:
             h.update(f.read())
-    st = os.stat(_C.__file__)
-    h.update(f"{st.st_size}|{st.st_mtime_ns}".encode())
+    h.update("|".join(sorted(str(op) for op in decompositions())).encode())
     return h.hexdigest()[:16]
 
 
