@@ -135,8 +135,7 @@ static inline int64_t pow_unused_int(int64_t v, int64_t p) { return v + p; }
     }                                                                                                              \
     static inline T casc_total_##SFX(const casc_##SFX *c) {                                                           \
         T s = 0;                                                                                                   \
-        for (int k = 0; k < 64; k++)                                                                               \
-            if ((c->occ >> k) & 1) s = ADD(c->lev[k], s);                                                          \
+        for (uint64_t m = c->occ; m; m &= m - 1) s = ADD(c->lev[__builtin_ctzll(m)], s); /* levels, low to high */ \
         return s;                                                                                                  \
     }                                                                                                              \
     static T fold_##SFX(int cmb, const T *x, int64_t m, T acc) {                                                    \
