@@ -741,11 +741,14 @@ int vt_reduce_takes_source(vt_reduce_op op, const vt_tensor *out, const vt_tenso
 vt_status vt_reduce_run(vt_reduce_op op, const vt_tensor *out, const vt_tensor *in, uint64_t dims_mask,
                         vt_dtype compute, double param, const vt_source *src);
 /* f32 summation loops with per-ISA versions (bit-identical to the portable
- * ones): block sums of VT_REDUCE_SUM_BLOCK values, lane-wise row adds. */
+ * ones): block sums of VT_REDUCE_SUM_BLOCK values, the sum of a partial
+ * block, lane-wise row adds. */
 #define VT_REDUCE_SUM_BLOCK 256
 #if VT_X86
 void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out);
 void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
+float vt_reduce_part_f32_avx512(const float *x, int64_t m);
+float vt_reduce_part_f32_avx2(const float *x, int64_t m);
 void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out);
 void vt_reduce_lanes_add_f32_avx2(float *acc, const float *x, int64_t ng);
 #endif

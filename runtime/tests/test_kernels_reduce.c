@@ -686,3 +686,37 @@ TEST(kernels_reduce_queued_ops) {
     ht_free(&rs);
     vt_set_thread_eager_mode(-1);
 }
+
+/* Rows shorter than a block or ending in a partial one: the AVX2 and
+ * AVX-512 partial-block sums add the last group's values to their own lanes
+ * only, bit for bit as the portable loop, at every tail length; on rows
+ * with -0.0 values too (a sum of them is +0.0 on every path). */
+TEST(kernels_reduce_partial_blocks_match_portable) {
+    unsigned active = vt_isa_active();
+    const unsigned paths[] = {VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512};
+    for (int64_t m = 1; m <= 300; m += m < 40 ? 1 : 13) {
+        for (int zeros = 0; zeros < 2; zeros++) {
+            int64_t sizes[2] = {3, m};
+            host_tensor in = make_input(VT_F32, 2, sizes, 0);
+            fill_rand(&in, 0, 0);
+            float *x = (float *)in.block;
+            for (int64_t i = 0; i < 3 * m; i++)
+                if (zeros || i % 5 == 0) x[i] = -0.0f;
+            host_tensor p = make_out(VT_F32, 2, sizes, 2, 0), v = make_out(VT_F32, 2, sizes, 2, 0);
+            vt_isa_force(0);
+            CHECK_OK(vt_reduce(VT_REDUCE_SUM, &p.t, &in.t, 2, VT_F32, 0));
+            for (int k = 0; k < 2; k++) {
+                if ((vt_isa_available() & paths[k]) != paths[k]) continue;
+                vt_isa_force(paths[k]);
+                CHECK_OK(vt_reduce(VT_REDUCE_SUM, &v.t, &in.t, 2, VT_F32, 0));
+                CHECK_MSG(memcmp(v.block, p.block, 3 * sizeof(float)) == 0, "m=%lld zeros=%d path %d: %a %a %a vs %a %a %a",
+                          (long long)m, zeros, k, ((float *)v.block)[0], ((float *)v.block)[1], ((float *)v.block)[2],
+                          ((float *)p.block)[0], ((float *)p.block)[1], ((float *)p.block)[2]);
+            }
+            vt_isa_force(active);
+            ht_free(&in);
+            ht_free(&p);
+            ht_free(&v);
+        }
+    }
+}

@@ -24,6 +24,35 @@ void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out) {
     }
 }
 
+/* Adds the first r (0 <= r <= 8) values at x to the first r lanes of v;
+ * the other lanes stay exactly as they were. */
+static inline __m256 add_first(__m256 v, const float *x, int64_t r) {
+    if (r <= 0) return v;
+    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), idx);
+    __m256 add = _mm256_add_ps(v, _mm256_maskload_ps(x, mask));
+    return _mm256_blendv_ps(v, add, _mm256_castsi256_ps(mask));
+}
+
+/* The same sum of one block's first m values (0 < m <= 256): the lanes of
+ * the last, partial group add only its m % 16 values. */
+float vt_reduce_part_f32_avx2(const float *x, int64_t m) {
+    __m256 lo = _mm256_setzero_ps(), hi = lo;
+    int64_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        lo = _mm256_add_ps(lo, _mm256_loadu_ps(x + i));
+        hi = _mm256_add_ps(hi, _mm256_loadu_ps(x + i + 8));
+    }
+    int64_t r = m - i;
+    lo = add_first(lo, x + i, r < 8 ? r : 8);
+    hi = add_first(hi, x + i + 8, r - 8);
+    __m256 h = _mm256_add_ps(lo, hi);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
 /* acc[l] += x[l] for ng groups of 16 lanes. */
 void vt_reduce_lanes_add_f32_avx2(float *acc, const float *x, int64_t ng) {
     for (int64_t g = 0; g < ng * 16; g += 8)

@@ -21,6 +21,24 @@ void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out) {
     }
 }
 
+/* The same sum of one block's first m values (0 < m <= 256): the lanes of
+ * the last, partial group add only its m % 16 values (a masked add leaves
+ * the others exactly as they were). */
+float vt_reduce_part_f32_avx512(const float *x, int64_t m) {
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= m; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(x + i));
+    if (i < m) {
+        __mmask16 k = (__mmask16)((1u << (m - i)) - 1);
+        acc = _mm512_mask_add_ps(acc, k, acc, _mm512_maskz_loadu_ps(k, x + i));
+    }
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
 /* acc[l] += x[l] for ng groups of 16 lanes. */
 void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng) {
     for (int64_t g = 0; g < ng; g++)

@@ -221,8 +221,11 @@ static inline int64_t pow_unused_int(int64_t v, int64_t p) { return v + p; }
                         for (int64_t k = 0; k < nb; k++) casc_push_##SFX(&cs, (T)sums[k]);                         \
                         b = nb * VT_REDUCE_SUM_BLOCK;                                                              \
                     }                                                                                              \
-                    for (; b < m; b += VT_REDUCE_SUM_BLOCK)                                                        \
-                        casc_push_##SFX(&cs, sum_block_##SFX(x + b, min64(VT_REDUCE_SUM_BLOCK, m - b)));           \
+                    for (; b < m; b += VT_REDUCE_SUM_BLOCK) {                                                      \
+                        int64_t mb = min64(VT_REDUCE_SUM_BLOCK, m - b);                                            \
+                        casc_push_##SFX(&cs, ps->part_f32 ? (T)ps->part_f32((const float *)(x + b), mb)            \
+                                                          : sum_block_##SFX(x + b, mb));                          \
+                    }                                                                                              \
                 } else {                                                                                           \
                     acc = fold_##SFX(ps->cmb, x, m, acc);                                                            \
                 }                                                                                                  \
@@ -444,13 +447,16 @@ void vt_reduce_pass_run(red_pass *ps) {
         isa = atomic_load(&reduce_isa);
     }
     ps->blocks_f32 = NULL;
+    ps->part_f32 = NULL;
     ps->lanes_add_f32 = NULL;
 #if VT_X86
     if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX512)) {
         ps->blocks_f32 = vt_reduce_blocks_f32_avx512;
+        ps->part_f32 = vt_reduce_part_f32_avx512;
         ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx512;
     } else if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX2)) {
         ps->blocks_f32 = vt_reduce_blocks_f32_avx2;
+        ps->part_f32 = vt_reduce_part_f32_avx2;
         ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx2;
     }
 #endif
