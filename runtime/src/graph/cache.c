@@ -55,20 +55,13 @@ static int key_ok(const char *key) {
     return 1;
 }
 
-static void st64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+/* Little-endian fields of n bytes, so entries read the same on every host. */
+static void st_le(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
-static uint64_t ld64(const uint8_t *p) {
+static uint64_t ld_le(const uint8_t *p, int n) {
     uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-static void st32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t ld32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
@@ -78,7 +71,7 @@ static uint64_t checksum(uint64_t h, const void *data, size_t n) {
     const uint8_t *p = data;
     const uint64_t prime = 0x100000001b3ull;
     for (; n >= 8; p += 8, n -= 8) {
-        h ^= ld64(p);
+        h ^= ld_le(p, 8);
         h *= prime;
         h ^= h >> 29;
     }
@@ -133,11 +126,11 @@ static int write_entry(const char *dir, const char *key, const void *data, size_
     size_t keylen = strlen(key);
     uint8_t header[HEADER];
     memcpy(header, MAGIC, 8);
-    st32(header + 8, FORMAT_VERSION);
-    st32(header + 12, (uint32_t)keylen);
-    st64(header + 16, len);
-    st64(header + 24, compile_us);
-    st64(header + 32, entry_checksum(header, key, keylen, data, len));
+    st_le(header + 8, FORMAT_VERSION, 4);
+    st_le(header + 12, (uint32_t)keylen, 4);
+    st_le(header + 16, len, 8);
+    st_le(header + 24, compile_us, 8);
+    st_le(header + 32, entry_checksum(header, key, keylen, data, len), 8);
     char tmp[4200], path[4200];
     snprintf(path, sizeof path, "%s/%s.bin", dir, key);
     snprintf(tmp, sizeof tmp, "%s/.%s.%d.%u.tmp", dir, key, (int)getpid(), atomic_fetch_add(&tmp_counter, 1));
@@ -173,12 +166,12 @@ static int read_entry(const char *dir, const char *key, void **data, size_t *len
         if (r <= 0) goto done; /* shorter than it said: truncated under us */
         got += (size_t)r;
     }
-    uint64_t payload = ld64(buf + 16);
-    if (memcmp(buf, MAGIC, 8) != 0 || ld32(buf + 8) != FORMAT_VERSION || ld32(buf + 12) != keylen ||
+    uint64_t payload = ld_le(buf + 16, 8);
+    if (memcmp(buf, MAGIC, 8) != 0 || ld_le(buf + 8, 4) != FORMAT_VERSION || ld_le(buf + 12, 4) != keylen ||
         memcmp(buf + HEADER, key, keylen) != 0 || payload != size - HEADER - keylen)
         goto done;
     const uint8_t *body = buf + HEADER + keylen;
-    if (ld64(buf + 32) != entry_checksum(buf, key, keylen, body, payload)) goto done;
+    if (ld_le(buf + 32, 8) != entry_checksum(buf, key, keylen, body, payload)) goto done;
     void *out = malloc(payload ? payload : 1);
     if (!out) { /* no memory: a miss, the file stays */
         bad = 0;
@@ -187,7 +180,7 @@ static int read_entry(const char *dir, const char *key, void **data, size_t *len
     memcpy(out, body, payload);
     *data = out;
     *len = payload;
-    *compile_us = ld64(buf + 24);
+    *compile_us = ld_le(buf + 24, 8);
     free(buf);
     close(fd);
     return 1;
@@ -233,6 +226,16 @@ static void keep(entry *e, const void *data, size_t len) {
     free(e->data);
     e->data = copy;
     e->len = len;
+}
+
+/* Counts a hit on e (may be NULL) in tier t. mu held. */
+static void count_hit(entry *e, int t) {
+    stats.hits++;
+    stats.tier_hits[t]++;
+    if (e) {
+        e->read_count++;
+        e->last_read_us = now_us();
+    }
 }
 
 static vt_status bad_key(const char *key) {
@@ -282,10 +285,7 @@ vt_status vt_cache_get(const char *key, void **data, size_t *len, int *tier) {
             *data = out;
             *len = e->len;
             *tier = 1;
-            e->read_count++;
-            e->last_read_us = now_us();
-            stats.hits++;
-            stats.tier_hits[1]++;
+            count_hit(e, 1);
         }
         pthread_mutex_unlock(&mu);
         return VT_OK;
@@ -311,15 +311,12 @@ vt_status vt_cache_get(const char *key, void **data, size_t *len, int *tier) {
     stats.discarded += (uint64_t)discarded;
     if (found) {
         *tier = found;
-        stats.hits++;
-        stats.tier_hits[found]++;
         e = find_or_add(key);
         if (e) {
             keep(e, *data, *len);
             e->compile_us = compile_us;
-            e->read_count++;
-            e->last_read_us = now_us();
         }
+        count_hit(e, found);
     }
     pthread_mutex_unlock(&mu);
     return VT_OK;
