@@ -72,6 +72,9 @@ static int64_t check_bound(const char *what, const vt_tensor *out, const vt_tens
 static void run_case(const char *tag, host_tensor *a, host_tensor *b, vt_precision prec, int exact) {
     int64_t M = a->t.sizes[0], N = b->t.sizes[1];
     host_tensor out = mat(a->t.dtype, M, N), ref = mat(a->t.dtype, M, N);
+    /* out starts as NaNs (all bits set): a sum must never start from what
+     * out held (an engine that accumulates in out itself) */
+    memset(out.block, 0xff, (size_t)ht_block_elems(&out) * vt_dtype_size(out.t.dtype));
     CHECK_OK(vt_matmul(&out.t, &a->t, &b->t, NULL, 1.0, 0.0, prec));
     CHECK_OK(vt_ref_matmul(&ref.t, &a->t, &b->t, NULL, 1.0, 0.0, prec));
     char what[160];
