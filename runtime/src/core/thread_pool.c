@@ -12,17 +12,9 @@
 
 #include "internal.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
-
 /* How long an idle worker polls before sleeping: long enough to catch the
  * next kernel of a busy queue, short enough not to burn a core when idle. */
+/* (polls yield the core: see vt_poll_yield) */
 #define SPIN_NS 30000
 
 /* One job at a time. Its fields are atomics because a late worker may read
@@ -98,10 +90,9 @@ static void *worker_main(void *arg) {
         uint64_t gen = atomic_load_explicit(&job.gen, memory_order_acquire);
         if (gen == seen) {
             int64_t deadline = now_ns() + SPIN_NS;
-            int polls = 0;
             while ((gen = atomic_load_explicit(&job.gen, memory_order_acquire)) == seen) {
-                cpu_relax();
-                if (++polls % 64 == 0 && now_ns() > deadline) break;
+                vt_poll_yield();
+                if (now_ns() > deadline) break;
             }
         }
         if (gen == seen) {
@@ -241,10 +232,7 @@ void vt_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *ctx) {
     run_chunks(gen, 0);
     /* Whatever is left is running on workers; chunks are even, so this wait
      * is about one chunk's imbalance. */
-    for (unsigned spins = 0; atomic_load_explicit(&job.done, memory_order_acquire) < nchunks; spins++) {
-        cpu_relax();
-        if (spins > 4096) sched_yield(); /* a worker holding a chunk lost its core */
-    }
+    while (atomic_load_explicit(&job.done, memory_order_acquire) < nchunks) vt_poll_yield();
     in_pool = 0;
     pthread_mutex_unlock(&call_mutex);
 }
