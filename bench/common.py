@@ -22,6 +22,24 @@ def best_time(fn, repeat=5, warmup=1):
     return best
 
 
+def steady_time(fn, warmup_s=0.03, run_s=0.15, min_runs=10, max_runs=300):
+    """Best wall time of fn() once warm: runs it for warmup_s (at least 3
+    times: first-call costs such as allocator growth and thread start-up),
+    then times it at least min_runs times and for run_s, up to max_runs."""
+    t_end = time.perf_counter() + warmup_s
+    for i in range(1_000_000):
+        fn()
+        if i >= 2 and time.perf_counter() >= t_end:
+            break
+    best, runs, t_end = float("inf"), 0, time.perf_counter() + run_s
+    while runs < max_runs and (runs < min_runs or time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return best
+
+
 def save(name, record, bars=None):
     """Write the run's JSON and, when matplotlib is there (``make bench``
     installs it), a PNG bar chart of ``bars`` (label -> milliseconds)."""

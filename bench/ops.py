@@ -1,18 +1,20 @@
 """Op library speed: common model ops on "tpu" (Strict, DEFAULT precision)
 against PyTorch CPU eager, float32 and bfloat16, forward and forward+backward,
-in one run. Prints each op's time and the ratio cpu / tpu (> 1: tpu faster).
-Goal: no op below 1.0x.
+in one run. Prints each op's time once warm (the best of at least 10 runs,
+each including a synchronize for "tpu") and the ratio cpu / tpu (> 1: tpu
+faster). Goal: no op below 1.0x.
 
 Run: python bench/ops.py [filter]   (filter: substring of the op names)"""
 
 import copy
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
 
 import vtpu
-from common import best_time, save
+from common import save, steady_time
 
 B, T, D, V = 8, 256, 512, 8192  # a GPT step's activations: (B*T, D) rows, vocab V
 
@@ -55,6 +57,10 @@ def recurrent(cls, dtype):
 
 
 def timed(fn, args, backward, device):
+    # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
+    # region: let them sleep, so neither device is timed on cores the other
+    # still holds
+    time.sleep(0.05)
     args = [a.to(device) for a in args]
     leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
 
@@ -65,7 +71,7 @@ def timed(fn, args, backward, device):
         if device == "tpu":
             torch.tpu.synchronize()
 
-    return best_time(run, repeat=5, warmup=2)
+    return steady_time(run)
 
 
 def main():
