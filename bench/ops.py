@@ -61,7 +61,9 @@ def timed(fn, args, backward, device):
     # region: let them sleep, so neither device is timed on cores the other
     # still holds
     time.sleep(0.05)
-    args = [a.to(device) for a in args]
+    # leaves of this device: a tensor copied from one that requires grad
+    # would carry the gradient back to the CPU tensor in every backward
+    args = [a.detach().to(device) for a in args]
     leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
 
     def run():
