@@ -665,6 +665,7 @@ typedef struct vt_mxu_engine {
     vt_mxu_split_fn split;
     vt_mxu_zip_fn zip;
     int rows_any; /* block computes exactly mb rows, any count: the driver skips M's padding rows */
+    const struct vt_mxu_packers *pack; /* fast packers (kernels/mxu/mxu_local.h); NULL: split + zip */
 } vt_mxu_engine;
 extern const vt_mxu_engine vt_mxu_engine_scalar;
 #if VT_X86

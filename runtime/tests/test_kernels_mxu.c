@@ -3,6 +3,7 @@
  * integers), within the fp32 accumulation bound otherwise, plus the
  * torch_xla precision recipe, specials, layouts, batches, bias and errors. */
 #include "test_kernels_util.h"
+#include "kernels/mxu/mxu_local.h"
 
 static const unsigned engine_masks[] = {
     VT_ISA_AMX | VT_ISA_AVX512BF16 | VT_ISA_AVX512 | VT_ISA_AVX2, VT_ISA_AVX512BF16 | VT_ISA_AVX512 | VT_ISA_AVX2,
@@ -303,6 +304,106 @@ TEST(kernels_mxu_avx2_same_bits_as_portable) {
         }
     restore_engine();
 }
+
+#if VT_X86
+/* The AVX512-BF16 packers round with VCVTNEPS2BF16 / VCVTNE2PS2BF16, the
+ * AVX-512 ones with integer bit operations (vt_mxu_rne_ftz16 = vt_mxu_split):
+ * all four must pack the same bits, at every precision, for every high half
+ * of an f32 with low halves at and around the rounding ties (so every
+ * class: zeros, denormals of both signs, normals, the largest finite values
+ * rounding to infinity, infinities, NaNs with any payload), from f32 and
+ * bf16 lines, ragged lengths included. */
+static float *special_values(int64_t *n) {
+    static const uint32_t lows[] = {0x0000, 0x8000, 0x7fff, 0x8001, 0xffff, 0x0001};
+    const int64_t per = (int64_t)(sizeof lows / sizeof lows[0]) + 1; /* and one random low half */
+    *n = 65536 * per;
+    float *v = malloc((size_t)*n * sizeof *v);
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int64_t k = 0; k < per; k++) {
+            uint32_t u = h << 16 | (k < per - 1 ? lows[k] : (uint32_t)next_u64() & 0xffff);
+            memcpy(&v[h * per + k], &u, 4);
+        }
+    return v;
+}
+
+TEST(kernels_mxu_bf16_packers_same_bits) {
+    const unsigned need = VT_ISA_AVX512 | VT_ISA_AVX512BF16;
+    if ((vt_isa_available() & need) != need) return;
+    int64_t n;
+    float *v = special_values(&n);
+    uint16_t *h16 = malloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) h16[i] = (uint16_t)(i * 40503u);
+    static const int segs[3][3] = {{0}, {0, 2}, {0, 1, 2}};
+    const vt_mxu_packers *P[2] = {&vt_mxu_packers_avx512, &vt_mxu_packers_avx512bf16};
+    for (int prec = 0; prec < 3; prec++) {
+        const int nseg = prec + 1, *seg = segs[prec];
+        const vt_precision pr = (vt_precision)prec;
+        int bad = 0;
+        /* pack_a_row: one long f32 line, one short ragged one, a bf16 line */
+        for (int form = 0; form < 3; form++) {
+            vt_mxu_line x = {form == 2 ? (const void *)h16 : (const void *)v, form == 2, form == 1 ? 45 : n};
+            int64_t kt = (x.n + 31) / 32;
+            size_t bytes = (size_t)(nseg * kt) * VT_MXU_CHUNK * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            for (int e = 0; e < 2; e++) {
+                memset(d[e], 0xab, bytes);
+                P[e]->pack_a_row(x, pr, kt, nseg, seg, d[e], 5);
+            }
+            bad += memcmp(d[0], d[1], bytes) != 0;
+            free(d[0]), free(d[1]);
+        }
+        /* pack_b_rows: pairs of rows of 1000 columns (np 1008), chunk 0, every pair j */
+        {
+            const int64_t np = 1008, kt = 1, panel = nseg * kt * VT_MXU_CHUNK;
+            size_t bytes = (size_t)(np / 16 * panel) * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            for (int e = 0; e < 2; e++) {
+                memset(d[e], 0xab, bytes);
+                for (int j = 0; j < 16; j++) {
+                    vt_mxu_line ev = {v + (int64_t)j * 30000, 0, 1000}, od = {v + (int64_t)j * 30000 + 1000, 0, 1000};
+                    P[e]->pack_b_rows(ev, od, pr, np, kt, nseg, seg, d[e], panel, 0, j);
+                }
+            }
+            bad += memcmp(d[0], d[1], bytes) != 0;
+            free(d[0]), free(d[1]);
+        }
+        /* pack_b_cols: 16 columns of K 1000 (ragged: 32 chunks), two past N */
+        {
+            const int64_t K = 1000, kt = (K + 31) / 32;
+            size_t bytes = (size_t)(nseg * kt) * VT_MXU_CHUNK * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            for (int base = 0; base < 8; base++) {
+                vt_mxu_line cols[16];
+                for (int q = 0; q < 16; q++)
+                    cols[q] = (vt_mxu_line){v + (int64_t)(base * 16 + q) * 3500, 0, q < 14 ? K : 0};
+                for (int e = 0; e < 2; e++) {
+                    memset(d[e], 0xab, bytes);
+                    P[e]->pack_b_cols(cols, pr, kt, nseg, seg, d[e]);
+                }
+                bad += memcmp(d[0], d[1], bytes) != 0;
+            }
+            free(d[0]), free(d[1]);
+        }
+        /* pack_a_cols: 13 valid rows, k_stride 16, K 70, every chunk */
+        {
+            const int64_t K = 70, kt = (K + 31) / 32;
+            size_t bytes = (size_t)(nseg * kt) * VT_MXU_CHUNK * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            for (int64_t off = 0; off + 16 * K < n; off += 16 * K * 37) {
+                vt_mxu_line x = {v + off, 0, 13};
+                for (int e = 0; e < 2; e++) {
+                    memset(d[e], 0xab, bytes);
+                    for (int64_t c = 0; c < kt; c++) P[e]->pack_a_cols(x, 16, K, pr, kt, nseg, seg, d[e], c);
+                }
+                bad += memcmp(d[0], d[1], bytes) != 0;
+            }
+            free(d[0]), free(d[1]);
+        }
+        CHECK_MSG(bad == 0, "precision %d: %d packings differ between the AVX-512 and AVX512-BF16 packers", prec, bad);
+    }
+    free(v), free(h16);
+}
+#endif
 
 TEST(kernels_mxu_large_parallel) {
     /* Big enough to use both cores, several tiles and K blocks. */

@@ -3,7 +3,7 @@
  * every 32-K chunk of a 16-wide panel is one 1 KiB tile with 64-byte rows. */
 #include <immintrin.h>
 
-#include "internal.h"
+#include "mxu_local.h"
 
 typedef struct tile_config {
     uint8_t palette_id, start_row;
@@ -62,4 +62,5 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
 }
 
 const vt_mxu_engine vt_mxu_engine_amx = {"amx", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16 | VT_ISA_AMX,
-                                         block_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0};
+                                         block_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0,
+                                         &vt_mxu_packers_avx512bf16};

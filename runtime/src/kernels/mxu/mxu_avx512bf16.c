@@ -3,7 +3,7 @@
  * A pair per row. VDPBF16PS flushes denormals and rounds each step (RNE). */
 #include <immintrin.h>
 
-#include "internal.h"
+#include "mxu_local.h"
 
 /* C[8 x 32] (+)= over kc chunks; a: first of the 8 rows, b: first of two
  * panels; acc == 0 starts every sum at +0 in the registers (C is not read:
@@ -75,4 +75,5 @@ static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t 
 }
 
 const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,
-                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512, 1};
+                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512, 1,
+                                                &vt_mxu_packers_avx512bf16};

@@ -27,6 +27,32 @@ typedef struct vt_mxu_pass {
 const vt_mxu_pass *vt_mxu_passes(int nlow);
 int vt_mxu_nslots(int nlow);
 
+/* The fast packers (mxu_pack_body.h), per ISA: an engine whose pack is
+ * set reads f32 and bf16 lines at unit stride straight into its layout.
+ *   pack_a_row:  row r (< 16) of an A panel, all kt chunks of each segment
+ *                (seg[g]: the part segment g holds; nseg of them).
+ *   pack_b_rows: rows k and k+1 of B (even, odd) over all np columns: pair
+ *                j = (k%32)/2 of chunk c, written to b + panel*b_panel +
+ *                (g*kt + c)*VT_MXU_CHUNK + j*32.
+ *   pack_b_cols: a 16-column B panel whose columns are contiguous lines:
+ *                cols[q] is column q (n = 0 for columns past N).
+ *   pack_a_cols: chunk c (32 K) of a 16-row panel of A whose columns are
+ *                contiguous: x.p is the panel's first row at k = 0, x.n its
+ *                valid rows, k_stride the elements from one k to the next
+ *                (k >= K reads as +0). */
+typedef struct vt_mxu_packers {
+    void (*pack_a_row)(vt_mxu_line x, vt_precision prec, int64_t kt, int nseg, const int *seg, uint16_t *dst, int r);
+    void (*pack_b_rows)(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, int64_t np, int64_t kt, int nseg,
+                        const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j);
+    void (*pack_b_cols)(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nseg, const int *seg,
+                        uint16_t *dst);
+    void (*pack_a_cols)(vt_mxu_line x, int64_t k_stride, int64_t K, vt_precision prec, int64_t kt, int nseg,
+                        const int *seg, uint16_t *dst, int64_t c);
+} vt_mxu_packers;
+#if VT_X86
+extern const vt_mxu_packers vt_mxu_packers_avx512, vt_mxu_packers_avx512bf16;
+#endif
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
@@ -97,21 +123,6 @@ static inline __m256i vt_mxu_narrow16(__m256i p0, __m256i p1) {
 /* Row r (0..15) of an A panel: the kt chunks of every segment g go to
  * dst + (g*kt + c)*VT_MXU_CHUNK + r*32. seg[g] is the part (0 hi, 1 mid,
  * 2 lo) segment g holds; nseg segments. */
-void vt_mxu_pack_a_row_avx512(vt_mxu_line x, vt_precision prec, int64_t kt, int nseg, const int *seg,
-                              uint16_t *dst, int r);
-/* Rows k and k+1 of B (even, odd) over all np columns: pair j = (k%32)/2 of
- * chunk c, written to b + panel*b_panel + (g*kt + c)*VT_MXU_CHUNK + j*32. */
-void vt_mxu_pack_b_rows_avx512(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, int64_t np, int64_t kt,
-                               int nseg, const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j);
-/* A 16-column B panel whose columns are contiguous lines: cols[q] is
- * column q (n = 0 for columns past N). */
-void vt_mxu_pack_b_cols_avx512(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nseg,
-                               const int *seg, uint16_t *dst);
-/* Chunk c (32 K) of a 16-row panel of A whose columns are contiguous: x.p
- * is the panel's first row at k = 0, x.n its valid rows, k_stride the
- * elements from one k to the next (k >= K reads as +0). */
-void vt_mxu_pack_a_cols_avx512(vt_mxu_line x, int64_t k_stride, int64_t K, vt_precision prec, int64_t kt, int nseg,
-                               const int *seg, uint16_t *dst, int64_t c);
 /* c[i] = +0 where c[i] is inf or NaN (the low-pass guard of mxu.c). */
 void vt_mxu_guard_avx512(float *c, int64_t n);
 /* dst[i] = bf16 of src[i] as vt_f32_to_bf16 rounds it (RNE, NaN -> 0x7fc0). */

@@ -52,7 +52,7 @@ static int b_by_columns(const vt_tensor *b) { return b->strides[1] != 1 && b->st
  * engine's direct packers: AVX-512 engines, f32 or bf16 at unit stride.
  * Other lines are converted to f32 and split through scratch. */
 static int direct_line(const vt_mxu_engine *e, const vt_tensor *t, int64_t elem_stride) {
-    return e->split == vt_mxu_split_avx512 && elem_stride == 1 && (t->dtype == VT_F32 || t->dtype == VT_BF16);
+    return e->pack && elem_stride == 1 && (t->dtype == VT_F32 || t->dtype == VT_BF16);
 }
 #endif
 
@@ -134,8 +134,8 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
 #if VT_X86
     if (direct_line(e, a, a->strides[1])) {
         for (int r = 0; r < 16; r++)
-            vt_mxu_pack_a_row_avx512(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, nseg, seg,
-                                     dst, r);
+            e->pack->pack_a_row(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, nseg, seg, dst,
+                                r);
         return;
     }
 #endif
@@ -169,8 +169,7 @@ static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
                 for (int64_t k = c * 32; k < c * 32 + 32 && k < p->K; k++)
                     __builtin_prefetch((const char *)a->data + (a->offset + m0 + 128 + k * a->strides[1]) * (int64_t)es);
             vt_mxu_line x = line_at(a, m0, p->M, 1, p->M - m0 < 16 ? p->M - m0 : 16);
-            vt_mxu_pack_a_cols_avx512(x, a->strides[1], p->K, prec, p->kt, nseg, seg, p->a + (m0 / 16) * p->a_panel,
-                                      c);
+            e->pack->pack_a_cols(x, a->strides[1], p->K, prec, p->kt, nseg, seg, p->a + (m0 / 16) * p->a_panel, c);
         }
         return;
     }
@@ -206,9 +205,8 @@ static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     if (direct_line(e, b, b->strides[1])) {
         for (int j = 0; j < 16; j++) {
             int64_t k = c * 32 + 2 * j;
-            vt_mxu_pack_b_rows_avx512(line_at(b, k, p->K, b->strides[0], p->N),
-                                      line_at(b, k + 1, p->K, b->strides[0], p->N), prec, p->Np, p->kt, nseg, seg,
-                                      p->b, p->b_panel, c, j);
+            e->pack->pack_b_rows(line_at(b, k, p->K, b->strides[0], p->N), line_at(b, k + 1, p->K, b->strides[0], p->N),
+                                 prec, p->Np, p->kt, nseg, seg, p->b, p->b_panel, c, j);
         }
         return;
     }
@@ -235,7 +233,7 @@ static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     if (direct_line(e, b, b->strides[0])) {
         vt_mxu_line cols[16];
         for (int q = 0; q < 16; q++) cols[q] = line_at(b, panel * 16 + q, p->N, b->strides[1], p->K);
-        vt_mxu_pack_b_cols_avx512(cols, prec, p->kt, nseg, seg, dst);
+        e->pack->pack_b_cols(cols, prec, p->kt, nseg, seg, dst);
         return;
     }
 #endif
