@@ -287,10 +287,58 @@ typedef struct fwd_job {
     atomic_int oom;
 } fwd_job;
 
+/* The parts segment g of prec holds (DEFAULT hi; HIGH hi, lo; HIGHEST hi,
+ * mid, lo), as the MXU packers take them. */
+static const int *seg_parts(vt_precision prec) {
+    static const int parts[3][3] = {{0}, {0, 2}, {0, 1, 2}};
+    return parts[nseg_of(prec) - 1];
+}
+
+/* A row of t[b][h] (cols values from f32 or bf16 at unit stride) as a line
+ * for the MXU packers; rows past the end read as zeros. */
+static vt_mxu_line row_line(const vt_tensor *t, int64_t b, int64_t h, int64_t r, int64_t rows, int64_t cols) {
+    vt_mxu_line x = {t->data, t->dtype == VT_BF16, r < rows ? cols : 0};
+    if (x.n)
+        x.p = (const char *)t->data +
+              (t->offset + b * t->strides[0] + h * t->strides[1] + r * t->strides[2]) * (int64_t)vt_dtype_size(t->dtype);
+    return x;
+}
+
+/* The engine packs K and V of one kv head straight from their rows: K's rows
+ * are the columns of B = K^T, V's rows are B's rows. */
+static int fwd_direct_kv(const fwd_job *j) {
+    const vt_attn_problem *p = j->p;
+    return j->e->pack && (p->k.dtype == VT_F32 || p->k.dtype == VT_BF16) && p->k.strides[3] == 1 &&
+           (p->v.dtype == VT_F32 || p->v.dtype == VT_BF16) && p->v.strides[3] == 1;
+}
+
+static void fwd_pack_direct(fwd_job *j, int64_t u) {
+    const vt_attn_problem *p = j->p;
+    const geom *g = &j->g;
+    const vt_mxu_packers *P = j->e->pack;
+    int64_t b = u / p->Hk, h = u % p->Hk;
+    const int nseg = g->nseg, *seg = seg_parts(p->prec);
+    for (int64_t n0 = 0; n0 < g->Sp; n0 += 16) {
+        vt_mxu_line cols[16];
+        for (int q = 0; q < 16; q++) cols[q] = row_line(&p->k, b, h, n0 + q, p->S, p->D);
+        P->pack_b_cols(cols, p->prec, g->ktD, nseg, seg, j->kpack + u * j->khead + (n0 / 16) * j->kpanel);
+    }
+    for (int64_t c = 0; c < g->ktS; c++)
+        for (int jj = 0; jj < 16; jj++) {
+            int64_t k = c * 32 + 2 * jj;
+            P->pack_b_rows(row_line(&p->v, b, h, k, p->S, p->Dv), row_line(&p->v, b, h, k + 1, p->S, p->Dv), p->prec,
+                           g->Dvp, g->ktS, nseg, seg, j->vpack + u * j->vhead, j->vpanel, c, jj);
+        }
+}
+
 static void fwd_pack_range(void *ctx, int64_t begin, int64_t end) {
     fwd_job *j = ctx;
     const vt_attn_problem *p = j->p;
     const geom *g = &j->g;
+    if (fwd_direct_kv(j)) {
+        for (int64_t u = begin; u < end; u++) fwd_pack_direct(j, u);
+        return;
+    }
     int64_t big = (g->Dp > g->Dvp ? g->Dp : g->Dvp) * g->Sp;
     float *stage = malloc((size_t)(big ? big : 1) * sizeof(float));
     if (!stage) {
@@ -344,9 +392,16 @@ static void fwd_unit(fwd_job *j, fwd_ws *w, int64_t u) {
     int64_t i0 = qb * BQ, nrows = p->L - i0 < BQ ? p->L - i0 : BQ;
     int64_t qpanel = panel_of(g, g->ktD), ppanel = panel_of(g, BK / 32);
     float scale = (float)p->scale;
-    memset(w->qstage, 0, (size_t)BQ * g->Dp * 4);
-    load_f32(&p->q, b, h, i0, nrows, p->D, 0, w->qstage, g->Dp);
-    R->pack_a(w->qstage, g->Dp, BQ, g->Dp, p->prec, g->ktD, 0, w->qa, qpanel);
+    const vt_tensor *q = &p->q;
+    if (q->dtype == VT_F32 && q->strides[3] == 1 && p->D == g->Dp && nrows == BQ) {
+        /* whole rows of f32 at unit stride: packed from q itself */
+        const float *q0 = (const float *)q->data + q->offset + b * q->strides[0] + h * q->strides[1] + i0 * q->strides[2];
+        R->pack_a(q0, q->strides[2], BQ, g->Dp, p->prec, g->ktD, 0, w->qa, qpanel);
+    } else {
+        memset(w->qstage, 0, (size_t)BQ * g->Dp * 4);
+        load_f32(q, b, h, i0, nrows, p->D, 0, w->qstage, g->Dp);
+        R->pack_a(w->qstage, g->Dp, BQ, g->Dp, p->prec, g->ktD, 0, w->qa, qpanel);
+    }
     memset(w->o, 0, (size_t)BQ * g->Dvp * 4);
     for (int r = 0; r < BQ; r++) w->m[r] = -INFINITY, w->l[r] = 0.0f;
     int64_t kend = p->causal ? (i0 + BQ < p->S ? i0 + BQ : p->S) : p->S;
@@ -371,10 +426,7 @@ static void fwd_unit(fwd_job *j, fwd_ws *w, int64_t u) {
             float sum = R->exp_sum(sr, BK, mnew);
             w->l[r] = w->l[r] * alpha + sum;
             w->m[r] = mnew;
-            if (alpha != 1.0f) {
-                float *orow = w->o + r * g->Dvp;
-                for (int64_t c = 0; c < g->Dvp; c++) orow[c] *= alpha;
-            }
+            if (alpha != 1.0f) R->scale(w->o + r * g->Dvp, g->Dvp, alpha);
         }
         R->pack_a(w->s, BK, BQ, BK, p->prec, BK / 32, 0, w->pa, ppanel);
         mm(j->e, p->prec, BK / 32, BQ, g->Dvp, w->pa, ppanel, (BK / 32) * VT_MXU_CHUNK, vp + (j0 / 32) * VT_MXU_CHUNK,
@@ -387,8 +439,7 @@ static void fwd_unit(fwd_job *j, fwd_ws *w, int64_t u) {
             *lse = -INFINITY;
             continue;
         }
-        float inv = 1.0f / w->l[r];
-        for (int64_t c = 0; c < p->Dv; c++) orow[c] *= inv;
+        R->scale(orow, p->Dv, 1.0f / w->l[r]);
         *lse = w->m[r] + logf(w->l[r]);
     }
     store_rows(&p->out, b, h, i0, nrows, p->Dv, 0, w->o, g->Dvp);

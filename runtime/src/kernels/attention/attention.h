@@ -42,6 +42,7 @@ const float *vt_attn_mask_row(const vt_attn_problem *p, int64_t b, int64_t h, in
  * exp_sum: s[c] = exp(s[c] - m) for c < n, returns the f32 sum.
  * bwd_p: s[c] = exp(s[c] * scale + bias[c] - lse) for c < nvalid, 0 after.
  * bwd_ds: ds[c] = p[c] * (dp[c] - delta) * scale.
+ * scale: x[c] *= a for c < n (the output rows' rescale by the running max).
  * pack_a: rows x cols (multiples of 16 and 32) of f32 x (row stride ldx)
  *   into the MXU A layout: 16-row panels, panel stride `panel` elements,
  *   nseg segments (the bf16 parts of prec) of kt chunks each, written from
@@ -54,6 +55,7 @@ typedef struct vt_attn_rows {
     float (*exp_sum)(float *s, int64_t n, float m);
     void (*bwd_p)(float *s, int64_t n, int64_t nvalid, float scale, const float *bias, float lse);
     void (*bwd_ds)(float *ds, const float *p, const float *dp, int64_t n, float delta, float scale);
+    void (*scale)(float *x, int64_t n, float a);
     void (*pack_a)(const float *x, int64_t ldx, int64_t rows, int64_t cols, vt_precision prec, int64_t kt,
                    int64_t c0, uint16_t *dst, int64_t panel);
     void (*pack_b)(const float *x, int64_t ldx, int64_t krows, int64_t ncols, vt_precision prec, int64_t kt,

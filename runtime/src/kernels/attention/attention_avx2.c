@@ -62,6 +62,14 @@ static void bwd_ds_avx2(float *ds, const float *p, const float *dp, int64_t n, f
     }
 }
 
+static void scale_avx2(float *x, int64_t n, float a) {
+    __m256 av = _mm256_set1_ps(a);
+    for (int64_t c = 0; c < n; c += 8) {
+        __m256i k = vt_avx2_tail(n - c);
+        vt_avx2_store(x + c, k, _mm256_mul_ps(vt_avx2_load(x + c, k), av));
+    }
+}
+
 /* cols is a multiple of 16, as for the AVX-512 packer. */
 static void pack_a_avx2(const float *x, int64_t ldx, int64_t rows, int64_t cols, vt_precision prec, int64_t kt,
                         int64_t c0, uint16_t *dst, int64_t panel) {
@@ -97,4 +105,5 @@ static void pack_b_avx2(const float *x, int64_t ldx, int64_t krows, int64_t ncol
     }
 }
 
-const vt_attn_rows vt_attn_rows_avx2 = {scores_avx2, exp_sum_avx2, bwd_p_avx2, bwd_ds_avx2, pack_a_avx2, pack_b_avx2};
+const vt_attn_rows vt_attn_rows_avx2 = {scores_avx2, exp_sum_avx2, bwd_p_avx2, bwd_ds_avx2,
+                                        scale_avx2,  pack_a_avx2,   pack_b_avx2};

@@ -76,6 +76,14 @@ static void bwd_ds_avx512(float *ds, const float *p, const float *dp, int64_t n,
     }
 }
 
+static void scale_avx512(float *x, int64_t n, float a) {
+    __m512 av = _mm512_set1_ps(a);
+    for (int64_t c = 0; c < n; c += 16) {
+        __mmask16 k = tail(n - c);
+        _mm512_mask_storeu_ps(x + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c), av));
+    }
+}
+
 /* The bf16 parts of 16 floats (as f32 bits, low halves zero): parts[g] for
  * segment g of prec (hi; hi, lo; hi, mid, lo). */
 static inline int split16(__m512 x, vt_precision prec, __m512i parts[3]) {
@@ -130,5 +138,5 @@ static void pack_b_avx512(const float *x, int64_t ldx, int64_t krows, int64_t nc
     }
 }
 
-const vt_attn_rows vt_attn_rows_avx512 = {scores_avx512, exp_sum_avx512, bwd_p_avx512,
-                                          bwd_ds_avx512, pack_a_avx512,  pack_b_avx512};
+const vt_attn_rows vt_attn_rows_avx512 = {scores_avx512, exp_sum_avx512, bwd_p_avx512, bwd_ds_avx512,
+                                          scale_avx512,  pack_a_avx512,  pack_b_avx512};

@@ -42,6 +42,10 @@ static void bwd_ds_portable(float *ds, const float *p, const float *dp, int64_t 
     for (int64_t c = 0; c < n; c++) ds[c] = p[c] * (dp[c] - delta) * scale;
 }
 
+static void scale_portable(float *x, int64_t n, float a) {
+    for (int64_t c = 0; c < n; c++) x[c] *= a;
+}
+
 /* The part (0 hi, 1 mid, 2 lo) segment g holds, as in mxu_pack.c. */
 static int seg_part(vt_precision prec, int g) {
     if (prec == VT_PRECISION_HIGHEST) return g;
@@ -81,5 +85,5 @@ static void pack_b_portable(const float *x, int64_t ldx, int64_t krows, int64_t 
     }
 }
 
-const vt_attn_rows vt_attn_rows_portable = {scores_portable, exp_sum_portable, bwd_p_portable,
-                                            bwd_ds_portable, pack_a_portable,  pack_b_portable};
+const vt_attn_rows vt_attn_rows_portable = {scores_portable, exp_sum_portable, bwd_p_portable, bwd_ds_portable,
+                                            scale_portable,  pack_a_portable,  pack_b_portable};
