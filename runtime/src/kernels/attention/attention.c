@@ -304,31 +304,67 @@ static vt_mxu_line row_line(const vt_tensor *t, int64_t b, int64_t h, int64_t r,
     return x;
 }
 
+/* Whether engine e packs t's rows straight from t (f32 or bf16 at unit
+ * stride, an engine with fast packers), with no f32 staging. */
+static int packs_direct(const vt_mxu_engine *e, const vt_tensor *t) {
+    return e->pack && (t->dtype == VT_F32 || t->dtype == VT_BF16) && t->strides[3] == 1;
+}
+
+/* B = t[b][h]^T (rows x cols) by 16-row panels of t: t's rows are B's
+ * columns (kt chunks of its cols), into dst (panel stride panel). */
+static void pack_b_of_rows_t(const vt_mxu_engine *e, const vt_tensor *t, int64_t b, int64_t h, int64_t rows,
+                             int64_t rows_p, int64_t cols, vt_precision prec, int64_t kt, uint16_t *dst, int64_t panel) {
+    for (int64_t n0 = 0; n0 < rows_p; n0 += 16) {
+        vt_mxu_line c16[16];
+        for (int q = 0; q < 16; q++) c16[q] = row_line(t, b, h, n0 + q, rows, cols);
+        e->pack->pack_b_cols(c16, prec, kt, nseg_of(prec), seg_parts(prec), dst + (n0 / 16) * panel);
+    }
+}
+
+/* B = t[b][h] (rows are B's K, kt chunks; np padded columns) into dst. */
+static void pack_b_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b, int64_t h, int64_t rows,
+                           int64_t cols, int64_t np, vt_precision prec, int64_t kt, uint16_t *dst, int64_t panel) {
+    for (int64_t c = 0; c < kt; c++)
+        for (int jj = 0; jj < 16; jj++) {
+            int64_t k = c * 32 + 2 * jj;
+            e->pack->pack_b_rows(row_line(t, b, h, k, rows, cols), row_line(t, b, h, k + 1, rows, cols), prec, np,
+                                 kt, nseg_of(prec), seg_parts(prec), dst, panel, c, jj);
+        }
+}
+
+/* A = t[b][h] (rows_p padded rows, kt chunks of cols) into dst. */
+static void pack_a_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b, int64_t h, int64_t rows,
+                           int64_t rows_p, int64_t cols, vt_precision prec, int64_t kt, uint16_t *dst, int64_t panel) {
+    for (int64_t r = 0; r < rows_p; r++)
+        e->pack->pack_a_row(row_line(t, b, h, r, rows, cols), prec, kt, nseg_of(prec), seg_parts(prec),
+                            dst + (r / 16) * panel, (int)(r % 16));
+}
+
+/* A = t[b][h]^T (cols_p padded rows of A, K = t's rows, kt chunks) into dst:
+ * a panel's 16 A rows are 16 adjacent elements of each t row. */
+static void pack_a_of_rows_t(const vt_mxu_engine *e, const vt_tensor *t, int64_t b, int64_t h, int64_t rows,
+                             int64_t cols, int64_t cols_p, vt_precision prec, int64_t kt, uint16_t *dst,
+                             int64_t panel) {
+    for (int64_t d0 = 0; d0 < cols_p; d0 += 16) {
+        vt_mxu_line x = row_line(t, b, h, 0, rows, cols);
+        x.n = d0 < cols ? (cols - d0 < 16 ? cols - d0 : 16) : 0;
+        if (x.n) x.p = (const char *)x.p + d0 * (int64_t)vt_dtype_size(t->dtype);
+        for (int64_t c = 0; c < kt; c++)
+            e->pack->pack_a_cols(x, t->strides[2], rows, prec, kt, nseg_of(prec), seg_parts(prec),
+                                 dst + (d0 / 16) * panel, c);
+    }
+}
+
 /* The engine packs K and V of one kv head straight from their rows: K's rows
  * are the columns of B = K^T, V's rows are B's rows. */
-static int fwd_direct_kv(const fwd_job *j) {
-    const vt_attn_problem *p = j->p;
-    return j->e->pack && (p->k.dtype == VT_F32 || p->k.dtype == VT_BF16) && p->k.strides[3] == 1 &&
-           (p->v.dtype == VT_F32 || p->v.dtype == VT_BF16) && p->v.strides[3] == 1;
-}
+static int fwd_direct_kv(const fwd_job *j) { return packs_direct(j->e, &j->p->k) && packs_direct(j->e, &j->p->v); }
 
 static void fwd_pack_direct(fwd_job *j, int64_t u) {
     const vt_attn_problem *p = j->p;
     const geom *g = &j->g;
-    const vt_mxu_packers *P = j->e->pack;
     int64_t b = u / p->Hk, h = u % p->Hk;
-    const int nseg = g->nseg, *seg = seg_parts(p->prec);
-    for (int64_t n0 = 0; n0 < g->Sp; n0 += 16) {
-        vt_mxu_line cols[16];
-        for (int q = 0; q < 16; q++) cols[q] = row_line(&p->k, b, h, n0 + q, p->S, p->D);
-        P->pack_b_cols(cols, p->prec, g->ktD, nseg, seg, j->kpack + u * j->khead + (n0 / 16) * j->kpanel);
-    }
-    for (int64_t c = 0; c < g->ktS; c++)
-        for (int jj = 0; jj < 16; jj++) {
-            int64_t k = c * 32 + 2 * jj;
-            P->pack_b_rows(row_line(&p->v, b, h, k, p->S, p->Dv), row_line(&p->v, b, h, k + 1, p->S, p->Dv), p->prec,
-                           g->Dvp, g->ktS, nseg, seg, j->vpack + u * j->vhead, j->vpanel, c, jj);
-        }
+    pack_b_of_rows_t(j->e, &p->k, b, h, p->S, g->Sp, p->D, p->prec, g->ktD, j->kpack + u * j->khead, j->kpanel);
+    pack_b_of_rows(j->e, &p->v, b, h, p->S, p->Dv, g->Dvp, p->prec, g->ktS, j->vpack + u * j->vhead, j->vpanel);
 }
 
 static void fwd_pack_range(void *ctx, int64_t begin, int64_t end) {
@@ -566,12 +602,19 @@ static void bwd_pack_head(const bwd_job *j, bwd_ws *w, int64_t b, int64_t h, int
     const geom *g = &j->g;
     const vt_attn_rows *R = j->rows;
     float *st = w->stage;
-    memset(st, 0, (size_t)g->Lp * g->Dp * 4);
-    load_f32(&p->q, b, h, 0, p->L, p->D, 0, st, g->Dp);
-    R->pack_a(st, g->Dp, g->Lp, g->Dp, p->prec, g->ktD, 0, w->qa + gi * w->qa_h, panel_of(g, g->ktD));
-    memset(st, 0, (size_t)g->Lp * g->Dp * 4);
-    load_f32(&p->q, b, h, 0, p->L, p->D, 1, st, g->Lp);
-    R->pack_a(st, g->Lp, g->Dp, g->Lp, p->prec, g->ktL, 0, w->qat + gi * w->qat_h, panel_of(g, g->ktL));
+    if (packs_direct(j->e, &p->q)) {
+        pack_a_of_rows(j->e, &p->q, b, h, p->L, g->Lp, p->D, p->prec, g->ktD, w->qa + gi * w->qa_h,
+                       panel_of(g, g->ktD));
+        pack_a_of_rows_t(j->e, &p->q, b, h, p->L, p->D, g->Dp, p->prec, g->ktL, w->qat + gi * w->qat_h,
+                         panel_of(g, g->ktL));
+    } else {
+        memset(st, 0, (size_t)g->Lp * g->Dp * 4);
+        load_f32(&p->q, b, h, 0, p->L, p->D, 0, st, g->Dp);
+        R->pack_a(st, g->Dp, g->Lp, g->Dp, p->prec, g->ktD, 0, w->qa + gi * w->qa_h, panel_of(g, g->ktD));
+        memset(st, 0, (size_t)g->Lp * g->Dp * 4);
+        load_f32(&p->q, b, h, 0, p->L, p->D, 1, st, g->Lp);
+        R->pack_a(st, g->Lp, g->Dp, g->Lp, p->prec, g->ktL, 0, w->qat + gi * w->qat_h, panel_of(g, g->ktL));
+    }
     memset(st, 0, (size_t)g->Lp * g->Dvp * 4);
     load_f32(&p->dout, b, h, 0, p->L, p->Dv, 0, st, g->Dvp);
     R->pack_a(st, g->Dvp, g->Lp, g->Dvp, p->prec, g->ktDv, 0, w->doa + gi * w->doa_h, panel_of(g, g->ktDv));
@@ -589,6 +632,11 @@ static void bwd_pack_head(const bwd_job *j, bwd_ws *w, int64_t b, int64_t h, int
         for (int64_t c = 0; c < p->Dv; c++) acc += st[i * g->Dvp + c] * w->orow[c];
         delta[i] = acc;
     }
+    if (packs_direct(j->e, &p->dout)) {
+        pack_a_of_rows_t(j->e, &p->dout, b, h, p->L, p->Dv, g->Dvp, p->prec, g->ktL, w->doat + gi * w->doat_h,
+                         panel_of(g, g->ktL));
+        return;
+    }
     memset(st, 0, (size_t)g->Lp * g->Dvp * 4);
     load_f32(&p->dout, b, h, 0, p->L, p->Dv, 1, st, g->Lp);
     R->pack_a(st, g->Lp, g->Dvp, g->Lp, p->prec, g->ktL, 0, w->doat + gi * w->doat_h, panel_of(g, g->ktL));
@@ -604,15 +652,24 @@ static void bwd_unit(bwd_job *j, bwd_ws *w, int64_t u) {
     int64_t CH = VT_MXU_CHUNK;
     /* K and V of this kv head */
     float *st = w->stage;
-    memset(st, 0, (size_t)g->Dp * g->Sp * 4);
-    load_f32(&p->k, b, hk, 0, p->S, p->D, 1, st, g->Sp);
-    R->pack_b(st, g->Sp, g->Dp, g->Sp, p->prec, g->ktD, 0, w->kbt, panel_of(g, g->ktD));
-    memset(st, 0, (size_t)g->Sp * g->Dp * 4);
-    load_f32(&p->k, b, hk, 0, p->S, p->D, 0, st, g->Dp);
-    R->pack_b(st, g->Dp, g->Sp, g->Dp, p->prec, g->ktS, 0, w->kb, panel_of(g, g->ktS));
-    memset(st, 0, (size_t)g->Dvp * g->Sp * 4);
-    load_f32(&p->v, b, hk, 0, p->S, p->Dv, 1, st, g->Sp);
-    R->pack_b(st, g->Sp, g->Dvp, g->Sp, p->prec, g->ktDv, 0, w->vbt, panel_of(g, g->ktDv));
+    if (packs_direct(e, &p->k)) {
+        pack_b_of_rows_t(e, &p->k, b, hk, p->S, g->Sp, p->D, p->prec, g->ktD, w->kbt, panel_of(g, g->ktD));
+        pack_b_of_rows(e, &p->k, b, hk, p->S, p->D, g->Dp, p->prec, g->ktS, w->kb, panel_of(g, g->ktS));
+    } else {
+        memset(st, 0, (size_t)g->Dp * g->Sp * 4);
+        load_f32(&p->k, b, hk, 0, p->S, p->D, 1, st, g->Sp);
+        R->pack_b(st, g->Sp, g->Dp, g->Sp, p->prec, g->ktD, 0, w->kbt, panel_of(g, g->ktD));
+        memset(st, 0, (size_t)g->Sp * g->Dp * 4);
+        load_f32(&p->k, b, hk, 0, p->S, p->D, 0, st, g->Dp);
+        R->pack_b(st, g->Dp, g->Sp, g->Dp, p->prec, g->ktS, 0, w->kb, panel_of(g, g->ktS));
+    }
+    if (packs_direct(e, &p->v)) {
+        pack_b_of_rows_t(e, &p->v, b, hk, p->S, g->Sp, p->Dv, p->prec, g->ktDv, w->vbt, panel_of(g, g->ktDv));
+    } else {
+        memset(st, 0, (size_t)g->Dvp * g->Sp * 4);
+        load_f32(&p->v, b, hk, 0, p->S, p->Dv, 1, st, g->Sp);
+        R->pack_b(st, g->Sp, g->Dvp, g->Sp, p->prec, g->ktDv, 0, w->vbt, panel_of(g, g->ktDv));
+    }
     for (int64_t gi = 0; gi < G; gi++) bwd_pack_head(j, w, b, hk * G + gi, gi);
     memset(w->dq, 0, (size_t)(G * g->Lp * g->Dp) * 4);
     /* P, dS as B (K = the block's queries, 16-key panels); dS as A (K = its keys) */
