@@ -4,6 +4,11 @@ in one run. Prints each op's time once warm (the best of at least 10 runs,
 each including a synchronize for "tpu") and the ratio cpu / tpu (> 1: tpu
 faster). Goal: no op below 1.0x.
 
+Cases: normalisation, softmax and loss, activations, reductions, embedding,
+pooling, recurrent layers, convolutions (NCHW and channels-last: 3x3, 1x1,
+depthwise), indexing, cat, topk, cumsum, a 1k-element op (fixed cost) and
+an AdamW step.
+
 Run: python bench/ops.py [filter]   (filter: substring of the op names)"""
 
 import copy
@@ -30,6 +35,14 @@ def cases(dtype):
     idx = torch.randint(0, V, (B * T,), generator=g)
     img = torch.randn(16, 64, 32, 32, generator=g).to(dtype)
     seq = torch.randn(16, 64, 256, generator=g).to(dtype)  # (batch, time, features)
+    cl = img.contiguous(memory_format=torch.channels_last)
+    k3 = (torch.randn(64, 64, 3, 3, generator=g) * 0.05).to(dtype)
+    k1 = (torch.randn(64, 64, 1, 1, generator=g) * 0.1).to(dtype)
+    kd = (torch.randn(64, 1, 3, 3, generator=g) * 0.3).to(dtype)  # depthwise
+    rows = torch.randint(0, B * T, (1024,), generator=g)
+    cols = torch.randint(0, D, (B * T, 16), generator=g)
+    small = torch.randn(32, 32, generator=g).to(dtype)  # 1k elements: fixed cost is all there is
+    marker = torch.zeros(1, dtype=torch.int64)  # says which device's optimizer steps
     return [
         ("softmax", lambda s: F.softmax(s, -1), [scores]),
         ("log_softmax", lambda s: F.log_softmax(s, -1), [scores]),
@@ -45,7 +58,36 @@ def cases(dtype):
         ("batch_norm", lambda a: F.batch_norm(a, None, None, training=True), [img]),
         ("lstm", recurrent(torch.nn.LSTM, dtype), [seq]),
         ("gru", recurrent(torch.nn.GRU, dtype), [seq]),
+        ("conv2d 3x3", lambda a, k: F.conv2d(a, k, padding=1), [img, k3]),
+        ("conv2d 3x3 cl", lambda a, k: F.conv2d(a, k, padding=1), [cl, k3]),
+        ("conv2d 1x1", F.conv2d, [img, k1]),
+        ("conv2d 1x1 cl", F.conv2d, [cl, k1]),
+        ("conv2d dw3x3", lambda a, k: F.conv2d(a, k, padding=1, groups=64), [img, kd]),
+        ("conv2d dw3x3 cl", lambda a, k: F.conv2d(a, k, padding=1, groups=64), [cl, kd]),
+        ("index_select", lambda a, i: a.index_select(0, i), [x, rows]),
+        ("gather", lambda a, i: a.gather(1, i), [x, cols]),
+        ("cat", lambda a, b: torch.cat([a, b]), [x, x]),
+        ("topk", lambda a: a.topk(8, dim=-1).values, [x]),
+        ("cumsum", lambda a: a.cumsum(-1), [x]),
+        ("add 1k", torch.add, [small, small]),
+        ("adamw step", adamw(dtype), [marker]),
     ]
+
+
+def adamw(dtype):
+    """One AdamW step (foreach) over a 4.5M-parameter set of tensors shaped
+    like a small transformer's, the same values and gradients per device."""
+    g = torch.Generator().manual_seed(1)
+    shapes = [(512, 512)] * 8 + [(2048, 512)] * 2 + [(512,)] * 8
+    params = [torch.randn(s, generator=g).to(dtype) for s in shapes]
+    grads = [torch.randn(s, generator=g).to(dtype) for s in shapes]
+    opts = {}
+    for dev in ("cpu", "tpu"):
+        ps = [p.detach().to(dev).requires_grad_() for p in params]
+        for p, gr in zip(ps, grads):
+            p.grad = gr.to(dev)
+        opts[dev] = torch.optim.AdamW(ps, lr=1e-3, foreach=True)
+    return lambda m: opts[m.device.type].step()
 
 
 def recurrent(cls, dtype):
