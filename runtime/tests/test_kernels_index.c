@@ -169,6 +169,33 @@ TEST(scatter_add_large_and_errors_leave_others_intact) {
     ht_free(&a), ht_free(&b), ht_free(&src), ht_free(&ix), ht_free(&src0), ht_free(&ix0);
 }
 
+/* Enough work that a scatter with repeating indices splits its run between
+ * the pool's threads (index_walk.c): each element still sums its sources
+ * in index order, so the result equals the serial reference bit for bit. */
+TEST(index_add_split_between_threads_matches_reference) {
+    static const vt_dtype dts[] = {VT_F32, VT_BF16, VT_I64};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        for (int dim = 0; dim < 2; dim++) {
+            vt_dtype dt = dts[k];
+            int64_t os[2] = {40, 1500};
+            if (dim == 1) os[0] = 1500, os[1] = 40;
+            host_tensor a = mat(dt, os[0], os[1], 0);
+            ht_fill_random(&a, 0, 0);
+            host_tensor b = clone_block(&a);
+            int64_t ss[2] = {os[0], os[1]};
+            ss[dim] = 300;
+            host_tensor src = mat(dt, ss[0], ss[1], 0);
+            ht_fill_random(&src, 0, 0);
+            host_tensor ix = ht_strided(VT_I64, 300, 1);
+            fill_index(&ix, os[dim], 0); /* 300 indices into 40 or 1500: repeats */
+            vt_scalar alpha = vt_dtype_is_float(dt) ? vt_scalar_from_double(0.5) : vt_scalar_from_int(3);
+            CHECK_OK(vt_index_add(&a.t, dim, &ix.t, &src.t, alpha));
+            CHECK_OK(vt_ref_index_add(&b.t, dim, &ix.t, &src.t, alpha));
+            CHECK_MSG(ht_compare("index_add split", &a.t, &b.t, -1) == 0, "%s dim %d", vt_dtype_name(dt), dim);
+            ht_free(&a), ht_free(&b), ht_free(&src), ht_free(&ix);
+        }
+}
+
 TEST(index_add_copy_fill_match_reference) {
     for (size_t k = 0; k < N_DTYPES; k++)
         for (int dim = 0; dim < 2; dim++)

@@ -224,6 +224,7 @@ static const ix_inner_fn red_table[VT_DTYPE_COUNT][4] = {
 /* ------------------------------------------------------------ driver */
 
 #define IX_ITEM 16384 /* element steps per work item */
+#define IX_SPLIT_MIN 65536 /* element steps worth waking the pool for */
 
 typedef struct run_ctx {
     const ix_walk *w;
@@ -299,6 +300,19 @@ vt_status ix_walk_run(const ix_walk *w, vt_dtype dt, ix_mode mode, vt_scalar alp
     c.nlch = (L + c.lch - 1) / c.lch;
     c.nouter = 1;
     for (int d = 0; d < last; d++) c.nouter *= w->size[d];
+    /* A scatter whose indices may repeat walks all of them in one item; with
+     * fewer items than threads (index_add's backward of index_select: one
+     * row block) the run is split between the threads instead: disjoint
+     * columns never conflict, and each still sums in index order. */
+    int64_t nt = vt_num_threads();
+    if (conflicts && c.nouter * c.nblk < nt && L * run >= IX_SPLIT_MIN) {
+        int64_t want = (nt + c.nouter - 1) / c.nouter;
+        int64_t b = ((run + want - 1) / want + 63) / 64 * 64;
+        if (b < c.blk) {
+            c.blk = b;
+            c.nblk = (run + b - 1) / b;
+        }
+    }
     ix_err_init(&c.err);
     vt_parallel_for(c.nouter * c.nblk * c.nlch, 1, run_items, &c);
     return ix_err_finish(&c.err, op);
