@@ -197,7 +197,8 @@ vt_status vt_enqueue(int dev, const char *op_name, vt_kernel_fn fn, const void *
  * status. */
 vt_status vt_synchronize(int dev);
 /* As vt_synchronize, but gives up after timeout_ms with VT_ERR_TIMEOUT
- * (work continues; nothing is cleared). Lets a caller poll for interrupts. */
+ * (work continues; nothing is cleared). Lets a caller poll for interrupts.
+ * timeout_ms 0 only asks whether the work is done (no wait at all). */
 vt_status vt_synchronize_timeout(int dev, int64_t timeout_ms);
 /* Wait (at most timeout_ms, < 0 forever) until all work enqueued on dev so
  * far has run. Reports no fault: use before host reads (then

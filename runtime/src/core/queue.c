@@ -219,10 +219,12 @@ static vt_queue *queue_at(int dev, int k) {
 
 /* ------------------------------------------------------------ waiting */
 
-/* Wait until q has completed `target` commands. timeout_ms < 0: forever.
- * Returns 1 when done, 0 on timeout. */
+/* Wait until q has completed `target` commands. timeout_ms < 0: forever;
+ * 0: only whether it has (no poll: the binding asks so while it holds the
+ * GIL, then waits without it). Returns 1 when done, 0 on timeout. */
 static int wait_done(vt_queue *q, uint64_t target, int64_t timeout_ms) {
     if (atomic_load(&q->done) >= target) return 1;
+    if (timeout_ms == 0) return 0;
     int64_t start = now_ns();
     /* A poll catches short kernels without a sleep/wake round trip. */
     for (;;) {
