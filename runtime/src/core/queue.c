@@ -36,7 +36,6 @@
 #define SLICE_MS 1000       /* longest single condvar sleep: waits re-check */
 #define ERR_LEN 1024
 
-
 typedef struct cmd_result {
     vt_status status;
     char msg[ERR_LEN];

@@ -3,7 +3,6 @@
  * dispatch in well under a microsecond while an idle runtime costs no CPU. */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +11,9 @@
 
 #include "internal.h"
 
-/* How long an idle worker polls before sleeping: long enough to catch the
- * next kernel of a busy queue, short enough not to burn a core when idle. */
-/* (polls yield the core: see vt_poll_yield) */
+/* How long an idle worker polls (yielding the core: vt_poll_yield) before
+ * sleeping: long enough to catch the next kernel of a busy queue, short
+ * enough not to burn a core when idle. */
 #define SPIN_NS 30000
 
 /* One job at a time. Its fields are atomics because a late worker may read

@@ -287,13 +287,6 @@ typedef struct fwd_job {
     atomic_int oom;
 } fwd_job;
 
-/* The parts segment g of prec holds (DEFAULT hi; HIGH hi, lo; HIGHEST hi,
- * mid, lo), as the MXU packers take them. */
-static const int *seg_parts(vt_precision prec) {
-    static const int parts[3][3] = {{0}, {0, 2}, {0, 1, 2}};
-    return parts[nseg_of(prec) - 1];
-}
-
 /* A row of t[b][h] (cols values from f32 or bf16 at unit stride) as a line
  * for the MXU packers; rows past the end read as zeros. */
 static vt_mxu_line row_line(const vt_tensor *t, int64_t b, int64_t h, int64_t r, int64_t rows, int64_t cols) {
@@ -317,7 +310,8 @@ static void pack_b_of_rows_t(const vt_mxu_engine *e, const vt_tensor *t, int64_t
     for (int64_t n0 = 0; n0 < rows_p; n0 += 16) {
         vt_mxu_line c16[16];
         for (int q = 0; q < 16; q++) c16[q] = row_line(t, b, h, n0 + q, rows, cols);
-        e->pack->pack_b_cols(c16, prec, kt, nseg_of(prec), seg_parts(prec), dst + (n0 / 16) * panel);
+        e->pack->pack_b_cols(c16, prec, kt, nseg_of(prec), vt_mxu_slot_parts(nlow_of(prec)),
+                             dst + (n0 / 16) * panel);
     }
 }
 
@@ -328,16 +322,17 @@ static void pack_b_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b
         for (int jj = 0; jj < 16; jj++) {
             int64_t k = c * 32 + 2 * jj;
             e->pack->pack_b_rows(row_line(t, b, h, k, rows, cols), row_line(t, b, h, k + 1, rows, cols), prec, np,
-                                 kt, nseg_of(prec), seg_parts(prec), dst, panel, c, jj);
+                                 kt, nseg_of(prec), vt_mxu_slot_parts(nlow_of(prec)), dst, panel, c, jj);
         }
 }
 
-/* A = t[b][h] (rows_p padded rows, kt chunks of cols) into dst. */
-static void pack_a_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b, int64_t h, int64_t rows,
+/* A = rows r0 .. r0 + rows_p of t[b][h] (kt chunks of cols; rows past
+ * `rows` read as zeros) into dst. */
+static void pack_a_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b, int64_t h, int64_t r0, int64_t rows,
                            int64_t rows_p, int64_t cols, vt_precision prec, int64_t kt, uint16_t *dst, int64_t panel) {
     for (int64_t r = 0; r < rows_p; r++)
-        e->pack->pack_a_row(row_line(t, b, h, r, rows, cols), prec, kt, nseg_of(prec), seg_parts(prec),
-                            dst + (r / 16) * panel, (int)(r % 16));
+        e->pack->pack_a_row(row_line(t, b, h, r0 + r, rows, cols), prec, kt, nseg_of(prec),
+                            vt_mxu_slot_parts(nlow_of(prec)), dst + (r / 16) * panel, (int)(r % 16));
 }
 
 /* A = t[b][h]^T (cols_p padded rows of A, K = t's rows, kt chunks) into dst:
@@ -350,8 +345,8 @@ static void pack_a_of_rows_t(const vt_mxu_engine *e, const vt_tensor *t, int64_t
         x.n = d0 < cols ? (cols - d0 < 16 ? cols - d0 : 16) : 0;
         if (x.n) x.p = (const char *)x.p + d0 * (int64_t)vt_dtype_size(t->dtype);
         for (int64_t c = 0; c < kt; c++)
-            e->pack->pack_a_cols(x, t->strides[2], rows, prec, kt, nseg_of(prec), seg_parts(prec),
-                                 dst + (d0 / 16) * panel, c);
+            e->pack->pack_a_cols(x, t->strides[2], rows, prec, kt, nseg_of(prec),
+                                 vt_mxu_slot_parts(nlow_of(prec)), dst + (d0 / 16) * panel, c);
     }
 }
 
@@ -428,14 +423,11 @@ static void fwd_unit(fwd_job *j, fwd_ws *w, int64_t u) {
     int64_t i0 = qb * BQ, nrows = p->L - i0 < BQ ? p->L - i0 : BQ;
     int64_t qpanel = panel_of(g, g->ktD), ppanel = panel_of(g, BK / 32);
     float scale = (float)p->scale;
-    const vt_tensor *q = &p->q;
-    if (q->dtype == VT_F32 && q->strides[3] == 1 && p->D == g->Dp && nrows == BQ) {
-        /* whole rows of f32 at unit stride: packed from q itself */
-        const float *q0 = (const float *)q->data + q->offset + b * q->strides[0] + h * q->strides[1] + i0 * q->strides[2];
-        R->pack_a(q0, q->strides[2], BQ, g->Dp, p->prec, g->ktD, 0, w->qa, qpanel);
+    if (packs_direct(j->e, &p->q)) {
+        pack_a_of_rows(j->e, &p->q, b, h, i0, p->L, BQ, p->D, p->prec, g->ktD, w->qa, qpanel);
     } else {
         memset(w->qstage, 0, (size_t)BQ * g->Dp * 4);
-        load_f32(q, b, h, i0, nrows, p->D, 0, w->qstage, g->Dp);
+        load_f32(&p->q, b, h, i0, nrows, p->D, 0, w->qstage, g->Dp);
         R->pack_a(w->qstage, g->Dp, BQ, g->Dp, p->prec, g->ktD, 0, w->qa, qpanel);
     }
     memset(w->o, 0, (size_t)BQ * g->Dvp * 4);
@@ -603,7 +595,7 @@ static void bwd_pack_head(const bwd_job *j, bwd_ws *w, int64_t b, int64_t h, int
     const vt_attn_rows *R = j->rows;
     float *st = w->stage;
     if (packs_direct(j->e, &p->q)) {
-        pack_a_of_rows(j->e, &p->q, b, h, p->L, g->Lp, p->D, p->prec, g->ktD, w->qa + gi * w->qa_h,
+        pack_a_of_rows(j->e, &p->q, b, h, 0, p->L, g->Lp, p->D, p->prec, g->ktD, w->qa + gi * w->qa_h,
                        panel_of(g, g->ktD));
         pack_a_of_rows_t(j->e, &p->q, b, h, p->L, p->D, g->Dp, p->prec, g->ktL, w->qat + gi * w->qat_h,
                          panel_of(g, g->ktL));

@@ -26,6 +26,8 @@ typedef struct vt_mxu_pass {
  * passes, then hi*hi. */
 const vt_mxu_pass *vt_mxu_passes(int nlow);
 int vt_mxu_nslots(int nlow);
+/* The part (0 hi, 1 mid, 2 lo) each of those segments holds, in order. */
+const int *vt_mxu_slot_parts(int nlow);
 
 /* The fast packers (mxu_pack_body.h), per ISA: an engine whose pack is
  * set reads f32 and bf16 lines at unit stride straight into its layout.

@@ -10,7 +10,7 @@
 /* The part (0 hi, 1 mid, 2 lo) each segment of a panel holds. */
 static const int slots_highest[] = {0, 1, 2}, slots_high[] = {0, 2}, slots_default[] = {0};
 
-static const int *slot_parts(int nlow) {
+const int *vt_mxu_slot_parts(int nlow) {
     return nlow == 5 ? slots_highest : nlow == 2 ? slots_high : slots_default;
 }
 
@@ -127,7 +127,7 @@ static vt_mxu_line line_at(const vt_tensor *t, int64_t index, int64_t count, int
  * panel + (g*kt + c)*512 + r*32. */
 static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
                          int64_t panel, scratch *s) {
-    const int *seg = slot_parts(p->nlow);
+    const int *seg = vt_mxu_slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->a + panel * p->a_panel;
@@ -157,7 +157,7 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
  * with the engine's split and scatter the parts into the panel's rows. */
 static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
                          int64_t c, scratch *s) {
-    const int *seg = slot_parts(p->nlow);
+    const int *seg = vt_mxu_slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
 #if VT_X86
     if (direct_line(e, a, 1)) {
@@ -199,7 +199,7 @@ static void pack_a_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
  * interleaves rows k and k+1 straight into the VNNI order. */
 static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
                          int64_t c, scratch *s0, scratch *s1) {
-    const int *seg = slot_parts(p->nlow);
+    const int *seg = vt_mxu_slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
 #if VT_X86
     if (direct_line(e, b, b->strides[1])) {
@@ -225,7 +225,7 @@ static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
  * weight): consecutive-K pairs of a column already are the VNNI words. */
 static void pack_b_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *b,
                          int64_t panel, scratch *s) {
-    const int *seg = slot_parts(p->nlow);
+    const int *seg = vt_mxu_slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->b + panel * p->b_panel;
