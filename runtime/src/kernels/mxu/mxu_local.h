@@ -1,7 +1,8 @@
-/* mxu_local.h — declarations shared only inside kernels/mxu/: the AVX-512
- * packers that write the engine layout of internal.h straight from f32 or
- * bf16 lines (no converted copy, no separate zip pass), and the row stores
- * of the epilogue. Everything else the MXU files share is in internal.h. */
+/* mxu_local.h — declarations shared by kernels/mxu/ and the families that
+ * pack for its engines (attention): the fast packers that write the engine
+ * layout of internal.h straight from f32 or bf16 lines (no converted copy,
+ * no separate zip pass), per ISA, and the row stores of the epilogue.
+ * Everything else the MXU files share is in internal.h. */
 #ifndef VTPU_MXU_LOCAL_H
 #define VTPU_MXU_LOCAL_H
 
