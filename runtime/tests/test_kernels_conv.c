@@ -22,6 +22,12 @@ static const conv_case cases[] = {
     {"2d dil2 groups2", 2, 2, 4, 6, 2, {9, 8}, {3, 3}, {1, 2}, {2, 2}, {2, 2}, 1},
     {"2d depthwise", 2, 2, 5, 5, 5, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
     {"2d depthwise x2", 2, 1, 3, 6, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 0},
+    /* the depthwise kernels (conv_dw.c): channels over one lane block,
+     * stride, dilation, padding wider than the window reads, 1-3 dims */
+    {"1d depthwise s2 d2", 1, 2, 18, 18, 18, {17}, {5}, {2}, {3}, {2}, 1},
+    {"2d depthwise 33ch", 2, 2, 33, 33, 33, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+    {"2d depthwise s2 pad2", 2, 1, 20, 20, 20, {8, 7}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 0},
+    {"3d depthwise", 3, 1, 17, 17, 17, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {1, 1, 2}, 1},
     {"2d 1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
@@ -197,14 +203,52 @@ TEST(kernels_conv_exact_small_integers) {
         for (size_t d = 0; d < 4; d++) check_case(&cases[i], dts[d], VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
 }
 
+static const conv_case *case_named(const char *name) {
+    for (size_t i = 0; i < N_CASES; i++)
+        if (!strcmp(cases[i].name, name)) return &cases[i];
+    CHECK_MSG(0, "no conv case %s", name);
+    return &cases[0];
+}
+
+/* The geometry vt_conv_check gives a case (forward, contiguous f32). */
+static vt_conv_geom case_geom(const conv_case *c) {
+    conv_tensors t = make_tensors(c, VT_F32, LAYOUT_CONTIGUOUS);
+    vt_conv_params p = case_params(c);
+    vt_conv_geom g;
+    memset(&g, 0, sizeof g);
+    CHECK_OK(vt_conv_check(VT_CONV_FORWARD, &t.x.t, &t.w.t, &t.y.t, c->bias ? &t.b.t : NULL, &p,
+                           VT_PRECISION_DEFAULT, &g));
+    free_tensors(&t);
+    return g;
+}
+
+/* The depthwise cases run the depthwise kernels (not the im2col path the
+ * other cases check them against); a depth multiplier does not. */
+TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
+    static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
+                                     "2d depthwise s2 pad2", "3d depthwise"};
+    for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(dw[i]));
+        CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);
+    }
+    vt_conv_geom g = case_geom(case_named("2d depthwise x2"));
+    CHECK(!vt_conv_dw_takes(&g));
+}
+
 TEST(kernels_conv_exact_every_engine) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
                                      VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    static const char *const names[] = {"2d", "3d", "2d depthwise 33ch", "3d depthwise"};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         vt_isa_force(masks[m] & active);
-        check_case(&cases[2], VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
-        check_case(&cases[9], VT_BF16, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            check_case(case_named(names[i]), VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
+            check_case(case_named(names[i]), VT_BF16, VT_PRECISION_DEFAULT, LAYOUT_CHANNELS_LAST, 1, 0);
+            /* random data: every ISA's loops give the same bits, within the
+             * reference's tolerance */
+            check_case(case_named(names[i]), VT_F32, VT_PRECISION_HIGH, LAYOUT_CHANNELS_LAST, 0, 1e-5);
+        }
     }
     vt_isa_force(active);
 }

@@ -60,6 +60,18 @@ at::Tensor zero_extend(const at::Tensor& t, const std::vector<int64_t>& shape) {
   return z;
 }
 
+// Channels-last (2-D or 3-D) when t is laid out so; else contiguous.
+at::MemoryFormat format_of(const at::Tensor& t) {
+  return t.dim() == 4 || t.dim() == 5 ? t.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
+// The output's layout, as CPU PyTorch picks it: channels-last when the input
+// or the weight is.
+at::MemoryFormat out_format(const at::Tensor& input, const at::Tensor& weight) {
+  const auto fi = format_of(input), fw = format_of(weight);
+  return fi != at::MemoryFormat::Contiguous ? fi : fw;
+}
+
 at::Tensor add_bias(at::Tensor out, const std::optional<at::Tensor>& bias) {
   if (!bias || !bias->defined()) return out;
   std::vector<int64_t> view(out.dim(), 1);
@@ -72,7 +84,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
                        c10::IntArrayRef output_padding, int64_t groups) {
   const auto p = make_params(stride, padding, dilation, groups, input.dim() - 2);
   VT_FALLBACK_UNLESS(c10::isFloatingType(input.scalar_type()), "dtype ", input.scalar_type());
-  at::Tensor out = at::empty(conv_shape(input, weight, p, transposed, output_padding), input.options());
+  at::Tensor out = at::empty(conv_shape(input, weight, p, transposed, output_padding),
+                             input.options().memory_format(out_format(input, weight)));
   if (out.numel() == 0) return out;
   const int dev = device_index(input);
   const vt_tensor ti = view_of(input), tw = view_of(weight), to = view_of(out);
@@ -103,7 +116,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   // A transposed convolution's input, seen at the plain convolution's output size.
   const std::vector<int64_t> full = transposed ? plain_out_shape(grad_out.sizes(), weight, p) : std::vector<int64_t>{};
   if (mask[0]) {
-    gi = at::empty(input.sizes(), input.options());
+    gi = at::empty(input.sizes(), input.options().memory_format(format_of(input)));
     if (gi.numel() && transposed) {
       // the input gradient of a transposed convolution is the plain convolution of grad_out
       at::Tensor whole = at::empty(full, input.options());
@@ -117,7 +130,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
     }
   }
   if (mask[1]) {
-    gw = at::empty(weight.sizes(), weight.options());
+    gw = at::empty(weight.sizes(), weight.options().memory_format(format_of(weight)));
     if (gw.numel()) {
       const vt_tensor tgw = view_of(gw);
       if (transposed) {  // the roles of input and grad_out swap

@@ -168,6 +168,7 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
     vt_status s = vt_conv_check(VT_CONV_FORWARD, input, weight, out, bias, p, prec, &g);
     if (s != VT_OK || vt_tensor_numel(out) == 0) return s;
     if (g.Cg == 0) return bias_only(out, bias, g.spatial);
+    if (vt_conv_dw_takes(&g)) return vt_conv_dw_forward(&g, out, input, weight, bias, prec);
     vt_dtype ct = compute_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(out, g.spatial);
@@ -246,6 +247,7 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     vt_status s = vt_conv_check(VT_CONV_BACKWARD_INPUT, grad_input, weight, grad_out, NULL, p, prec, &g);
     if (s != VT_OK || vt_tensor_numel(grad_input) == 0) return s;
     if (g.Og == 0) return zero_fill(grad_input);
+    if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_dtype ct = compute_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(grad_input, g.spatial), y5 = vt_conv_view5(grad_out, g.spatial);
@@ -285,6 +287,7 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
     vt_status s = vt_conv_check(VT_CONV_BACKWARD_WEIGHT, input, grad_weight, grad_out, NULL, p, prec, &g);
     if (s != VT_OK || vt_tensor_numel(grad_weight) == 0) return s;
     if (g.N == 0) return zero_fill(grad_weight);
+    if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_weight(&g, grad_weight, grad_out, input, prec);
     vt_dtype ct = compute_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(grad_out, g.spatial);

@@ -44,6 +44,44 @@ void vt_conv_im2col(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int6
 void vt_conv_col2im(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, vt_dtype ct,
                     const void *col, int64_t ld);
 
+/* ---- depthwise convolution (conv_dw.c): groups == input channels ==
+ * output channels, any spatial dims, stride, padding and dilation, for F32,
+ * BF16 and F16. Channels go in blocks of VT_DW_LANES, each image's block laid
+ * out as [positions][lanes] floats (the padded input window extent E, the
+ * output, or the weights' taps), so the loops run over whole lane vectors
+ * whatever the tensors' layout. Products have the MXU's numerics at the
+ * caller's precision (bf16 parts, f32 sums, the low passes guarded). */
+#define VT_DW_LANES 16
+typedef struct vt_dw_geom {
+    int64_t E[3];         /* padded input extent the windows read */
+    int64_t out[3], stride[3];
+    int64_t taps;         /* k_prod */
+    const int64_t *toff;  /* per tap: its offset from a window's first position, in floats */
+    int nlow;             /* 0 DEFAULT, 2 HIGH, 5 HIGHEST: the low passes */
+} vt_dw_geom;
+/* The compute loops (conv_dw_body.h), per ISA. x, w, gy: the parts' slots
+ * (vt_mxu_slot_parts order). */
+typedef struct vt_dw_kernels {
+    void (*split)(const float *raw, int64_t n, int nlow, float *const slot[3]);
+    void (*forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
+    void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
+                           float *hi);
+    void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,
+                            float *hi);
+} vt_dw_kernels;
+extern const vt_dw_kernels vt_dw_kernels_portable;
+#if VT_X86
+extern const vt_dw_kernels vt_dw_kernels_avx2, vt_dw_kernels_avx512;
+#endif
+/* Whether the depthwise kernels take this call (else the im2col path). */
+int vt_conv_dw_takes(const vt_conv_geom *g);
+vt_status vt_conv_dw_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
+                             const vt_tensor *weight, const vt_tensor *bias, vt_precision prec);
+vt_status vt_conv_dw_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                    const vt_tensor *weight, vt_precision prec);
+vt_status vt_conv_dw_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                     const vt_tensor *input, vt_precision prec);
+
 /* ---- scalar references (conv_ref.c): direct loops, no im2col, no
  * threads. Each output element is the sum in fp64 of the exact products of
  * the bf16 parts vt_matmul keeps at prec (low passes guarded, then hi*hi;

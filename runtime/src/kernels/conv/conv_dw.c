@@ -1,0 +1,363 @@
+/* conv_dw.c — depthwise convolution (one input channel per group, one
+ * output channel per input channel): no im2col and no MXU call, since each
+ * output is a short dot product over the kernel window. A task is one
+ * (image, block of VT_DW_LANES channels): it lays its input window block
+ * out as [padded positions][lanes], splits it into the bf16 parts of the
+ * caller's precision, runs the compute loops of conv_dw_body.h and writes
+ * the result back in the tensor's own layout (NCHW, channels-last or any
+ * strides). */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define DW_SFX portable
+#include "kernels/conv/conv_dw_body.h"
+
+/* Scratch of one task above this is not worth it: the im2col path runs. */
+#define DW_TASK_BYTES ((int64_t)64 << 20)
+
+static _Atomic(const vt_dw_kernels *) dw_active;
+
+unsigned vt_conv_dw_select_isa(unsigned mask) {
+    const unsigned isa = vt_isa_widest(mask);
+    atomic_store(&dw_active, VT_ISA_TABLE(isa, &vt_dw_kernels_portable, &vt_dw_kernels_avx2, &vt_dw_kernels_avx512));
+    return isa;
+}
+
+static const vt_dw_kernels *dw_kernels(void) {
+    const vt_dw_kernels *k = atomic_load(&dw_active);
+    if (!k) {
+        vt_kernels_ready();
+        k = atomic_load(&dw_active);
+    }
+    return k;
+}
+
+static int nlow_of(vt_dtype dt, vt_precision prec) {
+    /* half-precision operands are one bf16 pass, as vt_matmul has them */
+    if (dt != VT_F32) return 0;
+    return prec == VT_PRECISION_HIGHEST ? 5 : prec == VT_PRECISION_HIGH ? 2 : 0;
+}
+
+/* Window extent of dim i: the padded input positions the windows read. */
+static int64_t extent(const vt_conv_geom *g, int i) {
+    return (g->out[i] - 1) * g->stride[i] + (g->k[i] - 1) * g->dil[i] + 1;
+}
+
+static int64_t block_floats(const vt_conv_geom *g) {
+    return extent(g, 0) * extent(g, 1) * extent(g, 2) * VT_DW_LANES;
+}
+
+int vt_conv_dw_takes(const vt_conv_geom *g) {
+    if (g->dtype == VT_F64 || g->Cg != 1 || g->Og != 1 || g->G != g->C || g->k_prod > 4096) return 0;
+    int64_t x = block_floats(g), z = g->out_prod * VT_DW_LANES;
+    /* input slots and raw block, an output / gradient block and its slots */
+    return (4 * x + 4 * z) * 4 <= DW_TASK_BYTES;
+}
+
+/* ------------------------------------------------------------ moving blocks */
+
+static inline float load_elem(vt_dtype dt, const char *p) {
+    switch (dt) {
+    case VT_F32: { float f; memcpy(&f, p, 4); return f; }
+    case VT_BF16: { uint16_t h; memcpy(&h, p, 2); return vt_bf16_to_f32(h); }
+    default: { uint16_t h; memcpy(&h, p, 2); return vt_f16_to_f32(h); }
+    }
+}
+
+/* Lanes [0, nl) of blk[e0][e1][e2] (extent E, zero elsewhere) = the
+ * tensor t5 [N, C, s0, s1, s2] at image n, channels c0.., position
+ * e - pad; positions outside t5 stay 0. */
+static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const int64_t E[3], const int64_t pad[3],
+                       float *blk) {
+    memset(blk, 0, (size_t)(E[0] * E[1] * E[2] * VT_DW_LANES) * sizeof(float));
+    size_t es = vt_dtype_size(t5->dtype);
+    const char *base = (const char *)t5->data + (t5->offset + n * t5->strides[0] + c0 * t5->strides[1]) * (int64_t)es;
+    int64_t cs = t5->strides[1] * (int64_t)es, s2 = t5->strides[4] * (int64_t)es;
+    int64_t lo2 = pad[2], hi2 = t5->sizes[4] + pad[2] < E[2] ? t5->sizes[4] + pad[2] : E[2];
+    for (int64_t i0 = 0; i0 < t5->sizes[2] && i0 + pad[0] < E[0]; i0++)
+        for (int64_t i1 = 0; i1 < t5->sizes[3] && i1 + pad[1] < E[1]; i1++) {
+            const char *row = base + (i0 * t5->strides[2] + i1 * t5->strides[3]) * (int64_t)es;
+            float *dst = blk + ((i0 + pad[0]) * E[1] + i1 + pad[1]) * E[2] * VT_DW_LANES;
+            if (t5->strides[1] == 1 && t5->dtype == VT_F32) { /* channels innermost: one run per position */
+                for (int64_t e2 = lo2; e2 < hi2; e2++)
+                    memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, (size_t)nl * sizeof(float));
+                continue;
+            }
+            if (t5->strides[1] == 1 && t5->dtype == VT_BF16) {
+                for (int64_t e2 = lo2; e2 < hi2; e2++) {
+                    const uint16_t *h = (const uint16_t *)(row + (e2 - lo2) * s2);
+                    float *d = dst + e2 * VT_DW_LANES;
+                    for (int l = 0; l < nl; l++) d[l] = vt_bf16_to_f32(h[l]);
+                }
+                continue;
+            }
+            for (int l = 0; l < nl; l++) {
+                const char *src = row + l * cs;
+                float *d = dst + lo2 * VT_DW_LANES + l;
+                int64_t n2 = hi2 - lo2;
+                if (t5->dtype == VT_F32 && s2 == 4) {
+                    const float *f = (const float *)src;
+                    for (int64_t i = 0; i < n2; i++) d[i * VT_DW_LANES] = f[i];
+                } else if (t5->dtype == VT_BF16 && s2 == 2) {
+                    const uint16_t *h = (const uint16_t *)src;
+                    for (int64_t i = 0; i < n2; i++) d[i * VT_DW_LANES] = vt_bf16_to_f32(h[i]);
+                } else {
+                    for (int64_t i = 0; i < n2; i++) d[i * VT_DW_LANES] = load_elem(t5->dtype, src + i * s2);
+                }
+            }
+        }
+}
+
+static inline void store_elem(vt_dtype dt, char *p, float f, const double *bias) {
+    if (bias) {
+        double v = (double)f + *bias;
+        switch (dt) {
+        case VT_F32: f = (float)v; memcpy(p, &f, 4); return;
+        case VT_BF16: { uint16_t h = vt_mxu_f64_to_bf16(v); memcpy(p, &h, 2); return; }
+        default: { uint16_t h = vt_mxu_f64_to_f16(v); memcpy(p, &h, 2); return; }
+        }
+    }
+    switch (dt) {
+    case VT_F32: memcpy(p, &f, 4); return;
+    case VT_BF16: { uint16_t h = vt_f32_to_bf16(f); memcpy(p, &h, 2); return; }
+    default: { uint16_t h = vt_f32_to_f16(f); memcpy(p, &h, 2); return; }
+    }
+}
+
+/* t5 at image n, channels c0 .. c0+nl, every position i = the block at
+ * i + pad (extent E; positions past it, which no window reads, get 0),
+ * plus bias[l] when given, rounded once to t5's dtype. */
+static void store_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const int64_t E[3], const int64_t pad[3],
+                        const float *blk, const double *bias) {
+    size_t es = vt_dtype_size(t5->dtype);
+    char *base = (char *)t5->data + (t5->offset + n * t5->strides[0] + c0 * t5->strides[1]) * (int64_t)es;
+    int64_t cs = t5->strides[1] * (int64_t)es, s2 = t5->strides[4] * (int64_t)es;
+    const float zero[VT_DW_LANES] = {0};
+    for (int64_t i0 = 0; i0 < t5->sizes[2]; i0++)
+        for (int64_t i1 = 0; i1 < t5->sizes[3]; i1++) {
+            char *row = base + (i0 * t5->strides[2] + i1 * t5->strides[3]) * (int64_t)es;
+            int64_t e0 = i0 + pad[0], e1 = i1 + pad[1];
+            int inside = e0 < E[0] && e1 < E[1];
+            const float *src = blk + (e0 * E[1] + e1) * E[2] * VT_DW_LANES;
+            if (t5->strides[1] == 1 && !bias && (t5->dtype == VT_F32 || t5->dtype == VT_BF16)) {
+                for (int64_t i2 = 0; i2 < t5->sizes[4]; i2++) {
+                    int64_t e2 = i2 + pad[2];
+                    const float *v = inside && e2 < E[2] ? src + e2 * VT_DW_LANES : zero;
+                    if (t5->dtype == VT_F32) {
+                        memcpy(row + i2 * s2, v, (size_t)nl * sizeof(float));
+                    } else {
+                        uint16_t *h = (uint16_t *)(row + i2 * s2);
+                        for (int l = 0; l < nl; l++) h[l] = vt_f32_to_bf16(v[l]);
+                    }
+                }
+                continue;
+            }
+            /* positions [0, n2) read the block, the rest are 0 */
+            int64_t n2 = !inside ? 0 : E[2] - pad[2] < t5->sizes[4] ? E[2] - pad[2] : t5->sizes[4];
+            if (n2 < 0) n2 = 0;
+            const float *s0 = src + pad[2] * VT_DW_LANES;
+            for (int l = 0; l < nl; l++) {
+                char *dst = row + l * cs;
+                const double *b = bias ? bias + l : NULL;
+                int64_t i2 = 0;
+                if (!b && t5->dtype == VT_F32 && s2 == 4) {
+                    float *f = (float *)dst;
+                    for (; i2 < n2; i2++) f[i2] = s0[i2 * VT_DW_LANES + l];
+                } else if (!b && t5->dtype == VT_BF16 && s2 == 2) {
+                    uint16_t *h = (uint16_t *)dst;
+                    for (; i2 < n2; i2++) h[i2] = vt_f32_to_bf16(s0[i2 * VT_DW_LANES + l]);
+                } else {
+                    for (; i2 < n2; i2++) store_elem(t5->dtype, dst + i2 * s2, s0[i2 * VT_DW_LANES + l], b);
+                }
+                for (; i2 < t5->sizes[4]; i2++) store_elem(t5->dtype, dst + i2 * s2, 0.0f, b);
+            }
+        }
+}
+
+/* ------------------------------------------------------------ jobs */
+
+typedef struct dw_job {
+    const vt_conv_geom *g;
+    const vt_dw_kernels *k;
+    vt_dw_geom d;
+    vt_conv_kind kind;
+    const vt_tensor *x5, *y5; /* input-shaped, output-shaped */
+    const double *bias;       /* forward: per channel, or NULL */
+    const float *w;           /* [ncb][nslots][taps][lanes] weight parts */
+    float *partial;           /* weight gradient: [N][ncb][2][taps][lanes] */
+    int64_t ncb, nslots;
+    _Atomic int oom;
+} dw_job;
+
+static const int64_t no_pad[3] = {0, 0, 0};
+
+static void dw_range(void *ctx, int64_t begin, int64_t end) {
+    dw_job *j = ctx;
+    const vt_conv_geom *g = j->g;
+    const vt_dw_geom *d = &j->d;
+    int64_t X = d->E[0] * d->E[1] * d->E[2] * VT_DW_LANES, Z = g->out_prod * VT_DW_LANES, T = d->taps * VT_DW_LANES;
+    int S = (int)j->nslots;
+    /* x slots (the raw block is slot 0), y raw + slots, and for the input
+     * gradient its lo and hi accumulators */
+    float *mem = aligned_alloc(64, (size_t)(S * X + S * Z + 2 * X) * sizeof(float) + 64);
+    if (!mem) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    float *xs[3] = {mem, mem + X, mem + 2 * X}, *ys[3] = {mem + S * X, mem + S * X + Z, mem + S * X + 2 * Z};
+    float *lo = mem + S * X + S * Z, *hi = lo + X;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t n = t / j->ncb, cb = t % j->ncb, c0 = cb * VT_DW_LANES;
+        int nl = g->C - c0 < VT_DW_LANES ? (int)(g->C - c0) : VT_DW_LANES;
+        const float *ws[3];
+        for (int s = 0; s < S; s++) ws[s] = j->w + (cb * S + s) * T;
+        const int64_t *pad = g->pad;
+        if (j->kind != VT_CONV_BACKWARD_INPUT) { /* the input window block */
+            fill_block(j->x5, n, c0, nl, d->E, pad, xs[0]);
+            j->k->split(xs[0], X, d->nlow, xs);
+        }
+        if (j->kind != VT_CONV_FORWARD) { /* the output gradient block */
+            fill_block(j->y5, n, c0, nl, g->out, no_pad, ys[0]);
+            j->k->split(ys[0], Z, d->nlow, ys);
+        }
+        if (j->kind == VT_CONV_FORWARD) {
+            j->k->forward(d, (const float *const *)xs, ws, ys[0]);
+            store_block(j->y5, n, c0, nl, g->out, no_pad, ys[0], j->bias ? j->bias + c0 : NULL);
+        } else if (j->kind == VT_CONV_BACKWARD_INPUT) {
+            memset(hi, 0, (size_t)X * sizeof(float));
+            if (d->nlow) memset(lo, 0, (size_t)X * sizeof(float));
+            j->k->backward_input(d, (const float *const *)ys, ws, lo, hi);
+            if (d->nlow) /* the guarded low sum, then hi * hi */
+                for (int64_t i = 0; i < X; i++) hi[i] = (isfinite(lo[i]) ? lo[i] : 0.0f) + hi[i];
+            store_block(j->x5, n, c0, nl, d->E, pad, hi, NULL);
+        } else {
+            float *p = j->partial + (n * j->ncb + cb) * 2 * T;
+            j->k->backward_weight(d, (const float *const *)ys, (const float *const *)xs, p, p + T);
+        }
+    }
+    free(mem);
+}
+
+/* Prepare d and the weight parts, run the tasks. w5: the weight [C, 1, k..]
+ * (or, for the weight gradient, NULL). */
+static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_precision prec, const char *fn) {
+    int64_t toff[g->k_prod > 0 ? g->k_prod : 1];
+    j->g = g;
+    j->k = dw_kernels();
+    j->d.nlow = nlow_of(g->dtype, prec);
+    j->nslots = vt_mxu_nslots(j->d.nlow);
+    j->ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES;
+    for (int i = 0; i < 3; i++) j->d.E[i] = extent(g, i), j->d.out[i] = g->out[i], j->d.stride[i] = g->stride[i];
+    j->d.taps = g->k_prod;
+    int64_t t = 0;
+    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                toff[t] = ((k0 * g->dil[0] * j->d.E[1] + k1 * g->dil[1]) * j->d.E[2] + k2 * g->dil[2]) * VT_DW_LANES;
+    j->d.toff = toff;
+    int64_t T = g->k_prod * VT_DW_LANES;
+    float *wparts = NULL;
+    if (w) {
+        /* [ncb][slot][tap][lane]: weight c's tap t in lane c % lanes */
+        float *raw = calloc((size_t)(j->ncb * T), sizeof(float));
+        wparts = aligned_alloc(64, (size_t)(j->ncb * j->nslots * T) * sizeof(float) + 64);
+        if (!raw || !wparts) {
+            free(raw), free(wparts);
+            return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for the weight parts", fn);
+        }
+        size_t es = vt_dtype_size(w->dtype);
+        for (int64_t c = 0; c < g->C; c++) {
+            int64_t kk = 0;
+            for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                    for (int64_t k2 = 0; k2 < g->k[2]; k2++, kk++) {
+                        int64_t off = w->offset + c * w->strides[0] + k0 * w->strides[2] + k1 * w->strides[3] +
+                                      k2 * w->strides[4];
+                        raw[(c / VT_DW_LANES) * T + kk * VT_DW_LANES + c % VT_DW_LANES] =
+                            load_elem(w->dtype, (const char *)w->data + off * (int64_t)es);
+                    }
+        }
+        for (int64_t cb = 0; cb < j->ncb; cb++) {
+            float *slots[3];
+            for (int s = 0; s < j->nslots; s++) slots[s] = wparts + (cb * j->nslots + s) * T;
+            j->k->split(raw + cb * T, T, j->d.nlow, slots);
+        }
+        free(raw);
+    }
+    j->w = wparts;
+    int64_t tasks = g->N * j->ncb;
+    vt_parallel_for(tasks, 1, dw_range, j);
+    free(wparts);
+    if (atomic_load(&j->oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
+    return VT_OK;
+}
+
+vt_status vt_conv_dw_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
+                             const vt_tensor *weight, const vt_tensor *bias, vt_precision prec) {
+    dw_job j;
+    memset(&j, 0, sizeof j);
+    vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(out, g->spatial),
+              w5 = vt_conv_view5(weight, g->spatial);
+    j.kind = VT_CONV_FORWARD;
+    j.x5 = &x5, j.y5 = &y5;
+    double *b = NULL;
+    if (bias) {
+        b = malloc((size_t)g->C * sizeof(double) + 8);
+        if (!b) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_conv_forward: out of host memory");
+        vt_convert(bias->dtype, vt_base(bias), bias->strides[0], VT_F64, b, 1, g->C);
+    }
+    j.bias = b;
+    vt_status s = run(&j, g, &w5, prec, "vt_conv_forward");
+    free(b);
+    return s;
+}
+
+vt_status vt_conv_dw_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                    const vt_tensor *weight, vt_precision prec) {
+    dw_job j;
+    memset(&j, 0, sizeof j);
+    vt_tensor x5 = vt_conv_view5(grad_input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
+              w5 = vt_conv_view5(weight, g->spatial);
+    j.kind = VT_CONV_BACKWARD_INPUT;
+    j.x5 = &x5, j.y5 = &y5;
+    return run(&j, g, &w5, prec, "vt_conv_backward_input");
+}
+
+vt_status vt_conv_dw_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                     const vt_tensor *input, vt_precision prec) {
+    const char *fn = "vt_conv_backward_weight";
+    dw_job j;
+    memset(&j, 0, sizeof j);
+    vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
+              w5 = vt_conv_view5(grad_weight, g->spatial);
+    j.kind = VT_CONV_BACKWARD_WEIGHT;
+    j.x5 = &x5, j.y5 = &y5;
+    int64_t ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES, T = g->k_prod * VT_DW_LANES;
+    j.partial = malloc((size_t)(g->N * ncb * 2 * T) * sizeof(float) + 64);
+    if (!j.partial) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for partial sums", fn);
+    vt_status s = run(&j, g, NULL, prec, fn);
+    if (s == VT_OK) {
+        /* images in order: the low sums, guarded, then the hi * hi sums */
+        int nlow = j.d.nlow;
+        size_t es = vt_dtype_size(grad_weight->dtype);
+        for (int64_t c = 0; c < g->C; c++) {
+            int64_t cb = c / VT_DW_LANES, l = c % VT_DW_LANES, kk = 0;
+            for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                    for (int64_t k2 = 0; k2 < g->k[2]; k2++, kk++) {
+                        float lo = 0.0f, hi = 0.0f;
+                        for (int64_t n = 0; n < g->N; n++) {
+                            const float *p = j.partial + (n * ncb + cb) * 2 * T + kk * VT_DW_LANES + l;
+                            if (nlow) lo += p[0];
+                            hi += p[T];
+                        }
+                        float v = nlow ? (isfinite(lo) ? lo : 0.0f) + hi : hi;
+                        int64_t off = w5.offset + c * w5.strides[0] + k0 * w5.strides[2] + k1 * w5.strides[3] +
+                                      k2 * w5.strides[4];
+                        store_elem(w5.dtype, (char *)w5.data + off * (int64_t)es, v, NULL);
+                    }
+        }
+    }
+    free(j.partial);
+    return s;
+}

@@ -1,0 +1,188 @@
+/* conv_dw_body.h — the depthwise convolution's compute loops over blocks of
+ * VT_DW_LANES channels (conv_dw.c lays the blocks out), included once per
+ * ISA: conv_dw.c (portable C), conv_dw_avx2.c, conv_dw_avx512.c. The lanes
+ * are a GCC/Clang vector of 16 floats, which each ISA's flags lower to its
+ * widest registers (4 SSE / NEON, 2 AVX2 or 1 AVX-512 op per step).
+ *
+ * Every product is of two bf16 parts (floats whose low 16 bits are zero),
+ * so it is exact in f32 and a fused multiply-add rounds the same as the
+ * multiply and the add: all ISA paths give the same bits. The includer
+ * defines DW_SFX (the table's name suffix). */
+#include "kernels/conv/conv.h"
+#include "kernels/mxu/mxu_local.h"
+
+/* The helpers below pass lane vectors by value; they are static inline, so
+ * the ABI GCC warns about for builds without AVX-512 never applies. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#define DW_CAT2(a, b) a##b
+#define DW_CAT(a, b) DW_CAT2(a, b)
+#define DW_NAME(x) DW_CAT(x, DW_SFX)
+
+typedef float dw_vf __attribute__((vector_size(64)));
+typedef uint32_t dw_vu __attribute__((vector_size(64)));
+
+static inline dw_vf dw_ld(const float *p) {
+    dw_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void dw_st(float *p, dw_vf v) { memcpy(p, &v, sizeof v); }
+static inline dw_vu dw_bits(dw_vf v) {
+    dw_vu u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+static inline dw_vf dw_float(dw_vu u) {
+    dw_vf v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+/* where mask (all ones / zeros per lane): a, else b */
+static inline dw_vu dw_sel(dw_vu mask, dw_vu a, dw_vu b) { return (mask & a) | (~mask & b); }
+
+/* vt_mxu_rne_ftz / vt_mxu_trunc_ftz of internal.h, lane by lane. */
+static inline dw_vu dw_rne_ftz(dw_vu u) {
+    dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u), den = (dw_vu)((u & 0x7f800000u) == 0);
+    dw_vu r = u + 0x7fffu + ((u >> 16) & 1u);
+    r = dw_sel(nan, u | 0x00400000u, r);
+    r = dw_sel(den, u & 0x80000000u, r);
+    return r & 0xffff0000u;
+}
+static inline dw_vu dw_trunc_ftz(dw_vu u) {
+    dw_vu den = (dw_vu)((u & 0x7f800000u) == 0);
+    return dw_sel(den, u & 0x80000000u, u & 0xffff0000u);
+}
+/* Non-finite lanes become +0 (the low-pass guard of the MXU driver). */
+static inline dw_vf dw_guard(dw_vf v) {
+    dw_vu u = dw_bits(v);
+    return dw_float(u & (dw_vu)((u & 0x7f800000u) != 0x7f800000u));
+}
+
+/* The parts of n floats (n a multiple of the lanes) as vt_mxu_split gives
+ * them, slot g holding part vt_mxu_slot_parts(nlow)[g]. slot[0] may be raw. */
+static void DW_NAME(dw_split_)(const float *raw, int64_t n, int nlow, float *const slot[3]) {
+    for (int64_t i = 0; i < n; i += VT_DW_LANES) {
+        dw_vf x = dw_ld(raw + i);
+        dw_vu u = dw_bits(x);
+        if (nlow == 0) {
+            dw_st(slot[0] + i, dw_float(dw_rne_ftz(u)));
+            continue;
+        }
+        dw_vu hi = dw_trunc_ftz(u);
+        dw_vf r = x - dw_float(hi);
+        dw_st(slot[0] + i, dw_float(hi));
+        if (nlow == 5) { /* HIGHEST: slots hi, mid, lo */
+            dw_vu mid = dw_trunc_ftz(dw_bits(r));
+            r -= dw_float(mid);
+            dw_st(slot[1] + i, dw_float(mid));
+            dw_st(slot[2] + i, dw_float(dw_rne_ftz(dw_bits(r))));
+        } else { /* HIGH: slots hi, lo */
+            dw_st(slot[1] + i, dw_float(dw_rne_ftz(dw_bits(r))));
+        }
+    }
+}
+
+/* Input position (in lane vectors) of output position z's first tap. */
+static inline int64_t dw_base(const vt_dw_geom *d, int64_t z0, int64_t z1, int64_t z2) {
+    return ((z0 * d->stride[0] * d->E[1] + z1 * d->stride[1]) * d->E[2] + z2 * d->stride[2]) * VT_DW_LANES;
+}
+
+/* y[z] = sum over taps of w * x at z's window: the guarded low passes in
+ * the MXU's order (pass by pass, taps in order), then hi * hi. A weight is
+ * the MXU's A operand, the input its B (passes' a and b). Four positions
+ * of a row at a time: four independent sums keep the adder busy. */
+static inline void DW_NAME(dw_forward_4_)(const vt_dw_geom *d, const vt_mxu_pass *ps, const float *const x[3],
+                                          const float *const w[3], int64_t b, int64_t step, float *y) {
+    const int64_t *off = d->toff, T = d->taps;
+    dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    for (int g = 0; g <= d->nlow; g++) {
+        if (g == d->nlow && d->nlow) a0 = dw_guard(a0), a1 = dw_guard(a1), a2 = dw_guard(a2), a3 = dw_guard(a3);
+        const float *xs = x[ps[g].b] + b, *ws = w[ps[g].a];
+        for (int64_t t = 0; t < T; t++) {
+            dw_vf wt = dw_ld(ws + t * VT_DW_LANES);
+            const float *p = xs + off[t];
+            a0 += dw_ld(p) * wt;
+            a1 += dw_ld(p + step) * wt;
+            a2 += dw_ld(p + 2 * step) * wt;
+            a3 += dw_ld(p + 3 * step) * wt;
+        }
+    }
+    dw_st(y, a0), dw_st(y + VT_DW_LANES, a1), dw_st(y + 2 * VT_DW_LANES, a2), dw_st(y + 3 * VT_DW_LANES, a3);
+}
+
+static void DW_NAME(dw_forward_)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y) {
+    const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
+    const int64_t *off = d->toff, T = d->taps, step = d->stride[2] * VT_DW_LANES;
+    for (int64_t z0 = 0; z0 < d->out[0]; z0++)
+        for (int64_t z1 = 0; z1 < d->out[1]; z1++) {
+            int64_t z2 = 0;
+            for (; z2 + 4 <= d->out[2]; z2 += 4, y += 4 * VT_DW_LANES)
+                DW_NAME(dw_forward_4_)(d, ps, x, w, dw_base(d, z0, z1, z2), step, y);
+            for (; z2 < d->out[2]; z2++, y += VT_DW_LANES) {
+                int64_t b = dw_base(d, z0, z1, z2);
+                dw_vf acc = {0};
+                for (int g = 0; g <= d->nlow; g++) {
+                    if (g == d->nlow && d->nlow) acc = dw_guard(acc);
+                    const float *xs = x[ps[g].b] + b, *ws = w[ps[g].a];
+                    for (int64_t t = 0; t < T; t++) acc += dw_ld(xs + off[t]) * dw_ld(ws + t * VT_DW_LANES);
+                }
+                dw_st(y, acc);
+            }
+        }
+}
+
+/* gx (the padded input block, zeroed by the caller) += each output
+ * position's gradient times the weights over its window: the low passes'
+ * products into lo, hi * hi into hi (the caller guards lo and adds). The
+ * weight is A, the output gradient B. */
+static void DW_NAME(dw_backward_input_)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3],
+                                        float *lo, float *hi) {
+    const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
+    const int64_t *off = d->toff, T = d->taps;
+    int64_t z = 0;
+    for (int64_t z0 = 0; z0 < d->out[0]; z0++)
+        for (int64_t z1 = 0; z1 < d->out[1]; z1++)
+            for (int64_t z2 = 0; z2 < d->out[2]; z2++, z += VT_DW_LANES) {
+                int64_t b = dw_base(d, z0, z1, z2);
+                for (int g = 0; g < d->nlow; g++) {
+                    dw_vf v = dw_ld(gy[ps[g].b] + z);
+                    const float *ws = w[ps[g].a];
+                    for (int64_t t = 0; t < T; t++)
+                        dw_st(lo + b + off[t], dw_ld(lo + b + off[t]) + v * dw_ld(ws + t * VT_DW_LANES));
+                }
+                dw_vf v = dw_ld(gy[0] + z);
+                for (int64_t t = 0; t < T; t++)
+                    dw_st(hi + b + off[t], dw_ld(hi + b + off[t]) + v * dw_ld(w[0] + t * VT_DW_LANES));
+            }
+}
+
+/* Per tap, the sum over output positions of the output gradient times the
+ * input at that tap (low passes into lo, hi * hi into hi, [taps][lanes]).
+ * The output gradient is A, the input B. */
+static void DW_NAME(dw_backward_weight_)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3],
+                                         float *lo, float *hi) {
+    const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
+    for (int64_t t = 0; t < d->taps; t++) {
+        for (int g = 0; g <= d->nlow; g++) {
+            const float *gs = gy[ps[g].a], *xs = x[ps[g].b] + d->toff[t];
+            dw_vf acc = {0};
+            int64_t z = 0;
+            for (int64_t z0 = 0; z0 < d->out[0]; z0++)
+                for (int64_t z1 = 0; z1 < d->out[1]; z1++) {
+                    int64_t b = dw_base(d, z0, z1, 0), step = d->stride[2] * VT_DW_LANES;
+                    for (int64_t z2 = 0; z2 < d->out[2]; z2++, z += VT_DW_LANES, b += step)
+                        acc += dw_ld(gs + z) * dw_ld(xs + b);
+                }
+            float *dst = (g < d->nlow ? lo : hi) + t * VT_DW_LANES;
+            dw_st(dst, (g == 0 || g == d->nlow ? (dw_vf){0} : dw_ld(dst)) + acc);
+        }
+    }
+}
+
+const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
+    DW_NAME(dw_split_),
+    DW_NAME(dw_forward_),
+    DW_NAME(dw_backward_input_),
+    DW_NAME(dw_backward_weight_),
+};
