@@ -705,6 +705,11 @@ void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precisi
 
 /* vt_matmul's argument checks alone (shapes, dtypes, broadcasts), for the
  * queued op to fail at enqueue. */
+/* vt_matmul with an F32 out for BF16 / F16 operands: the MXU's f32 sums
+ * unrounded (as the kernel has them before its epilogue), for callers that
+ * sum them further and round once (convolution). */
+vt_status vt_matmul_f32_out(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                            double alpha, double beta, vt_precision prec);
 vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
                           vt_precision prec);
 

@@ -28,6 +28,10 @@ static const conv_case cases[] = {
     {"2d depthwise 33ch", 2, 2, 33, 33, 33, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"2d depthwise s2 pad2", 2, 1, 20, 20, 20, {8, 7}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 0},
     {"3d depthwise", 3, 1, 17, 17, 17, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {1, 1, 2}, 1},
+    /* channels-last takes the rows drivers (conv_rows.c) from 8 channels a group */
+    {"2d groups2 wide", 2, 2, 16, 8, 2, {6, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, 1},
+    {"3d wide", 3, 1, 9, 4, 1, {4, 5, 4}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 2}, 0},
+    {"1d 1x1 wide", 1, 3, 12, 5, 1, {9}, {1}, {1}, {0}, {1}, 1},
     {"2d 1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
@@ -52,8 +56,11 @@ static int64_t out_size(const conv_case *c, int d) {
     return (c->in[d] + 2 * c->pad[d] - c->dil[d] * (c->k[d] - 1) - 1) / c->stride[d] + 1;
 }
 
-enum { LAYOUT_CONTIGUOUS = 0, LAYOUT_CHANNELS_LAST, LAYOUT_STRIDED, LAYOUT_COUNT };
-static const char *const layout_names[] = {"contiguous", "channels-last", "strided"};
+/* mixed: channels-last input, input gradient and weight; contiguous
+ * output, output gradient and weight gradient (the channels-last drivers'
+ * copies in and out, and their weight view). */
+enum { LAYOUT_CONTIGUOUS = 0, LAYOUT_CHANNELS_LAST, LAYOUT_STRIDED, LAYOUT_MIXED, LAYOUT_COUNT };
+static const char *const layout_names[] = {"contiguous", "channels-last", "strided", "mixed"};
 
 /* A tensor [A, B, *spatial] in the given layout: channels-last puts dim 1
  * innermost; strided reads every other element of the last dim, from 1. */
@@ -134,13 +141,15 @@ static conv_tensors make_tensors(const conv_case *c, vt_dtype dt, int layout) {
         ws[2 + d] = c->k[d];
         ys[2 + d] = out_size(c, d);
     }
-    t.x = ht_layout(dt, nd, xs, layout);
-    t.w = ht_layout(dt, nd, ws, layout == LAYOUT_STRIDED ? LAYOUT_STRIDED : LAYOUT_CONTIGUOUS);
+    int mixed = layout == LAYOUT_MIXED, in_layout = mixed ? LAYOUT_CHANNELS_LAST : layout;
+    int out_layout = mixed ? LAYOUT_CONTIGUOUS : layout;
+    t.x = ht_layout(dt, nd, xs, in_layout);
+    t.w = ht_layout(dt, nd, ws, mixed ? LAYOUT_CHANNELS_LAST : layout == LAYOUT_STRIDED ? LAYOUT_STRIDED : LAYOUT_CONTIGUOUS);
     t.b = ht_layout(dt, 1, &c->O, layout == LAYOUT_STRIDED ? LAYOUT_STRIDED : LAYOUT_CONTIGUOUS);
-    t.y = ht_layout(dt, nd, ys, layout);
-    t.gy = ht_layout(dt, nd, ys, layout);
-    t.gx = ht_layout(dt, nd, xs, layout);
-    t.gw = ht_layout(dt, nd, ws, layout);
+    t.y = ht_layout(dt, nd, ys, out_layout);
+    t.gy = ht_layout(dt, nd, ys, out_layout);
+    t.gx = ht_layout(dt, nd, xs, in_layout);
+    t.gw = ht_layout(dt, nd, ws, out_layout);
     return t;
 }
 
@@ -235,6 +244,21 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     CHECK(!vt_conv_dw_takes(&g));
 }
 
+/* Channels-last inputs of these cases run the rows drivers. */
+TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
+    static const char *const rows[] = {"2d 1x1", "2d bigger", "2d groups2 wide", "3d wide", "1d 1x1 wide"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const conv_case *c = case_named(rows[i]);
+        vt_conv_geom g = case_geom(c);
+        conv_tensors t = make_tensors(c, VT_F32, LAYOUT_CHANNELS_LAST);
+        CHECK_MSG(vt_conv_rows_takes(&g, &t.x.t), "%s", rows[i]);
+        free_tensors(&t);
+        t = make_tensors(c, VT_F32, LAYOUT_CONTIGUOUS);
+        CHECK_MSG(!vt_conv_rows_takes(&g, &t.x.t), "%s contiguous", rows[i]);
+        free_tensors(&t);
+    }
+}
+
 TEST(kernels_conv_exact_every_engine) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
@@ -267,7 +291,7 @@ TEST(kernels_conv_layouts) {
 TEST(kernels_conv_random_f32_every_precision) {
     for (size_t i = 0; i < N_CASES; i++)
         for (int prec = 0; prec <= VT_PRECISION_HIGHEST; prec++)
-            check_case(&cases[i], VT_F32, (vt_precision)prec, i % 2 ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS, 0,
+            check_case(&cases[i], VT_F32, (vt_precision)prec, (int[]){LAYOUT_CONTIGUOUS, LAYOUT_CHANNELS_LAST, LAYOUT_MIXED}[i % 3], 0,
                        1e-5);
 }
 

@@ -405,6 +405,39 @@ TEST(kernels_mxu_bf16_packers_same_bits) {
 }
 #endif
 
+/* vt_matmul_f32_out: BF16 / F16 operands, F32 out — the f32 sums vt_matmul
+ * forms before rounding. The same values as f32 operands at DEFAULT split
+ * to the same bf16 parts (F16 through its exact f32 value), so every engine
+ * must give the f32 product bit for bit; a bias goes through the epilogue. */
+TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
+    static const vt_dtype halves[] = {VT_BF16, VT_F16};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t h = 0; h < 2; h++) {
+            host_tensor a = mat(halves[h], 37, 70), b = mat(halves[h], 70, 45), bias = mat(VT_F32, 37, 45);
+            fill(&a, 0), fill(&b, 0), fill(&bias, 0);
+            host_tensor af = mat(VT_F32, 37, 70), bf = mat(VT_F32, 70, 45);
+            CHECK_OK(vt_copy(&af.t, &a.t));
+            CHECK_OK(vt_copy(&bf.t, &b.t));
+            host_tensor got = mat(VT_F32, 37, 45), want = mat(VT_F32, 37, 45);
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const vt_tensor *bp = with_bias ? &bias.t : NULL;
+                CHECK_OK(vt_matmul_f32_out(&got.t, &a.t, &b.t, bp, 1.0, 1.0, VT_PRECISION_HIGHEST));
+                CHECK_OK(vt_matmul(&want.t, &af.t, &bf.t, bp, 1.0, 1.0, VT_PRECISION_DEFAULT));
+                CHECK_MSG(!memcmp(got.block, want.block, got.bytes), "engine %zu %s bias %d", e,
+                          vt_dtype_name(halves[h]), with_bias);
+            }
+            /* out must still be the operands' dtype or F32 */
+            host_tensor bad = mat(VT_F64, 37, 45);
+            CHECK_STATUS(vt_matmul_f32_out(&bad.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT),
+                         VT_ERR_INVALID_ARGUMENT);
+            ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&af), ht_free(&bf), ht_free(&got), ht_free(&want);
+            ht_free(&bad);
+        }
+    }
+    restore_engine();
+}
+
 TEST(kernels_mxu_large_parallel) {
     /* Big enough to use both cores, several tiles and K blocks. */
     host_tensor a = mat(VT_F32, 257, 600), b = mat(VT_F32, 600, 300);

@@ -1,27 +1,23 @@
 /* conv.c — the convolution drivers: forward, input gradient and weight
  * gradient as im2col / col2im around vt_matmul, so every product has the
  * MXU's numerics at the caller's precision. Images go through in chunks
- * whose column buffer fits COL_BYTES; each chunk is one (batched) vt_matmul. */
+ * whose column buffer fits VT_CONV_COL_BYTES; each chunk is one (batched) vt_matmul. */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "kernels/conv/conv.h"
 
-/* Column bytes per chunk: big enough that small images batch into one
- * product with room for the pool, small enough to stay near the caches. */
-#define COL_BYTES ((int64_t)16 << 20)
 
-/* Intermediates (columns, products) are f32 for F32, BF16 and F16 — the
- * products are the same bf16 ones vt_matmul takes, but col2im and the
- * weight gradient's chunks then sum in f32 and round once — and f64 for F64. */
-static vt_dtype compute_dtype(vt_dtype dt) { return dt == VT_F64 ? VT_F64 : VT_F32; }
+/* Columns are in vt_conv_col_dtype (bf16 data moves as bf16), the
+ * products' sums in vt_conv_acc_dtype: col2im and the weight gradient's
+ * chunks sum in f32 and round once. */
 /* Half-precision operands are one bf16 pass whatever the caller asked for,
  * as vt_matmul does for BF16 and F16 tensors. */
 static vt_precision product_precision(vt_dtype dt, vt_precision prec) {
     return dt == VT_F32 ? prec : VT_PRECISION_DEFAULT;
 }
 
-static vt_tensor make_tensor(void *data, vt_dtype dt, int ndim, const int64_t *sizes, const int64_t *strides,
+vt_tensor vt_conv_tensor(void *data, vt_dtype dt, int ndim, const int64_t *sizes, const int64_t *strides,
                              int64_t offset) {
     vt_tensor t;
     memset(&t, 0, sizeof t);
@@ -34,14 +30,14 @@ static vt_tensor make_tensor(void *data, vt_dtype dt, int ndim, const int64_t *s
 }
 
 /* Contiguous row-major strides of a shape. */
-static void contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides) {
+void vt_conv_contiguous(int ndim, const int64_t *sizes, int64_t *strides) {
     int64_t n = 1;
     for (int d = ndim - 1; d >= 0; d--) strides[d] = n, n *= sizes[d];
 }
 
 /* 1 if dims [0, n) of (sizes, strides) step as one flat dim; *stride gets
  * its step (1 when every dim has size 1). */
-static int merge_dims(int n, const int64_t *sizes, const int64_t *strides, int64_t *stride) {
+int vt_conv_merge_dims(int n, const int64_t *sizes, const int64_t *strides, int64_t *stride) {
     int64_t want = 0;
     int have = 0;
     for (int d = n - 1; d >= 0; d--) {
@@ -61,7 +57,7 @@ static int merge_dims(int n, const int64_t *sizes, const int64_t *strides, int64
 
 /* Host scratch. A request over the machine's physical memory is refused
  * up front: overcommit would accept it and the OOM killer end the process. */
-static void *scratch(int64_t elems, vt_dtype dt, const char *fn, const char *what, vt_status *s) {
+void *vt_conv_scratch(int64_t elems, vt_dtype dt, const char *fn, const char *what, vt_status *s) {
     double bytes = (double)elems * (double)vt_dtype_size(dt);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double limit = pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
@@ -70,10 +66,10 @@ static void *scratch(int64_t elems, vt_dtype dt, const char *fn, const char *wha
     return p;
 }
 
-/* Images per chunk: as many as fit COL_BYTES, at least one. */
+/* Images per chunk: as many as fit VT_CONV_COL_BYTES, at least one. */
 static int64_t chunk_images(const vt_conv_geom *g, vt_dtype ct) {
     double per = (double)g->C * (double)g->k_prod * (double)g->out_prod * (double)vt_dtype_size(ct);
-    int64_t nb = per <= 0 ? g->N : (int64_t)((double)COL_BYTES / per);
+    int64_t nb = per <= 0 ? g->N : (int64_t)((double)VT_CONV_COL_BYTES / per);
     if (nb < 1) nb = 1;
     return nb < g->N ? nb : g->N;
 }
@@ -90,13 +86,13 @@ static vt_status weight_as_matrix(const vt_tensor *w, vt_dtype ct, const char *f
     memset(m, 0, sizeof *m);
     m->t = *w;
     m->row_stride = w->strides[0];
-    if (w->dtype == ct && merge_dims(w->ndim - 1, w->sizes + 1, w->strides + 1, &m->col_stride)) return VT_OK;
+    if (w->dtype == ct && vt_conv_merge_dims(w->ndim - 1, w->sizes + 1, w->strides + 1, &m->col_stride)) return VT_OK;
     vt_status s = VT_OK;
     int64_t strides[VT_MAX_DIMS];
-    contiguous_strides(w->ndim, w->sizes, strides);
-    m->owned = scratch(vt_tensor_numel(w), ct, fn, "packed weight", &s);
+    vt_conv_contiguous(w->ndim, w->sizes, strides);
+    m->owned = vt_conv_scratch(vt_tensor_numel(w), ct, fn, "packed weight", &s);
     if (!m->owned) return s;
-    m->t = make_tensor(m->owned, ct, w->ndim, w->sizes, strides, 0);
+    m->t = vt_conv_tensor(m->owned, ct, w->ndim, w->sizes, strides, 0);
     s = vt_copy(&m->t, w);
     m->row_stride = strides[0];
     m->col_stride = 1;
@@ -157,7 +153,7 @@ static void finish_rows(void *ctx, int64_t begin, int64_t end) {
 static vt_status bias_only(const vt_tensor *out, const vt_tensor *bias, int spatial) {
     if (!bias) return zero_fill(out);
     int64_t sizes[4] = {bias->sizes[0], 1, 1, 1}, strides[4] = {bias->strides[0], 0, 0, 0};
-    vt_tensor b = make_tensor(bias->data, bias->dtype, 1 + spatial, sizes, strides, bias->offset);
+    vt_tensor b = vt_conv_tensor(bias->data, bias->dtype, 1 + spatial, sizes, strides, bias->offset);
     return vt_copy(out, &b);
 }
 
@@ -169,41 +165,42 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
     if (s != VT_OK || vt_tensor_numel(out) == 0) return s;
     if (g.Cg == 0) return bias_only(out, bias, g.spatial);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_forward(&g, out, input, weight, bias, prec);
-    vt_dtype ct = compute_dtype(g.dtype);
+    if (vt_conv_rows_takes(&g, input)) return vt_conv_rows_forward(&g, out, input, weight, bias, prec);
+    vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(out, g.spatial);
     int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, ct);
-    int direct = out->dtype == ct && merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs);
+    int direct = (out->dtype == ct || out->dtype == VT_F32) && vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs);
 
     weight_matrix wm;
     s = weight_as_matrix(weight, ct, fn, &wm);
     void *col = NULL, *ybuf = NULL;
-    if (s == VT_OK) col = scratch(g.C * g.k_prod * nb * Z, ct, fn, "im2col buffer", &s);
-    if (s == VT_OK && !direct) ybuf = scratch(nb * g.O * Z, ct, fn, "output buffer", &s);
+    if (s == VT_OK) col = vt_conv_scratch(g.C * g.k_prod * nb * Z, ct, fn, "im2col buffer", &s);
+    if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g.O * Z, at, fn, "output buffer", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
         vt_conv_im2col(&g, &x5, n0, nbc, ct, col, ld);
         /* Per (image, group): out[Og, Z] = W_g[Og, CgK] @ col_g[CgK, Z]. */
         int64_t bs[4] = {nbc, g.G, CgK, Z}, bst[4] = {Z, CgK * ld, ld, 1};
         int64_t as[4] = {1, g.G, g.Og, CgK}, ast[4] = {0, g.Og * wm.row_stride, wm.row_stride, wm.col_stride};
-        vt_tensor a = make_tensor(wm.t.data, ct, 4, as, ast, wm.t.offset);
-        vt_tensor b = make_tensor(col, ct, 4, bs, bst, 0);
+        vt_tensor a = vt_conv_tensor(wm.t.data, ct, 4, as, ast, wm.t.offset);
+        vt_tensor b = vt_conv_tensor(col, ct, 4, bs, bst, 0);
         int64_t os[4] = {nbc, g.G, g.Og, Z};
         if (direct) {
             int64_t ost[4] = {y5.strides[0], g.Og * y5.strides[1], y5.strides[1], zs};
-            vt_tensor o = make_tensor(out->data, ct, 4, os, ost, out->offset + n0 * y5.strides[0]);
+            vt_tensor o = vt_conv_tensor(out->data, out->dtype, 4, os, ost, out->offset + n0 * y5.strides[0]);
             vt_tensor bv;
             if (bias) {
                 int64_t bsz[4] = {1, g.G, g.Og, 1}, bstr[4] = {0, g.Og * bias->strides[0], bias->strides[0], 0};
-                bv = make_tensor(bias->data, bias->dtype, 4, bsz, bstr, bias->offset);
+                bv = vt_conv_tensor(bias->data, bias->dtype, 4, bsz, bstr, bias->offset);
             }
-            s = vt_matmul(&o, &a, &b, bias ? &bv : NULL, 1.0, 1.0, mp);
+            s = vt_matmul_f32_out(&o, &a, &b, bias ? &bv : NULL, 1.0, 1.0, mp);
         } else {
             int64_t ost[4] = {g.O * Z, g.Og * Z, Z, 1};
-            vt_tensor o = make_tensor(ybuf, ct, 4, os, ost, 0);
-            s = vt_matmul(&o, &a, &b, NULL, 1.0, 0.0, mp);
+            vt_tensor o = vt_conv_tensor(ybuf, at, 4, os, ost, 0);
+            s = vt_matmul_f32_out(&o, &a, &b, NULL, 1.0, 0.0, mp);
             if (s == VT_OK) {
-                finish_job fj = {&g, &y5, bias, ybuf, ct, n0};
+                finish_job fj = {&g, &y5, bias, ybuf, at, n0};
                 vt_parallel_for(nbc * g.O, Z >= 4096 ? 1 : 4096 / Z + 1, finish_rows, &fj);
             }
         }
@@ -222,9 +219,9 @@ static vt_status out_groups(const vt_conv_geom *g, const vt_tensor *y5, vt_dtype
                             void *buf, vt_tensor *v) {
     int64_t Z = g->out_prod, zs = 1;
     int64_t sz[4] = {nb, g->G, g->Og, Z};
-    if (y5->dtype == ct && merge_dims(3, y5->sizes + 2, y5->strides + 2, &zs)) {
+    if (y5->dtype == ct && vt_conv_merge_dims(3, y5->sizes + 2, y5->strides + 2, &zs)) {
         int64_t st[4] = {y5->strides[0], g->Og * y5->strides[1], y5->strides[1], zs};
-        *v = make_tensor(y5->data, ct, 4, sz, st, y5->offset + n0 * y5->strides[0]);
+        *v = vt_conv_tensor(y5->data, ct, 4, sz, st, y5->offset + n0 * y5->strides[0]);
         return VT_OK;
     }
     vt_tensor src = *y5;
@@ -234,9 +231,9 @@ static vt_status out_groups(const vt_conv_geom *g, const vt_tensor *y5, vt_dtype
     dst.data = buf;
     dst.dtype = ct;
     dst.offset = 0;
-    contiguous_strides(5, dst.sizes, dst.strides);
+    vt_conv_contiguous(5, dst.sizes, dst.strides);
     int64_t st[4] = {g->O * Z, g->Og * Z, Z, 1};
-    *v = make_tensor(buf, ct, 4, sz, st, 0);
+    *v = vt_conv_tensor(buf, ct, 4, sz, st, 0);
     return vt_copy(&dst, &src);
 }
 
@@ -248,17 +245,19 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     if (s != VT_OK || vt_tensor_numel(grad_input) == 0) return s;
     if (g.Og == 0) return zero_fill(grad_input);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
-    vt_dtype ct = compute_dtype(g.dtype);
+    if (vt_conv_rows_takes(&g, grad_input))
+        return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);
+    vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(grad_input, g.spatial), y5 = vt_conv_view5(grad_out, g.spatial);
-    int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, ct);
-    int packed_out = !(grad_out->dtype == ct && merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs));
+    int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, at);
+    int packed_out = !(grad_out->dtype == ct && vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs));
 
     weight_matrix wm;
     s = weight_as_matrix(weight, ct, fn, &wm);
     void *col = NULL, *gbuf = NULL;
-    if (s == VT_OK) col = scratch(g.C * g.k_prod * nb * Z, ct, fn, "column buffer", &s);
-    if (s == VT_OK && packed_out) gbuf = scratch(nb * g.O * Z, ct, fn, "packed grad_output", &s);
+    if (s == VT_OK) col = vt_conv_scratch(g.C * g.k_prod * nb * Z, at, fn, "column buffer", &s);
+    if (s == VT_OK && packed_out) gbuf = vt_conv_scratch(nb * g.O * Z, ct, fn, "packed grad_output", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
         /* Per (image, group): col_g[CgK, Z] = W_g^T[CgK, Og] @ grad_out_g[Og, Z]. */
@@ -266,11 +265,11 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
         s = out_groups(&g, &y5, ct, n0, nbc, gbuf, &b);
         if (s != VT_OK) break;
         int64_t as[4] = {1, g.G, CgK, g.Og}, ast[4] = {0, g.Og * wm.row_stride, wm.col_stride, wm.row_stride};
-        vt_tensor a = make_tensor(wm.t.data, ct, 4, as, ast, wm.t.offset);
+        vt_tensor a = vt_conv_tensor(wm.t.data, ct, 4, as, ast, wm.t.offset);
         int64_t os[4] = {nbc, g.G, CgK, Z}, ost[4] = {Z, CgK * ld, ld, 1};
-        vt_tensor o = make_tensor(col, ct, 4, os, ost, 0);
-        s = vt_matmul(&o, &a, &b, NULL, 1.0, 0.0, mp);
-        if (s == VT_OK) vt_conv_col2im(&g, &x5, n0, nbc, ct, col, ld);
+        vt_tensor o = vt_conv_tensor(col, at, 4, os, ost, 0);
+        s = vt_matmul_f32_out(&o, &a, &b, NULL, 1.0, 0.0, mp);
+        if (s == VT_OK) vt_conv_col2im(&g, &x5, n0, nbc, at, col, ld);
     }
     free(gbuf);
     free(col);
@@ -288,17 +287,19 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
     if (s != VT_OK || vt_tensor_numel(grad_weight) == 0) return s;
     if (g.N == 0) return zero_fill(grad_weight);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_weight(&g, grad_weight, grad_out, input, prec);
-    vt_dtype ct = compute_dtype(g.dtype);
+    if (vt_conv_rows_takes(&g, input))
+        return vt_conv_rows_backward_weight(&g, grad_weight, grad_out, input, prec);
+    vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(grad_out, g.spatial);
     int64_t CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, ct);
 
     /* The f32 (f64) sum over chunks; rounded once into grad_weight. */
-    void *col = NULL, *gbuf = NULL, *wacc = scratch(g.O * CgK, ct, fn, "weight accumulator", &s);
-    if (s == VT_OK) col = scratch(g.C * g.k_prod * nb * Z, ct, fn, "im2col buffer", &s);
-    if (s == VT_OK) gbuf = scratch(nb * g.O * Z, ct, fn, "packed grad_output", &s);
+    void *col = NULL, *gbuf = NULL, *wacc = vt_conv_scratch(g.O * CgK, at, fn, "weight accumulator", &s);
+    if (s == VT_OK) col = vt_conv_scratch(g.C * g.k_prod * nb * Z, ct, fn, "im2col buffer", &s);
+    if (s == VT_OK) gbuf = vt_conv_scratch(nb * g.O * Z, ct, fn, "packed grad_output", &s);
     int64_t ws[3] = {g.G, g.Og, CgK}, wst[3] = {g.Og * CgK, CgK, 1};
-    vt_tensor acc = make_tensor(wacc, ct, 3, ws, wst, 0);
+    vt_tensor acc = vt_conv_tensor(wacc, at, 3, ws, wst, 0);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
         vt_conv_im2col(&g, &x5, n0, nbc, ct, col, ld);
@@ -312,19 +313,19 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
         dst.data = gbuf;
         dst.dtype = ct;
         dst.offset = 0;
-        contiguous_strides(5, dst.sizes, dst.strides);
+        vt_conv_contiguous(5, dst.sizes, dst.strides);
         dst.strides[0] = Z;
         dst.strides[1] = ld;
         s = vt_copy(&dst, &src);
         if (s != VT_OK) break;
         int64_t as[3] = {g.G, g.Og, ld}, ast[3] = {g.Og * ld, ld, 1};
         int64_t bs[3] = {g.G, ld, CgK}, bst[3] = {CgK * ld, 1, ld};
-        vt_tensor a = make_tensor(gbuf, ct, 3, as, ast, 0), b = make_tensor(col, ct, 3, bs, bst, 0);
-        s = vt_matmul(&acc, &a, &b, n0 ? &acc : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        vt_tensor a = vt_conv_tensor(gbuf, ct, 3, as, ast, 0), b = vt_conv_tensor(col, ct, 3, bs, bst, 0);
+        s = vt_matmul_f32_out(&acc, &a, &b, n0 ? &acc : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
     }
     if (s == VT_OK) {
-        vt_tensor all = make_tensor(wacc, ct, grad_weight->ndim, grad_weight->sizes, grad_weight->strides, 0);
-        contiguous_strides(all.ndim, all.sizes, all.strides);
+        vt_tensor all = vt_conv_tensor(wacc, at, grad_weight->ndim, grad_weight->sizes, grad_weight->strides, 0);
+        vt_conv_contiguous(all.ndim, all.sizes, all.strides);
         s = vt_copy(grad_weight, &all);
     }
     free(gbuf);

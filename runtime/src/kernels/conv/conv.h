@@ -32,6 +32,38 @@ vt_status vt_conv_check(vt_conv_kind kind, const vt_tensor *x, const vt_tensor *
  * (inserted spatial dims have size 1, stride 0). */
 vt_tensor vt_conv_view5(const vt_tensor *t, int spatial);
 
+/* ---- helpers of the drivers (conv.c) */
+/* Column bytes per chunk of images: big enough that small images batch
+ * into one product with room for the pool, small enough to stay near the
+ * caches. */
+#define VT_CONV_COL_BYTES ((int64_t)16 << 20)
+vt_tensor vt_conv_tensor(void *data, vt_dtype dt, int ndim, const int64_t *sizes, const int64_t *strides,
+                         int64_t offset);
+/* Contiguous row-major strides of a shape. */
+void vt_conv_contiguous(int ndim, const int64_t *sizes, int64_t *strides);
+/* 1 if dims [0, n) of (sizes, strides) step as one flat dim; *stride gets
+ * its step (1 when every dim has size 1). */
+int vt_conv_merge_dims(int n, const int64_t *sizes, const int64_t *strides, int64_t *stride);
+/* Host scratch of elems of dt; NULL (and *s set) when it cannot be had. */
+void *vt_conv_scratch(int64_t elems, vt_dtype dt, const char *fn, const char *what, vt_status *s);
+/* The dtype columns are built in (what the MXU reads directly: the input's
+ * for F32 and BF16, F32 for F16, F64) and the one sums are kept in. */
+static inline vt_dtype vt_conv_col_dtype(vt_dtype dt) { return dt == VT_BF16 || dt == VT_F64 ? dt : VT_F32; }
+static inline vt_dtype vt_conv_acc_dtype(vt_dtype dt) { return dt == VT_F64 ? VT_F64 : VT_F32; }
+
+/* ---- channels innermost (conv_rows.c): when the input's channels are
+ * contiguous (channels-last), the im2col matrix is built by rows, one per
+ * output position, K ordered (group, tap, channel) so each tap is one run
+ * of channels, and the products' rows are output positions: the
+ * channels-last output is the MXU's own. */
+int vt_conv_rows_takes(const vt_conv_geom *g, const vt_tensor *x);
+vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
+                               const vt_tensor *weight, const vt_tensor *bias, vt_precision prec);
+vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                      const vt_tensor *weight, vt_precision prec);
+vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight,
+                                       const vt_tensor *grad_out, const vt_tensor *input, vt_precision prec);
+
 /* ---- im2col / col2im (conv_im2col.c). The column buffer of nb images is
  * [C * k_prod][ld] in the compute dtype ct (F32, or F64 for F64 tensors):
  * row c * k_prod + kk holds, for image b of the chunk, out_prod values at

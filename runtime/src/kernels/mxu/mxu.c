@@ -347,8 +347,18 @@ static vt_status batch_view(const vt_tensor *t, const vt_tensor *out, const char
     return VT_OK;
 }
 
+static vt_status check_products(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                                vt_precision prec, int f32_out);
+
 vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
                           vt_precision prec) {
+    return check_products(out, a, b, bias, prec, 0);
+}
+
+/* f32_out: out may be F32 whatever the operands' float dtype (the MXU's
+ * f32 sums, unrounded), for callers that go on summing them. */
+static vt_status check_products(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                                vt_precision prec, int f32_out) {
     vt_status s = check_operand(a, "a");
     if (s == VT_OK) s = check_operand(b, "b");
     if (s == VT_OK) s = check_operand(out, "out");
@@ -362,7 +372,7 @@ vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_ten
     if (!vt_dtype_is_float(a->dtype))
         return vt_set_error(VT_ERR_UNSUPPORTED, "vt_matmul: %s operands are not supported (float types only)",
                             vt_dtype_name(a->dtype));
-    if (out->dtype != a->dtype)
+    if (out->dtype != a->dtype && !(f32_out && out->dtype == VT_F32 && a->dtype != VT_F64))
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul: expected out dtype %s, but got %s",
                             vt_dtype_name(a->dtype), vt_dtype_name(out->dtype));
     int64_t M = a->sizes[a->ndim - 2], K = a->sizes[a->ndim - 1];
@@ -428,10 +438,24 @@ static void batch_range(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                                double alpha, double beta, vt_precision prec);
+
 vt_status vt_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
                     double beta, vt_precision prec) {
     vt_status s = vt_matmul_check(out, a, b, bias, prec);
-    if (s != VT_OK) return s;
+    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec);
+}
+
+vt_status vt_matmul_f32_out(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                            double alpha, double beta, vt_precision prec) {
+    vt_status s = check_products(out, a, b, bias, prec, 1);
+    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec);
+}
+
+static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                                double alpha, double beta, vt_precision prec) {
+    vt_status s = VT_OK;
     batch_job j;
     memset(&j, 0, sizeof j);
     j.e = vt_mxu_engine_active();
