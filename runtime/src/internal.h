@@ -691,6 +691,7 @@ typedef struct vt_mxu_packed {
     int nlow;                    /* low segments before the hi*hi one: 0, 2 or 5 */
     uint16_t *a, *b;             /* panels of vt_mxu_nslots(nlow) * kt chunks: one K segment per bf16 part */
     int64_t a_panel, b_panel;    /* elements per panel */
+    const struct vt_mxu_rows *a_rows, *b_rows; /* operands whose rows are produced, not read (or NULL) */
 } vt_mxu_packed;
 /* Plan the layout (no allocation): sizes in elements of the two buffers. */
 void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_precision prec, int64_t *a_elems,
@@ -703,13 +704,26 @@ size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p);
 void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
                       const vt_tensor *b, int64_t task, int64_t na, void *mem);
 
-/* vt_matmul's argument checks alone (shapes, dtypes, broadcasts), for the
- * queued op to fail at enqueue. */
 /* vt_matmul with an F32 out for BF16 / F16 operands: the MXU's f32 sums
  * unrounded (as the kernel has them before its epilogue), for callers that
  * sum them further and round once (convolution). */
 vt_status vt_matmul_f32_out(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
                             double alpha, double beta, vt_precision prec);
+/* An operand whose rows are produced as the packers reach them instead of
+ * read from memory (a convolution's im2col rows: no column matrix is ever
+ * stored). row(ctx, i, dst) writes row i — the operand's last-dim count of
+ * its dtype — contiguous at dst. */
+typedef struct vt_mxu_rows {
+    void (*row)(void *ctx, int64_t index, void *dst);
+    void *ctx;
+} vt_mxu_rows;
+/* vt_matmul_f32_out of 2-D operands, either of which may be produced by
+ * rows (its tensor then gives dtype and sizes; its data is not read). */
+vt_status vt_matmul_rows(const vt_tensor *out, const vt_tensor *a, const vt_mxu_rows *a_rows, const vt_tensor *b,
+                         const vt_mxu_rows *b_rows, const vt_tensor *bias, double alpha, double beta,
+                         vt_precision prec);
+/* vt_matmul's argument checks alone (shapes, dtypes, broadcasts), for the
+ * queued op to fail at enqueue. */
 vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
                           vt_precision prec);
 

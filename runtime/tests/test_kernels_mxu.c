@@ -2,6 +2,8 @@
  * the CPU has: bit-exact where every partial sum is exact (K = 1, small
  * integers), within the fp32 accumulation bound otherwise, plus the
  * torch_xla precision recipe, specials, layouts, batches, bias and errors. */
+#include <stdatomic.h>
+
 #include "test_kernels_util.h"
 #include "kernels/mxu/mxu_local.h"
 
@@ -434,6 +436,52 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
             ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&af), ht_free(&bf), ht_free(&got), ht_free(&want);
             ht_free(&bad);
         }
+    }
+    restore_engine();
+}
+
+/* A row source that copies row i of a stored matrix (and counts calls). */
+typedef struct copy_rows {
+    const host_tensor *m;
+    _Atomic int64_t calls;
+} copy_rows;
+
+static void copy_row(void *ctx, int64_t i, void *dst) {
+    copy_rows *c = ctx;
+    size_t es = vt_dtype_size(c->m->t.dtype), row = (size_t)c->m->t.sizes[1] * es;
+    memcpy(dst, (const char *)c->m->block + (size_t)i * row, row);
+    atomic_fetch_add(&c->calls, 1);
+}
+
+/* vt_matmul_rows with A, B or both produced row by row gives vt_matmul's
+ * bits on the stored operands, on every engine and precision; padding rows
+ * are never asked for. */
+TEST(kernels_mxu_produced_rows_same_bits) {
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    static const int64_t shapes[][3] = {{17, 70, 33}, {64, 32, 1}, {1, 5, 300}};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t d = 0; d < 2; d++)
+            for (size_t sh = 0; sh < 3; sh++)
+                for (int prec = 0; prec <= VT_PRECISION_HIGHEST; prec++) {
+                    int64_t M = shapes[sh][0], K = shapes[sh][1], N = shapes[sh][2];
+                    host_tensor a = mat(dts[d], M, K), b = mat(dts[d], K, N);
+                    fill(&a, 0), fill(&b, 0);
+                    host_tensor got = mat(VT_F32, M, N), want = mat(VT_F32, M, N);
+                    CHECK_OK(vt_matmul_f32_out(&want.t, &a.t, &b.t, NULL, 1.0, 0.0, (vt_precision)prec));
+                    for (int which = 1; which < 4; which++) {
+                        copy_rows ca = {&a, 0}, cb = {&b, 0};
+                        vt_mxu_rows ra = {copy_row, &ca}, rb = {copy_row, &cb};
+                        memset(got.block, 0xff, got.bytes);
+                        CHECK_OK(vt_matmul_rows(&got.t, &a.t, which & 1 ? &ra : NULL, &b.t, which & 2 ? &rb : NULL,
+                                                NULL, 1.0, 0.0, (vt_precision)prec));
+                        CHECK_MSG(!memcmp(got.block, want.block, got.bytes), "engine %zu %s %lldx%lldx%lld prec %d rows %d",
+                                  e, vt_dtype_name(dts[d]), (long long)M, (long long)K, (long long)N, prec, which);
+                        CHECK(atomic_load(&ca.calls) == (which & 1 ? M : 0));
+                        CHECK(atomic_load(&cb.calls) == (which & 2 ? K : 0));
+                    }
+                    ht_free(&a), ht_free(&b), ht_free(&got), ht_free(&want);
+                }
     }
     restore_engine();
 }

@@ -107,9 +107,9 @@ static vt_status zero_fill(const vt_tensor *t) { return vt_fill(t, vt_scalar_fro
 typedef struct finish_job {
     const vt_conv_geom *g;
     const vt_tensor *y5, *bias;
-    const char *buf; /* [nb][O][out_prod] of ct */
+    const char *buf; /* [O][ld] of ct: image b's positions at b * out_prod */
     vt_dtype ct;
-    int64_t n0;
+    int64_t n0, ld;
 } finish_job;
 
 static double load_one(const vt_tensor *t, int64_t off) {
@@ -128,14 +128,20 @@ static void finish_rows(void *ctx, int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; r++) {
         int64_t b = r / g->O, o = r % g->O;
         double bias = j->bias ? load_one(j->bias, j->bias->offset + o * j->bias->strides[0]) : 0.0;
-        const float *pf = (const float *)j->buf + r * g->out_prod;
-        const double *pd = (const double *)j->buf + r * g->out_prod;
+        const float *pf = (const float *)j->buf + o * j->ld + b * g->out_prod;
+        const double *pd = (const double *)j->buf + o * j->ld + b * g->out_prod;
         int64_t z = 0;
         for (int64_t z0 = 0; z0 < g->out[0]; z0++)
             for (int64_t z1 = 0; z1 < g->out[1]; z1++) {
                 char *dst = (char *)y->data + (y->offset + (j->n0 + b) * y->strides[0] + o * y->strides[1] +
                                                z0 * y->strides[2] + z1 * y->strides[3]) * (int64_t)es;
                 int64_t step = y->strides[4] * (int64_t)es;
+                if (j->ct == VT_F32 && y->dtype == VT_F32 && step == 4) { /* the common case, vectorisable */
+                    float *d = (float *)dst;
+                    for (int64_t z2 = 0; z2 < g->out[2]; z2++) d[z2] = (float)((double)pf[z + z2] + bias);
+                    z += g->out[2];
+                    continue;
+                }
                 for (int64_t z2 = 0; z2 < g->out[2]; z2++, z++, dst += step) {
                     double v = (j->ct == VT_F64 ? pd[z] : (double)pf[z]) + bias;
                     switch (y->dtype) {
@@ -157,6 +163,30 @@ static vt_status bias_only(const vt_tensor *out, const vt_tensor *bias, int spat
     return vt_copy(out, &b);
 }
 
+/* The im2col rows of one group over a chunk of images, as an MXU operand
+ * produced row by row (vt_matmul_rows): row k is channel c0 + k / k_prod,
+ * tap k % k_prod, over the chunk's output positions. */
+typedef struct plane_source {
+    const vt_conv_geom *g;
+    const vt_tensor *x5;
+    int64_t n0, nb, c0;
+    vt_dtype ct;
+} plane_source;
+
+static void plane_row(void *ctx, int64_t k, void *dst) {
+    const plane_source *s = ctx;
+    vt_conv_im2col_row(s->g, s->x5, s->n0, s->nb, s->c0 + k / s->g->k_prod, k % s->g->k_prod, s->ct, dst);
+}
+
+/* Images per chunk: the packed columns (bf16 parts) and an f32 output
+ * buffer of at most VT_CONV_COL_BYTES, at least one image. */
+static int64_t chunk_outputs(const vt_conv_geom *g) {
+    double per = (double)g->out_prod * (double)(g->C * g->k_prod * 2 + g->O * 4);
+    int64_t nb = per <= 0 ? g->N : (int64_t)((double)VT_CONV_COL_BYTES / per);
+    if (nb < 1) nb = 1;
+    return nb < g->N ? nb : g->N;
+}
+
 vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt_tensor *weight,
                           const vt_tensor *bias, const vt_conv_params *p, vt_precision prec) {
     const char *fn = "vt_conv_forward";
@@ -169,44 +199,53 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(out, g.spatial);
-    int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, ct);
-    int direct = (out->dtype == ct || out->dtype == VT_F32) && vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs);
+    /* Image by image when packing a group's weight costs no more than
+     * packing the image's columns (Og <= Z): each product writes its
+     * image's output itself when the positions lie as one dim, in its dtype
+     * or f32. Small images (a late ResNet layer) go in chunks, so the
+     * weight is packed once for all of them, through a buffer. */
+    int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = g.Og <= Z ? 1 : chunk_outputs(&g);
+    int direct = nb == 1 && (out->dtype == ct || out->dtype == VT_F32) &&
+                 vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs);
 
     weight_matrix wm;
     s = weight_as_matrix(weight, ct, fn, &wm);
-    void *col = NULL, *ybuf = NULL;
-    if (s == VT_OK) col = vt_conv_scratch(g.C * g.k_prod * nb * Z, ct, fn, "im2col buffer", &s);
+    void *ybuf = NULL;
     if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g.O * Z, at, fn, "output buffer", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
-        vt_conv_im2col(&g, &x5, n0, nbc, ct, col, ld);
-        /* Per (image, group): out[Og, Z] = W_g[Og, CgK] @ col_g[CgK, Z]. */
-        int64_t bs[4] = {nbc, g.G, CgK, Z}, bst[4] = {Z, CgK * ld, ld, 1};
-        int64_t as[4] = {1, g.G, g.Og, CgK}, ast[4] = {0, g.Og * wm.row_stride, wm.row_stride, wm.col_stride};
-        vt_tensor a = vt_conv_tensor(wm.t.data, ct, 4, as, ast, wm.t.offset);
-        vt_tensor b = vt_conv_tensor(col, ct, 4, bs, bst, 0);
-        int64_t os[4] = {nbc, g.G, g.Og, Z};
-        if (direct) {
-            int64_t ost[4] = {y5.strides[0], g.Og * y5.strides[1], y5.strides[1], zs};
-            vt_tensor o = vt_conv_tensor(out->data, out->dtype, 4, os, ost, out->offset + n0 * y5.strides[0]);
-            vt_tensor bv;
-            if (bias) {
-                int64_t bsz[4] = {1, g.G, g.Og, 1}, bstr[4] = {0, g.Og * bias->strides[0], bias->strides[0], 0};
-                bv = vt_conv_tensor(bias->data, bias->dtype, 4, bsz, bstr, bias->offset);
+        /* per group: out_g[Og, nbc * Z] = W_g[Og, CgK] @ col_g[CgK, nbc * Z] */
+        for (int64_t gi = 0; s == VT_OK && gi < g.G; gi++) {
+            plane_source src = {&g, &x5, n0, nbc, gi * g.Cg, ct};
+            vt_mxu_rows rows = {plane_row, &src};
+            int64_t as[2] = {g.Og, CgK}, ast[2] = {wm.row_stride, wm.col_stride};
+            vt_tensor a = vt_conv_tensor(wm.t.data, ct, 2, as, ast, wm.t.offset + gi * g.Og * wm.row_stride);
+            int64_t bs[2] = {CgK, ld}, bst[2] = {ld, 1};
+            vt_tensor b = vt_conv_tensor(x5.data, ct, 2, bs, bst, 0);
+            int64_t os[2] = {g.Og, ld};
+            if (direct) {
+                int64_t ost[2] = {y5.strides[1], zs};
+                vt_tensor o = vt_conv_tensor(out->data, out->dtype, 2, os, ost,
+                                             out->offset + n0 * y5.strides[0] + gi * g.Og * y5.strides[1]);
+                vt_tensor bv;
+                if (bias) {
+                    int64_t bsz[2] = {g.Og, 1}, bstr[2] = {bias->strides[0], 0};
+                    bv = vt_conv_tensor(bias->data, bias->dtype, 2, bsz, bstr,
+                                        bias->offset + gi * g.Og * bias->strides[0]);
+                }
+                s = vt_matmul_rows(&o, &a, NULL, &b, &rows, bias ? &bv : NULL, 1.0, 1.0, mp);
+            } else {
+                int64_t ost[2] = {ld, 1};
+                vt_tensor o = vt_conv_tensor(ybuf, at, 2, os, ost, gi * g.Og * ld);
+                s = vt_matmul_rows(&o, &a, NULL, &b, &rows, NULL, 1.0, 0.0, mp);
             }
-            s = vt_matmul_f32_out(&o, &a, &b, bias ? &bv : NULL, 1.0, 1.0, mp);
-        } else {
-            int64_t ost[4] = {g.O * Z, g.Og * Z, Z, 1};
-            vt_tensor o = vt_conv_tensor(ybuf, at, 4, os, ost, 0);
-            s = vt_matmul_f32_out(&o, &a, &b, NULL, 1.0, 0.0, mp);
-            if (s == VT_OK) {
-                finish_job fj = {&g, &y5, bias, ybuf, at, n0};
-                vt_parallel_for(nbc * g.O, Z >= 4096 ? 1 : 4096 / Z + 1, finish_rows, &fj);
-            }
+        }
+        if (s == VT_OK && !direct) {
+            finish_job fj = {&g, &y5, bias, ybuf, at, n0, ld};
+            vt_parallel_for(nbc * g.O, Z >= 4096 ? 1 : 4096 / Z + 1, finish_rows, &fj);
         }
     }
     free(ybuf);
-    free(col);
     free(wm.owned);
     return s;
 }
@@ -295,16 +334,13 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
     int64_t CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, ct);
 
     /* The f32 (f64) sum over chunks; rounded once into grad_weight. */
-    void *col = NULL, *gbuf = NULL, *wacc = vt_conv_scratch(g.O * CgK, at, fn, "weight accumulator", &s);
-    if (s == VT_OK) col = vt_conv_scratch(g.C * g.k_prod * nb * Z, ct, fn, "im2col buffer", &s);
+    void *gbuf = NULL, *wacc = vt_conv_scratch(g.O * CgK, at, fn, "weight accumulator", &s);
     if (s == VT_OK) gbuf = vt_conv_scratch(nb * g.O * Z, ct, fn, "packed grad_output", &s);
-    int64_t ws[3] = {g.G, g.Og, CgK}, wst[3] = {g.Og * CgK, CgK, 1};
-    vt_tensor acc = vt_conv_tensor(wacc, at, 3, ws, wst, 0);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
-        vt_conv_im2col(&g, &x5, n0, nbc, ct, col, ld);
-        /* Per group, all images of the chunk in one product:
-         * dW_g[Og, CgK] += grad_out_g[Og, nbc*Z] @ col_g^T[nbc*Z, CgK].
+        /* Per group, all images of the chunk in one product, transposed so
+         * the im2col rows are produced as the packers want them:
+         * dW_g^T[CgK, Og] += col_g[CgK, nbc*Z] @ grad_out_g^T[nbc*Z, Og].
          * grad_out is packed as [O][nbc][Z] so (image, position) is one K dim. */
         vt_tensor src = y5;
         src.offset += n0 * y5.strides[0];
@@ -318,10 +354,17 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
         dst.strides[1] = ld;
         s = vt_copy(&dst, &src);
         if (s != VT_OK) break;
-        int64_t as[3] = {g.G, g.Og, ld}, ast[3] = {g.Og * ld, ld, 1};
-        int64_t bs[3] = {g.G, ld, CgK}, bst[3] = {CgK * ld, 1, ld};
-        vt_tensor a = vt_conv_tensor(gbuf, ct, 3, as, ast, 0), b = vt_conv_tensor(col, ct, 3, bs, bst, 0);
-        s = vt_matmul_f32_out(&acc, &a, &b, n0 ? &acc : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        for (int64_t gi = 0; s == VT_OK && gi < g.G; gi++) {
+            plane_source srcs = {&g, &x5, n0, nbc, gi * g.Cg, ct};
+            vt_mxu_rows rows = {plane_row, &srcs};
+            int64_t as[2] = {CgK, ld}, ast[2] = {ld, 1};
+            vt_tensor a = vt_conv_tensor(x5.data, ct, 2, as, ast, 0);
+            int64_t bs[2] = {ld, g.Og}, bst[2] = {1, ld};
+            vt_tensor b = vt_conv_tensor(gbuf, ct, 2, bs, bst, gi * g.Og * ld);
+            int64_t os[2] = {CgK, g.Og}, ost[2] = {1, CgK};
+            vt_tensor o = vt_conv_tensor(wacc, at, 2, os, ost, gi * g.Og * CgK);
+            s = vt_matmul_rows(&o, &a, &rows, &b, NULL, n0 ? &o : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        }
     }
     if (s == VT_OK) {
         vt_tensor all = vt_conv_tensor(wacc, at, grad_weight->ndim, grad_weight->sizes, grad_weight->strides, 0);
@@ -329,7 +372,6 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
         s = vt_copy(grad_weight, &all);
     }
     free(gbuf);
-    free(col);
     free(wacc);
     return s;
 }

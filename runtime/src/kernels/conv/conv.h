@@ -64,12 +64,14 @@ vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *gr
 vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight,
                                        const vt_tensor *grad_out, const vt_tensor *input, vt_precision prec);
 
-/* ---- im2col / col2im (conv_im2col.c). The column buffer of nb images is
- * [C * k_prod][ld] in the compute dtype ct (F32, or F64 for F64 tensors):
- * row c * k_prod + kk holds, for image b of the chunk, out_prod values at
- * b * out_prod. ld >= nb * out_prod. Padding reads give 0. */
-void vt_conv_im2col(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, vt_dtype ct, void *col,
-                    int64_t ld);
+/* ---- im2col rows / col2im (conv_im2col.c). Row (c, kk) of the im2col
+ * matrix of images [n0, n0+nb): tap kk of channel c at every output
+ * position, nb * out_prod values of ct at dst (image b's at b * out_prod);
+ * padding reads give 0. The col2im buffer of nb images is [C * k_prod][ld]
+ * in ct: row c * k_prod + kk holds, for image b, out_prod values at
+ * b * out_prod. */
+void vt_conv_im2col_row(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, int64_t c, int64_t kk,
+                        vt_dtype ct, void *dst);
 /* x5[n0 .. n0+nb) = the sum of every column entry that reads it (the
  * adjoint of im2col), rounded once to x5's dtype; positions no window
  * reads become 0. */

@@ -1,8 +1,8 @@
 /* conv_im2col.c — the data movers around the MXU products of a convolution:
- * im2col lays the input windows out as matrix columns (converting to the
- * compute dtype), col2im sums column entries back onto the input positions
- * they came from. Both take any input strides and run one (image, channel)
- * plane per task on the pool. */
+ * an im2col row (one tap of one channel over every output position, as the
+ * packers ask for it: the column matrix is never stored), and col2im, which
+ * sums column entries back onto the input positions they came from, one
+ * (image, channel) plane per task on the pool. Both take any input strides. */
 #include "kernels/conv/conv.h"
 
 /* Elements per parallel task below which the pool costs more than it gains. */
@@ -46,50 +46,40 @@ typedef struct move_job {
     char *col;
 } move_job;
 
-/* ------------------------------------------------------------ im2col */
+/* ------------------------------------------------------------ im2col rows */
 
-static void im2col_plane(const move_job *j, int64_t b, int64_t c) {
-    const vt_conv_geom *g = j->g;
-    const vt_tensor *x = j->x5;
-    size_t es = vt_dtype_size(x->dtype), cs = vt_dtype_size(j->ct);
-    const char *plane = (const char *)x->data + (x->offset + (j->n0 + b) * x->strides[0] + c * x->strides[1]) * (int64_t)es;
+/* Tap (k0, k1, k2) of channel c of image n over every output position:
+ * out_prod values of ct at dst, 0 where the window reads padding. */
+static void plane_row(const vt_conv_geom *g, const vt_tensor *x, int64_t n, int64_t c, int64_t k0, int64_t k1,
+                      int64_t k2, vt_dtype ct, char *dst) {
+    size_t es = vt_dtype_size(x->dtype), cs = vt_dtype_size(ct);
+    const char *plane = (const char *)x->data + (x->offset + n * x->strides[0] + c * x->strides[1]) * (int64_t)es;
     const int64_t *xs = x->strides + 2;
-    int64_t kk = 0;
-    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
-        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, kk++) {
-                char *row = j->col + ((c * g->k_prod + kk) * j->ld + b * g->out_prod) * (int64_t)cs;
-                int64_t lo, hi;
-                valid_range(0, g->in[2], g->stride[2], g->pad[2], k2 * g->dil[2], g->out[2], &lo, &hi);
-                for (int64_t z0 = 0; z0 < g->out[0]; z0++) {
-                    int64_t i0 = z0 * g->stride[0] - g->pad[0] + k0 * g->dil[0];
-                    for (int64_t z1 = 0; z1 < g->out[1]; z1++) {
-                        int64_t i1 = z1 * g->stride[1] - g->pad[1] + k1 * g->dil[1];
-                        char *dst = row + (z0 * g->out[1] + z1) * g->out[2] * (int64_t)cs;
-                        if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1] || lo == hi) {
-                            memset(dst, 0, (size_t)g->out[2] * cs);
-                            continue;
-                        }
-                        memset(dst, 0, (size_t)lo * cs);
-                        int64_t i2 = lo * g->stride[2] - g->pad[2] + k2 * g->dil[2];
-                        const char *src = plane + (i0 * xs[0] + i1 * xs[1] + i2 * xs[2]) * (int64_t)es;
-                        gather_run(x->dtype, src, g->stride[2] * xs[2], j->ct, dst + lo * (int64_t)cs, hi - lo);
-                        memset(dst + hi * (int64_t)cs, 0, (size_t)(g->out[2] - hi) * cs);
-                    }
-                }
+    int64_t lo, hi;
+    valid_range(0, g->in[2], g->stride[2], g->pad[2], k2 * g->dil[2], g->out[2], &lo, &hi);
+    for (int64_t z0 = 0; z0 < g->out[0]; z0++) {
+        int64_t i0 = z0 * g->stride[0] - g->pad[0] + k0 * g->dil[0];
+        for (int64_t z1 = 0; z1 < g->out[1]; z1++, dst += g->out[2] * (int64_t)cs) {
+            int64_t i1 = z1 * g->stride[1] - g->pad[1] + k1 * g->dil[1];
+            if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1] || lo == hi) {
+                memset(dst, 0, (size_t)g->out[2] * cs);
+                continue;
             }
+            memset(dst, 0, (size_t)lo * cs);
+            int64_t i2 = lo * g->stride[2] - g->pad[2] + k2 * g->dil[2];
+            const char *src = plane + (i0 * xs[0] + i1 * xs[1] + i2 * xs[2]) * (int64_t)es;
+            gather_run(x->dtype, src, g->stride[2] * xs[2], ct, dst + lo * (int64_t)cs, hi - lo);
+            memset(dst + hi * (int64_t)cs, 0, (size_t)(g->out[2] - hi) * cs);
+        }
+    }
 }
 
-static void im2col_range(void *ctx, int64_t begin, int64_t end) {
-    const move_job *j = ctx;
-    for (int64_t t = begin; t < end; t++) im2col_plane(j, t / j->g->C, t % j->g->C);
-}
-
-void vt_conv_im2col(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, vt_dtype ct, void *col,
-                    int64_t ld) {
-    move_job j = {g, x5, n0, ld, ct, col};
-    int64_t per = g->k_prod * g->out_prod;
-    vt_parallel_for(nb * g->C, per >= MOVE_GRAIN ? 1 : MOVE_GRAIN / (per ? per : 1), im2col_range, &j);
+void vt_conv_im2col_row(const vt_conv_geom *g, const vt_tensor *x5, int64_t n0, int64_t nb, int64_t c, int64_t kk,
+                        vt_dtype ct, void *dst) {
+    int64_t k2 = kk % g->k[2], k1 = kk / g->k[2] % g->k[1], k0 = kk / (g->k[2] * g->k[1]);
+    size_t cs = vt_dtype_size(ct);
+    for (int64_t b = 0; b < nb; b++)
+        plane_row(g, x5, n0 + b, c, k0, k1, k2, ct, (char *)dst + b * g->out_prod * (int64_t)cs);
 }
 
 /* ------------------------------------------------------------ col2im */

@@ -67,10 +67,11 @@ static vt_status weight_rows(const vt_conv_geom *g, const vt_tensor *w5, vt_dtyp
 
 /* ------------------------------------------------------------ movers */
 
+/* row2im over a chunk's column rows (the input gradient's products). */
 typedef struct row_job {
     const vt_conv_geom *g;
-    const vt_tensor *x5; /* input-shaped: read (im2row) or written (row2im) */
-    vt_dtype cdt;        /* dtype of the columns */
+    const vt_tensor *x5; /* the input gradient, written */
+    vt_dtype cdt;        /* dtype of the columns (the sums') */
     char *col;           /* rows of the chunk, ld elements apart */
     int64_t ld, m0;      /* m0: the chunk's first row */
     _Atomic int oom;
@@ -82,41 +83,42 @@ static void position_of(const vt_conv_geom *g, int64_t z, int64_t zz[3]) {
     zz[0] = z / (g->out[2] * g->out[1]);
 }
 
-/* Rows [begin, end) of the chunk: each tap's Cg channels per group, or 0
- * where the window reads padding. */
-static void im2row_range(void *ctx, int64_t begin, int64_t end) {
-    const row_job *j = ctx;
-    const vt_conv_geom *g = j->g;
-    const vt_tensor *x = j->x5;
-    size_t es = vt_dtype_size(x->dtype), cs = vt_dtype_size(j->cdt);
-    size_t run = (size_t)g->Cg * cs;
-    for (int64_t r = begin; r < end; r++) {
-        int64_t m = j->m0 + r, n = m / g->out_prod, zz[3];
-        position_of(g, m % g->out_prod, zz);
-        char *dst = j->col + r * j->ld * (int64_t)cs;
-        int64_t t = 0;
-        for (int64_t k0 = 0; k0 < g->k[0]; k0++)
-            for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-                for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++) {
-                    int64_t i0 = zz[0] * g->stride[0] - g->pad[0] + k0 * g->dil[0];
-                    int64_t i1 = zz[1] * g->stride[1] - g->pad[1] + k1 * g->dil[1];
-                    int64_t i2 = zz[2] * g->stride[2] - g->pad[2] + k2 * g->dil[2];
-                    int inside = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 && i2 < g->in[2];
-                    const char *src = (const char *)x->data +
-                                      (x->offset + n * x->strides[0] + i0 * x->strides[2] + i1 * x->strides[3] +
-                                       i2 * x->strides[4]) * (int64_t)es;
-                    for (int64_t gi = 0; gi < g->G; gi++) {
-                        char *d = dst + (gi * g->k_prod + t) * (int64_t)run;
-                        if (!inside) memset(d, 0, run);
-                        else if (x->dtype == j->cdt) memcpy(d, src + gi * g->Cg * (int64_t)es, run);
-                        else vt_convert(x->dtype, src + gi * g->Cg * (int64_t)es, 1, j->cdt, d, 1, g->Cg);
-                    }
-                }
-    }
+/* Group `group` of row m (image m / Z, position m % Z) of the im2col
+ * matrix at dst as [tap][Cg] of cdt: each tap's Cg channels, or 0 where the
+ * window reads padding. */
+static void im2row_one(const vt_conv_geom *g, const vt_tensor *x, vt_dtype cdt, int64_t m, int64_t group, char *dst) {
+    size_t es = vt_dtype_size(x->dtype), run = (size_t)g->Cg * vt_dtype_size(cdt);
+    int64_t n = m / g->out_prod, zz[3], t = 0;
+    position_of(g, m % g->out_prod, zz);
+    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++) {
+                int64_t i0 = zz[0] * g->stride[0] - g->pad[0] + k0 * g->dil[0];
+                int64_t i1 = zz[1] * g->stride[1] - g->pad[1] + k1 * g->dil[1];
+                int64_t i2 = zz[2] * g->stride[2] - g->pad[2] + k2 * g->dil[2];
+                int inside = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 && i2 < g->in[2];
+                const char *src = (const char *)x->data + (x->offset + n * x->strides[0] + i0 * x->strides[2] +
+                                                           i1 * x->strides[3] + i2 * x->strides[4]) * (int64_t)es;
+                char *d = dst + t * (int64_t)run;
+                const char *sg = src + group * g->Cg * (int64_t)es;
+                if (!inside) memset(d, 0, run);
+                else if (x->dtype == cdt) memcpy(d, sg, run);
+                else vt_convert(x->dtype, sg, 1, cdt, d, 1, g->Cg);
+            }
 }
 
-static void im2row(row_job *j, int64_t rows) {
-    vt_parallel_for(rows, ROW_GRAIN, im2row_range, j);
+/* The im2col rows of one group as an MXU operand produced row by row
+ * (vt_matmul_rows): no column matrix is stored. */
+typedef struct row_source {
+    const vt_conv_geom *g;
+    const vt_tensor *x5;
+    vt_dtype cdt;
+    int64_t m0, group;
+} row_source;
+
+static void source_row(void *ctx, int64_t i, void *dst) {
+    const row_source *r = ctx;
+    im2row_one(r->g, r->x5, r->cdt, r->m0 + i, r->group, dst);
 }
 
 /* Input positions [begin, end) of the chunk's images (position p = image
@@ -204,6 +206,23 @@ static int input_is_col(const vt_conv_geom *g, const vt_tensor *x5, vt_dtype cdt
     return 1;
 }
 
+/* Slice g of a [G, M, X] tensor, as 2-D. */
+static vt_tensor group_slice(const vt_tensor *t, int64_t g) {
+    vt_tensor r = *t;
+    r.offset += g * t->strides[0];
+    r.ndim = 2;
+    r.sizes[0] = t->sizes[1], r.sizes[1] = t->sizes[2];
+    r.strides[0] = t->strides[1], r.strides[1] = t->strides[2];
+    return r;
+}
+
+/* The [M, K] operand of group g's im2col rows, produced by src (its data
+ * pointer only names the input; it is not read as a matrix). */
+static vt_tensor produced(const vt_tensor *x5, vt_dtype cdt, int64_t M, int64_t K) {
+    int64_t sz[2] = {M, K}, st[2] = {K, 1};
+    return vt_conv_tensor(x5->data, cdt, 2, sz, st, 0);
+}
+
 /* ------------------------------------------------------------ forward */
 
 vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
@@ -220,22 +239,11 @@ vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, cons
     int direct = (out->dtype == cdt || out->dtype == VT_F32) && rows_of(&y5, &yrs);
     wmat wm;
     vt_status s = weight_rows(g, &w5, cdt, fn, &wm);
-    void *col = NULL, *ybuf = NULL;
-    if (s == VT_OK && !no_col) col = vt_conv_scratch(nb * Z * g->G * K, cdt, fn, "im2col buffer", &s);
+    void *ybuf = NULL;
     if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * Z * g->O, adt, fn, "output buffer", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g->N; n0 += nb) {
         int64_t nbc = g->N - n0 < nb ? g->N - n0 : nb, M = nbc * Z;
         /* per group: out_g[M, Og] = col_g[M, K] @ W_g^T[K, Og] */
-        vt_tensor a;
-        if (no_col) {
-            int64_t as[3] = {g->G, M, K}, ast[3] = {g->Cg, xrs, 1};
-            a = vt_conv_tensor(x5.data, cdt, 3, as, ast, x5.offset + n0 * x5.strides[0]);
-        } else {
-            row_job j = {g, &x5, cdt, col, g->G * K, n0 * Z, 0};
-            im2row(&j, M);
-            int64_t as[3] = {g->G, M, K}, ast[3] = {K, g->G * K, 1};
-            a = vt_conv_tensor(col, cdt, 3, as, ast, 0);
-        }
         int64_t bs[3] = {g->G, K, g->Og}, bst[3] = {g->Og * wm.row, wm.col, wm.row};
         vt_tensor b = vt_conv_tensor((void *)wm.data, cdt, 3, bs, bst, wm.offset);
         int64_t os[3] = {g->G, M, g->Og};
@@ -251,7 +259,18 @@ vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, cons
             int64_t ost[3] = {g->Og, g->O, 1};
             o = vt_conv_tensor(ybuf, adt, 3, os, ost, 0);
         }
-        s = vt_matmul_f32_out(&o, &a, &b, bias ? &bv : NULL, 1.0, 1.0, mp);
+        if (no_col) {
+            int64_t as[3] = {g->G, M, K}, ast[3] = {g->Cg, xrs, 1};
+            vt_tensor a = vt_conv_tensor(x5.data, cdt, 3, as, ast, x5.offset + n0 * x5.strides[0]);
+            s = vt_matmul_f32_out(&o, &a, &b, bias ? &bv : NULL, 1.0, 1.0, mp);
+        }
+        for (int64_t gi = 0; !no_col && s == VT_OK && gi < g->G; gi++) {
+            row_source src = {g, &x5, cdt, n0 * Z, gi};
+            vt_mxu_rows rows = {source_row, &src};
+            vt_tensor a2 = produced(&x5, cdt, M, K), b2 = group_slice(&b, gi), o2 = group_slice(&o, gi);
+            vt_tensor bv2 = bias ? group_slice(&bv, gi) : o2;
+            s = vt_matmul_rows(&o2, &a2, &rows, &b2, NULL, bias ? &bv2 : NULL, 1.0, 1.0, mp);
+        }
         if (s == VT_OK && !direct) { /* rows [M, O] back into the output's layout, rounded once */
             vt_tensor dst = y5;
             dst.offset += n0 * y5.strides[0];
@@ -262,7 +281,6 @@ vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, cons
         }
     }
     free(ybuf);
-    free(col);
     free(wm.owned);
     return s;
 }
@@ -332,8 +350,7 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
     int packed_out = !(grad_out->dtype == cdt && rows_of(&y5, &yrs0));
     /* the f32 (f64) sum over chunks, [G][Og][K]; rounded once into grad_weight */
     vt_status s = VT_OK;
-    void *col = NULL, *gbuf = NULL, *wacc = vt_conv_scratch(g->O * K, adt, fn, "weight accumulator", &s);
-    if (s == VT_OK && !no_col) col = vt_conv_scratch(nb * Z * g->G * K, cdt, fn, "im2col buffer", &s);
+    void *gbuf = NULL, *wacc = vt_conv_scratch(g->O * K, adt, fn, "weight accumulator", &s);
     if (s == VT_OK && packed_out) gbuf = vt_conv_scratch(nb * Z * g->O, cdt, fn, "packed grad_output", &s);
     int64_t ws[3] = {g->G, g->Og, K}, wst[3] = {g->Og * K, K, 1};
     vt_tensor acc = vt_conv_tensor(wacc, adt, 3, ws, wst, 0);
@@ -342,20 +359,20 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
         const void *ydata;
         s = out_rows(g, &y5, cdt, n0, nbc, gbuf, &ydata, &yoff, &yrs, &ycs);
         if (s != VT_OK) break;
-        vt_tensor b;
-        if (no_col) {
-            int64_t bs[3] = {g->G, M, K}, bst[3] = {g->Cg, xrs, 1};
-            b = vt_conv_tensor(x5.data, cdt, 3, bs, bst, x5.offset + n0 * x5.strides[0]);
-        } else {
-            row_job j = {g, &x5, cdt, col, g->G * K, n0 * Z, 0};
-            im2row(&j, M);
-            int64_t bs[3] = {g->G, M, K}, bst[3] = {K, g->G * K, 1};
-            b = vt_conv_tensor(col, cdt, 3, bs, bst, 0);
-        }
         /* per group: dW_g[Og, K] += grad_out_g^T[Og, M] @ col_g[M, K] */
         int64_t as[3] = {g->G, g->Og, M}, ast[3] = {g->Og * ycs, ycs, yrs};
         vt_tensor a = vt_conv_tensor((void *)ydata, cdt, 3, as, ast, yoff);
-        s = vt_matmul_f32_out(&acc, &a, &b, n0 ? &acc : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        if (no_col) {
+            int64_t bs[3] = {g->G, M, K}, bst[3] = {g->Cg, xrs, 1};
+            vt_tensor b = vt_conv_tensor(x5.data, cdt, 3, bs, bst, x5.offset + n0 * x5.strides[0]);
+            s = vt_matmul_f32_out(&acc, &a, &b, n0 ? &acc : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        }
+        for (int64_t gi = 0; !no_col && s == VT_OK && gi < g->G; gi++) {
+            row_source src = {g, &x5, cdt, n0 * Z, gi};
+            vt_mxu_rows rows = {source_row, &src};
+            vt_tensor a2 = group_slice(&a, gi), b2 = produced(&x5, cdt, M, K), acc2 = group_slice(&acc, gi);
+            s = vt_matmul_rows(&acc2, &a2, NULL, &b2, &rows, n0 ? &acc2 : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        }
     }
     if (s == VT_OK) { /* [O][tap][Cg] into the weight's layout */
         int64_t st[5] = {K, 1, g->k[1] * g->k[2] * g->Cg, g->k[2] * g->Cg, g->Cg};
@@ -363,7 +380,6 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
         s = vt_copy(&w5, &all);
     }
     free(gbuf);
-    free(col);
     free(wacc);
     return s;
 }

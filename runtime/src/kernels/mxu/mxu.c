@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "mxu_local.h"
 
@@ -37,7 +38,15 @@ static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *ws_block;
 static size_t ws_size;
 
+/* A request over the machine's physical memory is refused up front:
+ * overcommit would accept it and the OOM killer end the process. */
+static int over_memory(double bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 && bytes > (double)pages * (double)page;
+}
+
 static void *ws_acquire(size_t bytes, int *cached) {
+    if (over_memory((double)bytes)) return NULL;
     bytes = (bytes + 63) & ~(size_t)63;
     if (bytes <= WS_CACHE_MAX && pthread_mutex_trylock(&ws_mu) == 0) {
         if (ws_size < bytes) {
@@ -264,12 +273,34 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
     free(scratch);
 }
 
+/* A produced operand written out as a row-major matrix (*view), or NULL. */
+static void *materialize(const vt_tensor *t, const vt_mxu_rows *src, vt_tensor *view) {
+    size_t es = vt_dtype_size(t->dtype);
+    int64_t R = t->sizes[0], C = t->sizes[1];
+    char *buf = over_memory((double)R * (double)C * (double)es) ? NULL : malloc((size_t)(R * C) * es + 1);
+    if (!buf) return NULL;
+    for (int64_t i = 0; i < R; i++) src->row(src->ctx, i, buf + i * C * (int64_t)es);
+    *view = *t;
+    view->data = buf;
+    view->offset = 0;
+    view->strides[0] = C, view->strides[1] = 1;
+    return buf;
+}
+
 static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
-                           const vt_tensor *bias, double alpha, double beta, vt_precision prec) {
+                           const vt_tensor *bias, double alpha, double beta, vt_precision prec,
+                           const vt_mxu_rows *a_rows, const vt_mxu_rows *b_rows) {
     int64_t M = out->sizes[0], N = out->sizes[1], K = a->sizes[1];
     if (M == 0 || N == 0) return VT_OK;
-    if (out->dtype == VT_F64) {
-        vt_mxu_gemm_f64(out, a, b, bias, alpha, beta);
+    if (out->dtype == VT_F64) { /* plain f64 products read stored operands: store produced ones */
+        vt_tensor av = *a, bv = *b;
+        void *am = a_rows ? materialize(a, a_rows, &av) : NULL, *bm = b_rows ? materialize(b, b_rows, &bv) : NULL;
+        if ((a_rows && !am) || (b_rows && !bm)) {
+            free(am), free(bm);
+            return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for an operand");
+        }
+        vt_mxu_gemm_f64(out, &av, &bv, bias, alpha, beta);
+        free(am), free(bm);
         return VT_OK;
     }
     gemm_job j;
@@ -284,6 +315,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     j.direct = out->dtype == VT_F32 && out->strides[1] == 1 && out->strides[0] >= N && alpha == 1.0 && !j.ep.bias;
     int64_t a_elems, b_elems;
     vt_mxu_pack_plan(&j.p, M, N, K, j.prec, &a_elems, &b_elems);
+    j.p.a_rows = a_rows, j.p.b_rows = b_rows;
     int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
     int parallel = macs >= PARALLEL_MACS;
     int cached = 0;
@@ -427,7 +459,7 @@ static vt_tensor slice2d(const vt_tensor *t, int64_t index, const vt_tensor *out
 static vt_status run_batch(batch_job *j, int64_t i) {
     vt_tensor o = slice2d(&j->out, i, &j->out), a = slice2d(&j->a, i, &j->out), b = slice2d(&j->b, i, &j->out);
     vt_tensor bias = j->has_bias ? slice2d(&j->bias, i, &j->out) : o;
-    return matmul_2d(j->e, &o, &a, &b, j->has_bias ? &bias : NULL, j->alpha, j->beta, j->prec);
+    return matmul_2d(j->e, &o, &a, &b, j->has_bias ? &bias : NULL, j->alpha, j->beta, j->prec, NULL, NULL);
 }
 
 static void batch_range(void *ctx, int64_t begin, int64_t end) {
@@ -451,6 +483,18 @@ vt_status vt_matmul_f32_out(const vt_tensor *out, const vt_tensor *a, const vt_t
                             double alpha, double beta, vt_precision prec) {
     vt_status s = check_products(out, a, b, bias, prec, 1);
     return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec);
+}
+
+vt_status vt_matmul_rows(const vt_tensor *out, const vt_tensor *a, const vt_mxu_rows *a_rows, const vt_tensor *b,
+                         const vt_mxu_rows *b_rows, const vt_tensor *bias, double alpha, double beta,
+                         vt_precision prec) {
+    /* internal callers: shapes and dtypes only (a produced operand's data is never read) */
+    if (out->ndim != 2 || a->ndim != 2 || b->ndim != 2 || a->sizes[1] != b->sizes[0] ||
+        out->sizes[0] != a->sizes[0] || out->sizes[1] != b->sizes[1] || a->dtype != b->dtype ||
+        !vt_dtype_is_float(a->dtype) || (out->dtype != a->dtype && (out->dtype != VT_F32 || a->dtype == VT_F64)) ||
+        (unsigned)prec > VT_PRECISION_HIGHEST)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul_rows: operands do not match");
+    return matmul_2d(vt_mxu_engine_active(), out, a, b, bias, alpha, beta, prec, a_rows, b_rows);
 }
 
 static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,

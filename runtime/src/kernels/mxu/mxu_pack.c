@@ -76,20 +76,40 @@ static const float *read_line(const vt_tensor *t, int64_t off, int64_t stride, i
     return tmp;
 }
 
-/* Scratch of one task: a converted line and its three parts. */
+/* Scratch of one task: a converted line, its three parts, and a produced
+ * row (vt_mxu_rows). */
 typedef struct scratch {
     float *line;
     uint16_t *part[3];
+    void *row;
 } scratch;
 
 static int64_t longest_line(const vt_mxu_packed *p) { return p->kt * 32 > p->Np ? p->kt * 32 : p->Np; }
 
-size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p) { return (size_t)longest_line(p) * 20; }
+/* Per scratch: line (4 bytes), three parts (2 each), row (4): 14 bytes a
+ * position; two of them per task. */
+size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p) { return (size_t)longest_line(p) * 28; }
 
 static void scratch_at(scratch *s, void *mem, int64_t n) {
     s->line = mem;
     uint16_t *u = (uint16_t *)(s->line + n);
     for (int i = 0; i < 3; i++) s->part[i] = u + i * n;
+    s->row = u + 3 * n;
+}
+
+/* Row `index` of operand t as the packers read it: t itself, or — when its
+ * rows are produced and index is a real row (< count; padding rows are
+ * never produced) — the row written into s->row, seen as row 0 of a view. */
+static const vt_tensor *row_source(const vt_mxu_rows *src, const vt_tensor *t, int64_t *index, int64_t count,
+                                   scratch *s, vt_tensor *view) {
+    if (!src || *index >= count) return t;
+    src->row(src->ctx, *index, s->row);
+    *view = *t;
+    view->data = s->row;
+    view->offset = 0;
+    view->strides[1] = 1;
+    *index = 0;
+    return view;
 }
 
 /* K padding is +0: padded products add +0 to sums that start at +0 (as an
@@ -131,16 +151,21 @@ static void pack_a_panel(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
     int nseg = vt_mxu_nslots(p->nlow);
     int64_t kp = p->kt * 32;
     uint16_t *dst = p->a + panel * p->a_panel;
+    vt_tensor view;
 #if VT_X86
-    if (direct_line(e, a, a->strides[1])) {
-        for (int r = 0; r < 16; r++)
-            e->pack->pack_a_row(line_at(a, panel * 16 + r, p->M, a->strides[0], p->K), prec, p->kt, nseg, seg, dst,
-                                r);
+    if (direct_line(e, a, p->a_rows ? 1 : a->strides[1])) {
+        for (int r = 0; r < 16; r++) {
+            int64_t i = panel * 16 + r;
+            const vt_tensor *t = row_source(p->a_rows, a, &i, p->M, s, &view);
+            e->pack->pack_a_row(line_at(t, i, p->M, t->strides[0], p->K), prec, p->kt, nseg, seg, dst, r);
+        }
         return;
     }
 #endif
     for (int64_t r = 0; r < 16; r++) {
-        split_line(e, prec, a, panel * 16 + r, p->M, a->strides[0], a->strides[1], p->K, kp, s, 0);
+        int64_t i = panel * 16 + r;
+        const vt_tensor *t = row_source(p->a_rows, a, &i, p->M, s, &view);
+        split_line(e, prec, t, i, p->M, t->strides[0], t->strides[1], p->K, kp, s, 0);
         for (int g = 0; g < nseg; g++) {
             const uint16_t *src = s->part[seg[g]];
             for (int64_t c = 0; c < p->kt; c++)
@@ -201,20 +226,26 @@ static void pack_b_chunk(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_prec
                          int64_t c, scratch *s0, scratch *s1) {
     const int *seg = vt_mxu_slot_parts(p->nlow);
     int nseg = vt_mxu_nslots(p->nlow);
+    vt_tensor v0, v1;
 #if VT_X86
-    if (direct_line(e, b, b->strides[1])) {
+    if (direct_line(e, b, p->b_rows ? 1 : b->strides[1])) {
         for (int j = 0; j < 16; j++) {
-            int64_t k = c * 32 + 2 * j;
-            e->pack->pack_b_rows(line_at(b, k, p->K, b->strides[0], p->N), line_at(b, k + 1, p->K, b->strides[0], p->N),
-                                 prec, p->Np, p->kt, nseg, seg, p->b, p->b_panel, c, j);
+            int64_t k0 = c * 32 + 2 * j, k1 = k0 + 1;
+            const vt_tensor *t0 = row_source(p->b_rows, b, &k0, p->K, s0, &v0);
+            const vt_tensor *t1 = row_source(p->b_rows, b, &k1, p->K, s1, &v1);
+            e->pack->pack_b_rows(line_at(t0, k0, p->K, t0->strides[0], p->N),
+                                 line_at(t1, k1, p->K, t1->strides[0], p->N), prec, p->Np, p->kt, nseg, seg, p->b,
+                                 p->b_panel, c, j);
         }
         return;
     }
 #endif
     for (int64_t j = 0; j < 16; j++) {
-        int64_t k = c * 32 + 2 * j;
-        split_line(e, prec, b, k, p->K, b->strides[0], b->strides[1], p->N, p->Np, s0, B_PAD);
-        split_line(e, prec, b, k + 1, p->K, b->strides[0], b->strides[1], p->N, p->Np, s1, B_PAD);
+        int64_t k0 = c * 32 + 2 * j, k1 = k0 + 1;
+        const vt_tensor *t0 = row_source(p->b_rows, b, &k0, p->K, s0, &v0);
+        const vt_tensor *t1 = row_source(p->b_rows, b, &k1, p->K, s1, &v1);
+        split_line(e, prec, t0, k0, p->K, t0->strides[0], t0->strides[1], p->N, p->Np, s0, B_PAD);
+        split_line(e, prec, t1, k1, p->K, t1->strides[0], t1->strides[1], p->N, p->Np, s1, B_PAD);
         for (int g = 0; g < nseg; g++)
             e->zip(s0->part[seg[g]], s1->part[seg[g]], p->Np, p->b + (g * p->kt + c) * VT_MXU_CHUNK + j * 32,
                    p->b_panel);
@@ -257,7 +288,7 @@ void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precisi
     int64_t n = longest_line(p);
     scratch s0, s1;
     scratch_at(&s0, mem, n);
-    scratch_at(&s1, (char *)mem + n * 10, n);
+    scratch_at(&s1, (char *)mem + n * 14, n);
     if (task < na && a_by_columns(a)) pack_a_chunk(p, e, prec, a, task, &s0);
     else if (task < na) pack_a_panel(p, e, prec, a, task, &s0);
     else if (b_by_columns(b)) pack_b_panel(p, e, prec, b, task - na, &s0);
