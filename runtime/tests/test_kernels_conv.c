@@ -32,6 +32,11 @@ static const conv_case cases[] = {
     {"2d groups2 wide", 2, 2, 16, 8, 2, {6, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, 1},
     {"3d wide", 3, 1, 9, 4, 1, {4, 5, 4}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 2}, 0},
     {"1d 1x1 wide", 1, 3, 12, 5, 1, {9}, {1}, {1}, {0}, {1}, 1},
+    /* stride 1: the input gradient runs as a convolution with the
+     * transposed, reversed weight (groups, dilation); padding wider than
+     * the window keeps col2im */
+    {"2d groups2 s1", 2, 2, 16, 8, 2, {6, 5}, {3, 2}, {1, 1}, {1, 1}, {1, 2}, 1},
+    {"2d pad past window", 2, 1, 3, 4, 1, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {1, 1}, 0},
     {"2d 1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},

@@ -276,6 +276,61 @@ static vt_status out_groups(const vt_conv_geom *g, const vt_tensor *y5, vt_dtype
     return vt_copy(&dst, &src);
 }
 
+/* With stride 1, the input gradient is itself a convolution: of grad_out,
+ * padded by dil * (k - 1) - pad, with the weight's input and output
+ * channels swapped (per group) and its taps reversed. Run as a forward
+ * convolution it needs no column buffer and no col2im, and its sums are
+ * one MXU reduction over (output channel, tap). 0 when it does not apply
+ * (a stride, or padding wider than the window). */
+static int input_grad_is_conv(const vt_conv_geom *g, vt_conv_params *tp) {
+    memset(tp, 0, sizeof *tp);
+    tp->spatial = g->spatial;
+    tp->groups = g->G;
+    for (int i = 0; i < g->spatial; i++) {
+        int d = 3 - g->spatial + i; /* the geometry's padded dim */
+        int64_t pad = g->dil[d] * (g->k[d] - 1) - g->pad[d];
+        if (g->stride[d] != 1 || pad < 0) return 0;
+        tp->stride[i] = 1, tp->padding[i] = pad, tp->dilation[i] = g->dil[d];
+    }
+    return 1;
+}
+
+static vt_status input_grad_as_conv(const vt_conv_geom *g, const vt_conv_params *tp, const vt_tensor *grad_input,
+                                    const vt_tensor *grad_out, const vt_tensor *weight, vt_precision prec) {
+    /* w'[g*Cg + c, o, t] = w[g*Og + o, c, k - 1 - t], laid out as grad_out
+     * is (channels innermost when it has them), so the drivers view it */
+    vt_tensor w5 = vt_conv_view5(weight, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial);
+    int64_t sz[6] = {g->G, g->Cg, g->Og, g->k[0], g->k[1], g->k[2]};
+    int64_t st[6] = {g->Og * w5.strides[0], w5.strides[1], w5.strides[0], -w5.strides[2], -w5.strides[3],
+                     -w5.strides[4]};
+    int64_t off = w5.offset + (g->k[0] - 1) * w5.strides[2] + (g->k[1] - 1) * w5.strides[3] +
+                  (g->k[2] - 1) * w5.strides[4];
+    vt_tensor src = vt_conv_tensor(w5.data, w5.dtype, 6, sz, st, off);
+    int last = y5.strides[1] == 1 && g->O > 1;
+    int64_t K = g->k_prod, Og = g->Og;
+    int64_t dst6[6] = {g->Cg * Og * K, Og * K, K, g->k[1] * g->k[2], g->k[2], 1};
+    int64_t dst6l[6] = {g->Cg * Og * K, Og * K, 1, g->k[1] * g->k[2] * Og, g->k[2] * Og, Og};
+    vt_status s = VT_OK;
+    void *buf = vt_conv_scratch(g->C * Og * K, weight->dtype, "vt_conv_backward_input", "transposed weight", &s);
+    if (!buf) return s;
+    vt_tensor dst = vt_conv_tensor(buf, weight->dtype, 6, sz, last ? dst6l : dst6, 0);
+    s = vt_copy(&dst, &src);
+    if (s == VT_OK) {
+        /* the same memory as the weight-shaped [C, Og, *k] tensor */
+        vt_tensor wt = *weight;
+        wt.data = buf, wt.offset = 0;
+        wt.sizes[0] = g->C, wt.sizes[1] = Og;
+        wt.strides[0] = Og * K, wt.strides[1] = last ? 1 : K;
+        for (int i = 0; i < g->spatial; i++) {
+            int d = 3 - g->spatial + i;
+            wt.strides[2 + i] = last ? dst6l[3 + d] : dst6[3 + d];
+        }
+        s = vt_conv_forward(grad_input, grad_out, &wt, NULL, tp, prec);
+    }
+    free(buf);
+    return s;
+}
+
 vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *grad_out, const vt_tensor *weight,
                                  const vt_conv_params *p, vt_precision prec) {
     const char *fn = "vt_conv_backward_input";
@@ -284,6 +339,8 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     if (s != VT_OK || vt_tensor_numel(grad_input) == 0) return s;
     if (g.Og == 0) return zero_fill(grad_input);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
+    vt_conv_params tp;
+    if (input_grad_is_conv(&g, &tp)) return input_grad_as_conv(&g, &tp, grad_input, grad_out, weight, prec);
     if (vt_conv_rows_takes(&g, grad_input))
         return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);

@@ -155,6 +155,7 @@ typedef struct gemm_job {
     int64_t group; /* tiles along M per claim: MGROUP in multi-pass modes, else 1 */
     int64_t ngm;   /* claims along M */
     int64_t nclaims;
+    int64_t nc;        /* columns per claim: NC, or less so every thread has claims */
     atomic_llong next; /* next claim */
     int direct;        /* full tiles may accumulate in out itself (f32, unit stride, plain) */
     epilogue ep;
@@ -242,8 +243,8 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
         int64_t t0 = (u % j->ngm) * j->group, nt = j->ntm - t0 < j->group ? j->ntm - t0 : j->group;
         for (int64_t t = 0; t < nt; t++) {
             tile *x = &tl[t];
-            x->m0 = (t0 + t) * MC, x->n0 = (u / j->ngm) * NC;
-            x->mb = p->Mp - x->m0 < MC ? p->Mp - x->m0 : MC, x->nb = p->Np - x->n0 < NC ? p->Np - x->n0 : NC;
+            x->m0 = (t0 + t) * MC, x->n0 = (u / j->ngm) * j->nc;
+            x->mb = p->Mp - x->m0 < MC ? p->Mp - x->m0 : MC, x->nb = p->Np - x->n0 < j->nc ? p->Np - x->n0 : j->nc;
             /* M's padding rows (up to 31, all of them but one for a
              * matrix-vector product) cost as much as real ones; an engine
              * that takes any row count skips them (m0 < M always). */
@@ -337,7 +338,13 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     j.ntm = (j.p.Mp + MC - 1) / MC;
     j.group = j.p.nlow ? MGROUP : 1;
     j.ngm = (j.ntm + j.group - 1) / j.group;
-    j.nclaims = j.ngm * ((j.p.Np + NC - 1) / NC);
+    /* A product with few row tiles (a weight gradient: M = output channels)
+     * in NC-wide claims left a core idle (3 claims on 2 threads): narrower
+     * claims, down to 64 columns, until each thread has about 4. */
+    j.nc = NC;
+    int64_t want = parallel ? 4 * (int64_t)vt_num_threads() : 1;
+    while (j.nc > 64 && j.ngm * ((j.p.Np + j.nc - 1) / j.nc) < want) j.nc /= 2;
+    j.nclaims = j.ngm * ((j.p.Np + j.nc - 1) / j.nc);
     if (!atomic_load(&j.oom)) vt_parallel_for(j.nclaims, parallel ? 1 : j.nclaims, tile_range, &j);
     if (ws) ws_release(ws, cached);
     if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
