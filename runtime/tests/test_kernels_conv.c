@@ -28,6 +28,8 @@ static const conv_case cases[] = {
     {"2d depthwise 33ch", 2, 2, 33, 33, 33, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"2d depthwise s2 pad2", 2, 1, 20, 20, 20, {8, 7}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 0},
     {"3d depthwise", 3, 1, 17, 17, 17, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {1, 1, 2}, 1},
+    /* planes wide enough to go in bands of output rows, the last one short */
+    {"2d depthwise bands s2 d2", 2, 1, 16, 16, 16, {101, 160}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, 1},
     /* channels-last takes the rows drivers (conv_rows.c) from 8 channels a group */
     {"2d groups2 wide", 2, 2, 16, 8, 2, {6, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, 1},
     {"3d wide", 3, 1, 9, 4, 1, {4, 5, 4}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 2}, 0},
@@ -240,7 +242,7 @@ static vt_conv_geom case_geom(const conv_case *c) {
  * other cases check them against); a depth multiplier does not. */
 TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
-                                     "2d depthwise s2 pad2", "3d depthwise"};
+                                     "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2"};
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         vt_conv_geom g = case_geom(case_named(dw[i]));
         CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);

@@ -338,9 +338,9 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     vt_status s = vt_conv_check(VT_CONV_BACKWARD_INPUT, grad_input, weight, grad_out, NULL, p, prec, &g);
     if (s != VT_OK || vt_tensor_numel(grad_input) == 0) return s;
     if (g.Og == 0) return zero_fill(grad_input);
-    if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_conv_params tp;
     if (input_grad_is_conv(&g, &tp)) return input_grad_as_conv(&g, &tp, grad_input, grad_out, weight, prec);
+    if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
     if (vt_conv_rows_takes(&g, grad_input))
         return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);

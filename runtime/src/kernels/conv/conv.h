@@ -97,6 +97,11 @@ typedef struct vt_dw_geom {
  * (vt_mxu_slot_parts order). */
 typedef struct vt_dw_kernels {
     void (*split)(const float *raw, int64_t n, int nlow, float *const slot[3]);
+    /* split straight from n positions of 16 contiguous f32 / bf16 lanes */
+    void (*load_split)(const void *src, int is_bf16, int64_t src_step, int64_t n, int nlow, float *const slot[3],
+                       int64_t dst);
+    /* n positions of 16 lanes out to 16 contiguous f32 / bf16 lanes each */
+    void (*store)(const float *src, int64_t n, void *dst, int is_bf16, int64_t dst_step);
     void (*forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
     void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
                            float *hi);

@@ -14,6 +14,11 @@
 
 /* Scratch of one task above this is not worth it: the im2col path runs. */
 #define DW_TASK_BYTES ((int64_t)64 << 20)
+/* The forward and the weight gradient go in bands of output rows whose
+ * input window block is about this many bytes, so a task's passes (fill,
+ * split, compute, store) stay in L2: whole 112x112 planes did not, and
+ * each pass went to L3. */
+#define DW_BAND_BYTES ((int64_t)96 << 10)
 
 static _Atomic(const vt_dw_kernels *) dw_active;
 
@@ -66,21 +71,27 @@ static inline float load_elem(vt_dtype dt, const char *p) {
 
 /* Lanes [0, nl) of blk[e0][e1][e2] (extent E, zero elsewhere) = the
  * tensor t5 [N, C, s0, s1, s2] at image n, channels c0.., position
- * e - pad; positions outside t5 stay 0. */
+ * e - pad (dim 1: e + row0 - pad, the block being a band from padded row
+ * row0); positions outside t5 stay 0. */
 static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const int64_t E[3], const int64_t pad[3],
-                       float *blk) {
+                       int64_t row0, float *blk) {
     memset(blk, 0, (size_t)(E[0] * E[1] * E[2] * VT_DW_LANES) * sizeof(float));
     size_t es = vt_dtype_size(t5->dtype);
     const char *base = (const char *)t5->data + (t5->offset + n * t5->strides[0] + c0 * t5->strides[1]) * (int64_t)es;
     int64_t cs = t5->strides[1] * (int64_t)es, s2 = t5->strides[4] * (int64_t)es;
     int64_t lo2 = pad[2], hi2 = t5->sizes[4] + pad[2] < E[2] ? t5->sizes[4] + pad[2] : E[2];
+    int64_t i1_lo = row0 > pad[1] ? row0 - pad[1] : 0;
     for (int64_t i0 = 0; i0 < t5->sizes[2] && i0 + pad[0] < E[0]; i0++)
-        for (int64_t i1 = 0; i1 < t5->sizes[3] && i1 + pad[1] < E[1]; i1++) {
+        for (int64_t i1 = i1_lo; i1 < t5->sizes[3] && i1 + pad[1] - row0 < E[1]; i1++) {
             const char *row = base + (i0 * t5->strides[2] + i1 * t5->strides[3]) * (int64_t)es;
-            float *dst = blk + ((i0 + pad[0]) * E[1] + i1 + pad[1]) * E[2] * VT_DW_LANES;
+            float *dst = blk + ((i0 + pad[0]) * E[1] + i1 + pad[1] - row0) * E[2] * VT_DW_LANES;
             if (t5->strides[1] == 1 && t5->dtype == VT_F32) { /* channels innermost: one run per position */
-                for (int64_t e2 = lo2; e2 < hi2; e2++)
-                    memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, (size_t)nl * sizeof(float));
+                if (nl == VT_DW_LANES) /* a constant size: a register move, not a call */
+                    for (int64_t e2 = lo2; e2 < hi2; e2++)
+                        memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, VT_DW_LANES * sizeof(float));
+                else
+                    for (int64_t e2 = lo2; e2 < hi2; e2++)
+                        memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, (size_t)nl * sizeof(float));
                 continue;
             }
             if (t5->strides[1] == 1 && t5->dtype == VT_BF16) {
@@ -108,6 +119,30 @@ static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const
         }
 }
 
+/* fill_block then the split into the precision's slots, in one pass when
+ * the lanes are 16 contiguous f32 or bf16 channels. */
+static void fill_split(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, int64_t c0, int nl,
+                       const int64_t E[3], const int64_t pad[3], int64_t row0, int nlow, int nslots,
+                       float *const slot[3]) {
+    int64_t X = E[0] * E[1] * E[2] * VT_DW_LANES;
+    if (nl != VT_DW_LANES || t5->strides[1] != 1 || (t5->dtype != VT_F32 && t5->dtype != VT_BF16)) {
+        fill_block(t5, n, c0, nl, E, pad, row0, slot[0]);
+        k->split(slot[0], X, nlow, slot);
+        return;
+    }
+    for (int s = 0; s < nslots; s++) memset(slot[s], 0, (size_t)X * sizeof(float));
+    size_t es = vt_dtype_size(t5->dtype);
+    const char *base = (const char *)t5->data + (t5->offset + n * t5->strides[0] + c0) * (int64_t)es;
+    int64_t lo2 = pad[2], hi2 = t5->sizes[4] + pad[2] < E[2] ? t5->sizes[4] + pad[2] : E[2];
+    int64_t i1_lo = row0 > pad[1] ? row0 - pad[1] : 0;
+    for (int64_t i0 = 0; i0 < t5->sizes[2] && i0 + pad[0] < E[0]; i0++)
+        for (int64_t i1 = i1_lo; i1 < t5->sizes[3] && i1 + pad[1] - row0 < E[1]; i1++) {
+            const char *row = base + (i0 * t5->strides[2] + i1 * t5->strides[3]) * (int64_t)es;
+            int64_t dst = ((i0 + pad[0]) * E[1] + i1 + pad[1] - row0) * E[2] + lo2;
+            if (hi2 > lo2) k->load_split(row, t5->dtype == VT_BF16, t5->strides[4], hi2 - lo2, nlow, slot, dst);
+        }
+}
+
 static inline void store_elem(vt_dtype dt, char *p, float f, const double *bias) {
     if (bias) {
         double v = (double)f + *bias;
@@ -127,8 +162,8 @@ static inline void store_elem(vt_dtype dt, char *p, float f, const double *bias)
 /* t5 at image n, channels c0 .. c0+nl, every position i = the block at
  * i + pad (extent E; positions past it, which no window reads, get 0),
  * plus bias[l] when given, rounded once to t5's dtype. */
-static void store_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const int64_t E[3], const int64_t pad[3],
-                        const float *blk, const double *bias) {
+static void store_block(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, int64_t c0, int nl,
+                        const int64_t E[3], const int64_t pad[3], const float *blk, const double *bias) {
     size_t es = vt_dtype_size(t5->dtype);
     char *base = (char *)t5->data + (t5->offset + n * t5->strides[0] + c0 * t5->strides[1]) * (int64_t)es;
     int64_t cs = t5->strides[1] * (int64_t)es, s2 = t5->strides[4] * (int64_t)es;
@@ -139,11 +174,21 @@ static void store_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, cons
             int64_t e0 = i0 + pad[0], e1 = i1 + pad[1];
             int inside = e0 < E[0] && e1 < E[1];
             const float *src = blk + (e0 * E[1] + e1) * E[2] * VT_DW_LANES;
+            int64_t n2 = !inside ? 0 : E[2] - pad[2] < t5->sizes[4] ? E[2] - pad[2] : t5->sizes[4];
+            if (n2 < 0) n2 = 0;
+            if (t5->strides[1] == 1 && !bias && nl == VT_DW_LANES && (t5->dtype == VT_F32 || t5->dtype == VT_BF16)) {
+                k->store(src + pad[2] * VT_DW_LANES, n2, row, t5->dtype == VT_BF16, t5->strides[4]);
+                for (int64_t i2 = n2; i2 < t5->sizes[4]; i2++)
+                    k->store(zero, 1, row + i2 * s2, t5->dtype == VT_BF16, t5->strides[4]);
+                continue;
+            }
             if (t5->strides[1] == 1 && !bias && (t5->dtype == VT_F32 || t5->dtype == VT_BF16)) {
                 for (int64_t i2 = 0; i2 < t5->sizes[4]; i2++) {
                     int64_t e2 = i2 + pad[2];
                     const float *v = inside && e2 < E[2] ? src + e2 * VT_DW_LANES : zero;
-                    if (t5->dtype == VT_F32) {
+                    if (t5->dtype == VT_F32 && nl == VT_DW_LANES) {
+                        memcpy(row + i2 * s2, v, VT_DW_LANES * sizeof(float));
+                    } else if (t5->dtype == VT_F32) {
                         memcpy(row + i2 * s2, v, (size_t)nl * sizeof(float));
                     } else {
                         uint16_t *h = (uint16_t *)(row + i2 * s2);
@@ -153,8 +198,6 @@ static void store_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, cons
                 continue;
             }
             /* positions [0, n2) read the block, the rest are 0 */
-            int64_t n2 = !inside ? 0 : E[2] - pad[2] < t5->sizes[4] ? E[2] - pad[2] : t5->sizes[4];
-            if (n2 < 0) n2 = 0;
             const float *s0 = src + pad[2] * VT_DW_LANES;
             for (int l = 0; l < nl; l++) {
                 char *dst = row + l * cs;
@@ -184,8 +227,9 @@ typedef struct dw_job {
     const vt_tensor *x5, *y5; /* input-shaped, output-shaped */
     const double *bias;       /* forward: per channel, or NULL */
     const float *w;           /* [ncb][nslots][taps][lanes] weight parts */
-    float *partial;           /* weight gradient: [N][ncb][2][taps][lanes] */
+    float *partial;           /* weight gradient: [N][ncb][nbands][2][taps][lanes] */
     int64_t ncb, nslots;
+    int64_t band, nbands;     /* output rows (dim 1) per task, tasks per plane */
     _Atomic int oom;
 } dw_job;
 
@@ -194,8 +238,9 @@ static const int64_t no_pad[3] = {0, 0, 0};
 static void dw_range(void *ctx, int64_t begin, int64_t end) {
     dw_job *j = ctx;
     const vt_conv_geom *g = j->g;
-    const vt_dw_geom *d = &j->d;
-    int64_t X = d->E[0] * d->E[1] * d->E[2] * VT_DW_LANES, Z = g->out_prod * VT_DW_LANES, T = d->taps * VT_DW_LANES;
+    const vt_dw_geom *whole = &j->d;
+    int64_t X = whole->E[0] * whole->E[1] * whole->E[2] * VT_DW_LANES, T = whole->taps * VT_DW_LANES;
+    int64_t Z = g->out[0] * j->band * g->out[2] * VT_DW_LANES;
     int S = (int)j->nslots;
     /* x slots (the raw block is slot 0), y raw + slots, and for the input
      * gradient its lo and hi accumulators */
@@ -207,31 +252,38 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
     float *xs[3] = {mem, mem + X, mem + 2 * X}, *ys[3] = {mem + S * X, mem + S * X + Z, mem + S * X + 2 * Z};
     float *lo = mem + S * X + S * Z, *hi = lo + X;
     for (int64_t t = begin; t < end; t++) {
-        int64_t n = t / j->ncb, cb = t % j->ncb, c0 = cb * VT_DW_LANES;
+        int64_t bi = t % j->nbands, plane = t / j->nbands, n = plane / j->ncb, cb = plane % j->ncb;
+        int64_t c0 = cb * VT_DW_LANES, z1 = bi * j->band;
         int nl = g->C - c0 < VT_DW_LANES ? (int)(g->C - c0) : VT_DW_LANES;
+        /* this band's output rows, and the output(-gradient) tensor seen from its first */
+        vt_dw_geom band = j->d;
+        band.out[1] = g->out[1] - z1 < j->band ? g->out[1] - z1 : j->band;
+        int64_t yE[3] = {g->out[0], band.out[1], g->out[2]};
+        vt_tensor yb = *j->y5;
+        yb.offset += z1 * yb.strides[3];
+        yb.sizes[3] = band.out[1];
+        const vt_dw_geom *d = &band;
         const float *ws[3];
         for (int s = 0; s < S; s++) ws[s] = j->w + (cb * S + s) * T;
         const int64_t *pad = g->pad;
         if (j->kind != VT_CONV_BACKWARD_INPUT) { /* the input window block */
-            fill_block(j->x5, n, c0, nl, d->E, pad, xs[0]);
-            j->k->split(xs[0], X, d->nlow, xs);
+            fill_split(j->k, j->x5, n, c0, nl, d->E, pad, z1 * g->stride[1], d->nlow, S, xs);
         }
         if (j->kind != VT_CONV_FORWARD) { /* the output gradient block */
-            fill_block(j->y5, n, c0, nl, g->out, no_pad, ys[0]);
-            j->k->split(ys[0], Z, d->nlow, ys);
+            fill_split(j->k, &yb, n, c0, nl, yE, no_pad, 0, d->nlow, S, ys);
         }
         if (j->kind == VT_CONV_FORWARD) {
             j->k->forward(d, (const float *const *)xs, ws, ys[0]);
-            store_block(j->y5, n, c0, nl, g->out, no_pad, ys[0], j->bias ? j->bias + c0 : NULL);
+            store_block(j->k, &yb, n, c0, nl, yE, no_pad, ys[0], j->bias ? j->bias + c0 : NULL);
         } else if (j->kind == VT_CONV_BACKWARD_INPUT) {
             memset(hi, 0, (size_t)X * sizeof(float));
             if (d->nlow) memset(lo, 0, (size_t)X * sizeof(float));
             j->k->backward_input(d, (const float *const *)ys, ws, lo, hi);
             if (d->nlow) /* the guarded low sum, then hi * hi */
                 for (int64_t i = 0; i < X; i++) hi[i] = (isfinite(lo[i]) ? lo[i] : 0.0f) + hi[i];
-            store_block(j->x5, n, c0, nl, d->E, pad, hi, NULL);
+            store_block(j->k, j->x5, n, c0, nl, d->E, pad, hi, NULL);
         } else {
-            float *p = j->partial + (n * j->ncb + cb) * 2 * T;
+            float *p = j->partial + t * 2 * T;
             j->k->backward_weight(d, (const float *const *)ys, (const float *const *)xs, p, p + T);
         }
     }
@@ -249,6 +301,16 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
     j->ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES;
     for (int i = 0; i < 3; i++) j->d.E[i] = extent(g, i), j->d.out[i] = g->out[i], j->d.stride[i] = g->stride[i];
     j->d.taps = g->k_prod;
+    /* bands of output rows (dim 1); the input gradient scatters into its
+     * whole window block, so it goes plane by plane */
+    j->band = g->out[1];
+    if (j->kind != VT_CONV_BACKWARD_INPUT) {
+        int64_t row = j->d.E[0] * g->stride[1] * j->d.E[2] * VT_DW_LANES * (int64_t)sizeof(float);
+        int64_t b = row > 0 ? DW_BAND_BYTES / row : g->out[1];
+        j->band = b < 1 ? 1 : b < g->out[1] ? b : g->out[1];
+        j->d.E[1] = (j->band - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1;
+    }
+    j->nbands = (g->out[1] + j->band - 1) / j->band;
     int64_t t = 0;
     for (int64_t k0 = 0; k0 < g->k[0]; k0++)
         for (int64_t k1 = 0; k1 < g->k[1]; k1++)
@@ -285,7 +347,7 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
         free(raw);
     }
     j->w = wparts;
-    int64_t tasks = g->N * j->ncb;
+    int64_t tasks = g->N * j->ncb * j->nbands;
     vt_parallel_for(tasks, 1, dw_range, j);
     free(wparts);
     if (atomic_load(&j->oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
@@ -333,7 +395,8 @@ vt_status vt_conv_dw_backward_weight(const vt_conv_geom *g, const vt_tensor *gra
     j.kind = VT_CONV_BACKWARD_WEIGHT;
     j.x5 = &x5, j.y5 = &y5;
     int64_t ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES, T = g->k_prod * VT_DW_LANES;
-    j.partial = malloc((size_t)(g->N * ncb * 2 * T) * sizeof(float) + 64);
+    /* bands: at most one per output row (dim 1) */
+    j.partial = malloc((size_t)(g->N * ncb * g->out[1] * 2 * T) * sizeof(float) + 64);
     if (!j.partial) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for partial sums", fn);
     vt_status s = run(&j, g, NULL, prec, fn);
     if (s == VT_OK) {
@@ -346,11 +409,13 @@ vt_status vt_conv_dw_backward_weight(const vt_conv_geom *g, const vt_tensor *gra
                 for (int64_t k1 = 0; k1 < g->k[1]; k1++)
                     for (int64_t k2 = 0; k2 < g->k[2]; k2++, kk++) {
                         float lo = 0.0f, hi = 0.0f;
-                        for (int64_t n = 0; n < g->N; n++) {
-                            const float *p = j.partial + (n * ncb + cb) * 2 * T + kk * VT_DW_LANES + l;
-                            if (nlow) lo += p[0];
-                            hi += p[T];
-                        }
+                        for (int64_t n = 0; n < g->N; n++)
+                            for (int64_t b = 0; b < j.nbands; b++) {
+                                const float *p = j.partial + ((n * ncb + cb) * j.nbands + b) * 2 * T +
+                                                 kk * VT_DW_LANES + l;
+                                if (nlow) lo += p[0];
+                                hi += p[T];
+                            }
                         float v = nlow ? (isfinite(lo) ? lo : 0.0f) + hi : hi;
                         int64_t off = w5.offset + c * w5.strides[0] + k0 * w5.strides[2] + k1 * w5.strides[3] +
                                       k2 * w5.strides[4];

@@ -14,6 +14,13 @@
 /* The helpers below pass lane vectors by value; they are static inline, so
  * the ABI GCC warns about for builds without AVX-512 never applies. */
 #pragma GCC diagnostic ignored "-Wpsabi"
+/* Products of two parts are exact, so a fused multiply-add rounds as the
+ * multiply and the add do: let the compiler fuse them (C11 mode does not). */
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC optimize("fp-contract=fast")
+#endif
 
 #define DW_CAT2(a, b) a##b
 #define DW_CAT(a, b) DW_CAT2(a, b)
@@ -83,6 +90,51 @@ static void DW_NAME(dw_split_)(const float *raw, int64_t n, int nlow, float *con
     }
 }
 
+/* n positions of 16 contiguous lanes each (channels innermost), src_step
+ * elements apart, f32 or bf16: their parts into the slots at lane vector
+ * dst, dst + 1, ... (fill and split in one pass). */
+static void DW_NAME(dw_load_split_)(const void *src, int is_bf16, int64_t src_step, int64_t n, int nlow,
+                                    float *const slot[3], int64_t dst) {
+    typedef uint16_t dw_vh __attribute__((vector_size(32)));
+    float *s0 = slot[0] + dst * VT_DW_LANES;
+    for (int64_t i = 0; i < n; i++, s0 += VT_DW_LANES) {
+        dw_vu u;
+        if (is_bf16) {
+            dw_vh h;
+            memcpy(&h, (const uint16_t *)src + i * src_step, sizeof h);
+            u = __builtin_convertvector(h, dw_vu) << 16;
+        } else {
+            memcpy(&u, (const float *)src + i * src_step, sizeof u);
+        }
+        if (nlow == 0) {
+            dw_st(s0, dw_float(dw_rne_ftz(u)));
+            continue;
+        }
+        float raw[VT_DW_LANES];
+        memcpy(raw, &u, sizeof raw);
+        float *parts[3] = {s0, slot[1] + (dst + i) * VT_DW_LANES, nlow == 5 ? slot[2] + (dst + i) * VT_DW_LANES : NULL};
+        DW_NAME(dw_split_)(raw, VT_DW_LANES, nlow, parts);
+    }
+}
+
+/* n positions of 16 lanes from src into 16 contiguous f32 or bf16 lanes
+ * each, dst_step elements apart; bf16 rounds as vt_f32_to_bf16 (nearest
+ * even, NaN -> 0x7fc0). */
+static void DW_NAME(dw_store_)(const float *src, int64_t n, void *dst, int is_bf16, int64_t dst_step) {
+    typedef uint16_t dw_vh __attribute__((vector_size(32)));
+    for (int64_t i = 0; i < n; i++, src += VT_DW_LANES) {
+        if (!is_bf16) {
+            memcpy((float *)dst + i * dst_step, src, VT_DW_LANES * sizeof(float));
+            continue;
+        }
+        dw_vu u = dw_bits(dw_ld(src));
+        dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u);
+        dw_vu r = dw_sel(nan, (dw_vu){0} + 0x7fc0u, (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        dw_vh h = __builtin_convertvector(r, dw_vh);
+        memcpy((uint16_t *)dst + i * dst_step, &h, sizeof h);
+    }
+}
+
 /* Input position (in lane vectors) of output position z's first tap. */
 static inline int64_t dw_base(const vt_dw_geom *d, int64_t z0, int64_t z1, int64_t z2) {
     return ((z0 * d->stride[0] * d->E[1] + z1 * d->stride[1]) * d->E[2] + z2 * d->stride[2]) * VT_DW_LANES;
@@ -111,11 +163,37 @@ static inline void DW_NAME(dw_forward_4_)(const vt_dw_geom *d, const vt_mxu_pass
     dw_st(y, a0), dw_st(y + VT_DW_LANES, a1), dw_st(y + 2 * VT_DW_LANES, a2), dw_st(y + 3 * VT_DW_LANES, a3);
 }
 
+/* One row of a 3x3 window at DEFAULT (one pass): the nine weights stay in
+ * registers, four positions at a time. */
+static inline void DW_NAME(dw_row_3x3_)(const int64_t *off, const float *x, const float *w, int64_t step, int64_t n,
+                                        float *y) {
+    dw_vf w0 = dw_ld(w), w1 = dw_ld(w + 16), w2 = dw_ld(w + 32), w3 = dw_ld(w + 48), w4 = dw_ld(w + 64);
+    dw_vf w5 = dw_ld(w + 80), w6 = dw_ld(w + 96), w7 = dw_ld(w + 112), w8 = dw_ld(w + 128);
+    int64_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5], o6 = off[6], o7 = off[7],
+            o8 = off[8];
+#define DW_TAPS(p)                                                                                              \
+    (dw_ld((p) + o0) * w0 + dw_ld((p) + o1) * w1 + dw_ld((p) + o2) * w2 + dw_ld((p) + o3) * w3 +                 \
+     dw_ld((p) + o4) * w4 + dw_ld((p) + o5) * w5 + dw_ld((p) + o6) * w6 + dw_ld((p) + o7) * w7 +                 \
+     dw_ld((p) + o8) * w8)
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2, x += 2 * step, y += 2 * VT_DW_LANES) {
+        dw_vf a = (dw_vf){0} + DW_TAPS(x), b = (dw_vf){0} + DW_TAPS(x + step);
+        dw_st(y, a), dw_st(y + VT_DW_LANES, b);
+    }
+    for (; i < n; i++, x += step, y += VT_DW_LANES) dw_st(y, (dw_vf){0} + DW_TAPS(x));
+#undef DW_TAPS
+}
+
 static void DW_NAME(dw_forward_)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y) {
     const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
     const int64_t *off = d->toff, T = d->taps, step = d->stride[2] * VT_DW_LANES;
     for (int64_t z0 = 0; z0 < d->out[0]; z0++)
         for (int64_t z1 = 0; z1 < d->out[1]; z1++) {
+            if (T == 9 && d->nlow == 0) {
+                DW_NAME(dw_row_3x3_)(off, x[0] + dw_base(d, z0, z1, 0), w[0], step, d->out[2], y);
+                y += d->out[2] * VT_DW_LANES;
+                continue;
+            }
             int64_t z2 = 0;
             for (; z2 + 4 <= d->out[2]; z2 += 4, y += 4 * VT_DW_LANES)
                 DW_NAME(dw_forward_4_)(d, ps, x, w, dw_base(d, z0, z1, z2), step, y);
@@ -163,6 +241,24 @@ static void DW_NAME(dw_backward_input_)(const vt_dw_geom *d, const float *const 
 static void DW_NAME(dw_backward_weight_)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3],
                                          float *lo, float *hi) {
     const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
+    if (d->taps == 9 && d->nlow == 0) { /* 3x3 at DEFAULT: the nine sums in registers, one pass */
+        const int64_t *off = d->toff, step = d->stride[2] * VT_DW_LANES;
+        dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0}, a8 = {0};
+        const float *g = gy[0];
+        for (int64_t z0 = 0; z0 < d->out[0]; z0++)
+            for (int64_t z1 = 0; z1 < d->out[1]; z1++) {
+                const float *p = x[0] + dw_base(d, z0, z1, 0);
+                for (int64_t z2 = 0; z2 < d->out[2]; z2++, g += VT_DW_LANES, p += step) {
+                    dw_vf v = dw_ld(g);
+                    a0 += v * dw_ld(p + off[0]), a1 += v * dw_ld(p + off[1]), a2 += v * dw_ld(p + off[2]);
+                    a3 += v * dw_ld(p + off[3]), a4 += v * dw_ld(p + off[4]), a5 += v * dw_ld(p + off[5]);
+                    a6 += v * dw_ld(p + off[6]), a7 += v * dw_ld(p + off[7]), a8 += v * dw_ld(p + off[8]);
+                }
+            }
+        dw_st(hi, a0), dw_st(hi + 16, a1), dw_st(hi + 32, a2), dw_st(hi + 48, a3), dw_st(hi + 64, a4);
+        dw_st(hi + 80, a5), dw_st(hi + 96, a6), dw_st(hi + 112, a7), dw_st(hi + 128, a8);
+        return;
+    }
     for (int64_t t = 0; t < d->taps; t++) {
         for (int g = 0; g <= d->nlow; g++) {
             const float *gs = gy[ps[g].a], *xs = x[ps[g].b] + d->toff[t];
@@ -182,6 +278,8 @@ static void DW_NAME(dw_backward_weight_)(const vt_dw_geom *d, const float *const
 
 const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_split_),
+    DW_NAME(dw_load_split_),
+    DW_NAME(dw_store_),
     DW_NAME(dw_forward_),
     DW_NAME(dw_backward_input_),
     DW_NAME(dw_backward_weight_),
