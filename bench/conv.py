@@ -5,6 +5,10 @@ and weight gradients), in one run. Prints each case's time once warm (the
 best of at least 10 runs, each including a synchronize for "tpu") and the
 ratio cpu / tpu (> 1: tpu faster). Goal: every case at least 1.0x.
 
+The hosts here have slow spells of seconds (docs/performance.md): each
+case is timed in ROUNDS alternating rounds (cpu, tpu, cpu, tpu) and each
+device keeps its best, so a spell does not land on one side only.
+
 Run: python bench/conv.py [filter]   (filter: substring of the case names)"""
 
 import sys
@@ -15,6 +19,8 @@ import torch.nn.functional as F
 
 import vtpu
 from common import save, steady_time
+
+ROUNDS = 2
 
 # (name, batch, in channels, out channels, input size, kernel, stride, groups)
 SHAPES = [
@@ -70,8 +76,10 @@ def main():
                 fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
                 x, w = x0.to(dtype).contiguous(memory_format=fmt), w0.to(dtype).contiguous(memory_format=fmt)
                 for backward in (False, True):
-                    cpu = timed(x, w, stride, groups, backward, "cpu")
-                    tpu = timed(x, w, stride, groups, backward, "tpu")
+                    cpu = tpu = float("inf")
+                    for _ in range(ROUNDS):
+                        cpu = min(cpu, timed(x, w, stride, groups, backward, "cpu"))
+                        tpu = min(tpu, timed(x, w, stride, groups, backward, "tpu"))
                     what = "fwd+bwd" if backward else "fwd"
                     dt = str(dtype).replace("torch.", "")
                     print(f"{name:<18} {layout:<6} {dt:<9} {what:<8} {cpu * 1e3:9.3f} {tpu * 1e3:9.3f} "
