@@ -59,6 +59,7 @@ bench: install
 	$(VPY) bench/fuse.py
 	$(VPY) bench/matmul.py
 	$(VPY) bench/ops.py
+	$(VPY) bench/conv.py
 	$(VPY) bench/attention.py
 	$(VPY) bench/gpt_step.py
 	$(VPY) bench/compile.py
