@@ -30,6 +30,8 @@ static const conv_case cases[] = {
     {"3d depthwise", 3, 1, 17, 17, 17, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {1, 1, 2}, 1},
     /* planes wide enough to go in bands of output rows, the last one short */
     {"2d depthwise bands s2 d2", 2, 1, 16, 16, 16, {101, 160}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, 1},
+    /* NCHW planes with rows of 16-lane chunks and a tail (stride 1 along them) */
+    {"2d depthwise wide rows", 2, 2, 5, 5, 5, {4, 37}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     /* channels-last takes the rows drivers (conv_rows.c) from 8 channels a group */
     {"2d groups2 wide", 2, 2, 16, 8, 2, {6, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, 1},
     {"3d wide", 3, 1, 9, 4, 1, {4, 5, 4}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 2}, 0},
@@ -39,6 +41,8 @@ static const conv_case cases[] = {
      * the window keeps col2im */
     {"2d groups2 s1", 2, 2, 16, 8, 2, {6, 5}, {3, 2}, {1, 1}, {1, 1}, {1, 2}, 1},
     {"2d pad past window", 2, 1, 3, 4, 1, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {1, 1}, 0},
+    /* rows of more than 64 positions (the NCHW im2col rows' long path) */
+    {"1d long", 1, 2, 3, 4, 1, {150}, {3}, {2}, {1}, {1}, 1},
     {"2d 1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
@@ -242,7 +246,8 @@ static vt_conv_geom case_geom(const conv_case *c) {
  * other cases check them against); a depth multiplier does not. */
 TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
-                                     "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2"};
+                                     "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2",
+                                     "2d depthwise wide rows"};
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         vt_conv_geom g = case_geom(case_named(dw[i]));
         CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);
@@ -270,7 +275,7 @@ TEST(kernels_conv_exact_every_engine) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
                                      VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
-    static const char *const names[] = {"2d", "3d", "2d depthwise 33ch", "3d depthwise"};
+    static const char *const names[] = {"2d", "3d", "2d depthwise 33ch", "3d depthwise", "2d depthwise wide rows"};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         vt_isa_force(masks[m] & active);
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -279,6 +284,7 @@ TEST(kernels_conv_exact_every_engine) {
             /* random data: every ISA's loops give the same bits, within the
              * reference's tolerance */
             check_case(case_named(names[i]), VT_F32, VT_PRECISION_HIGH, LAYOUT_CHANNELS_LAST, 0, 1e-5);
+            check_case(case_named(names[i]), VT_F32, VT_PRECISION_HIGHEST, LAYOUT_CONTIGUOUS, 0, 1e-5);
         }
     }
     vt_isa_force(active);

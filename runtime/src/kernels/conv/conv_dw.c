@@ -290,6 +290,105 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
     free(mem);
 }
 
+/* ------------------------------------------------------------ NCHW planes */
+
+/* The forward over NCHW planes with unit stride along the rows (and a
+ * stride-1 convolution along them): one task per (image, channel), the
+ * positions along the lanes, so neither side is transposed. */
+static int plane_takes(const vt_conv_geom *g, const vt_tensor *x5, const vt_tensor *y5) {
+    return x5->strides[4] == 1 && y5->strides[4] == 1 && x5->strides[1] != 1 && g->stride[2] == 1;
+}
+
+typedef struct plane_job {
+    const vt_conv_geom *g;
+    const vt_dw_kernels *k;
+    vt_dw_geom d; /* E: the padded plane, rows of E[2] (a multiple of 16) */
+    const vt_tensor *x5, *y5;
+    const double *bias;
+    const float *w; /* [ncb][nslots][taps][lanes] */
+    int nslots;
+    _Atomic int oom;
+} plane_job;
+
+static void plane_range(void *ctx, int64_t begin, int64_t end) {
+    plane_job *j = ctx;
+    const vt_conv_geom *g = j->g;
+    const vt_dw_geom *d = &j->d;
+    int64_t X = d->E[0] * d->E[1] * d->E[2], n2 = (g->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
+    int64_t Y = g->out[0] * g->out[1] * n2, T = g->k_prod * VT_DW_LANES;
+    int S = j->nslots;
+    float *mem = aligned_alloc(64, (size_t)(S * X + Y) * sizeof(float) + 64);
+    if (!mem) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    float *xs[3] = {mem, mem + X, mem + 2 * X}, *y = mem + S * X;
+    const vt_tensor *x5 = j->x5, *y5 = j->y5;
+    size_t xes = vt_dtype_size(x5->dtype), yes = vt_dtype_size(y5->dtype);
+    int64_t n_in = g->in[2] < d->E[2] - g->pad[2] ? g->in[2] : d->E[2] - g->pad[2];
+    for (int64_t t = begin; t < end; t++) {
+        int64_t n = t / g->C, c = t % g->C;
+        /* the padded plane, split into the precision's parts */
+        memset(xs[0], 0, (size_t)X * sizeof(float));
+        const char *plane = (const char *)x5->data + (x5->offset + n * x5->strides[0] + c * x5->strides[1]) * (int64_t)xes;
+        for (int64_t i0 = 0; i0 < g->in[0] && i0 + g->pad[0] < d->E[0]; i0++)
+            for (int64_t i1 = 0; i1 < g->in[1] && i1 + g->pad[1] < d->E[1]; i1++) {
+                const char *src = plane + (i0 * x5->strides[2] + i1 * x5->strides[3]) * (int64_t)xes;
+                float *dst = xs[0] + ((i0 + g->pad[0]) * d->E[1] + i1 + g->pad[1]) * d->E[2] + g->pad[2];
+                if (x5->dtype == VT_F32) {
+                    memcpy(dst, src, (size_t)n_in * sizeof(float));
+                } else if (x5->dtype == VT_BF16) {
+                    j->k->widen((const uint16_t *)src, n_in, dst);
+                } else {
+                    for (int64_t i = 0; i < n_in; i++) dst[i] = load_elem(x5->dtype, src + i * (int64_t)xes);
+                }
+            }
+        j->k->split(xs[0], X, d->nlow, xs);
+        const float *ws[3];
+        for (int s = 0; s < S; s++) ws[s] = j->w + ((c / VT_DW_LANES) * S + s) * T + c % VT_DW_LANES;
+        j->k->plane_forward(d, (const float *const *)xs, ws, y);
+        /* rows back into the output, plus the bias, rounded once */
+        const double *b = j->bias ? j->bias + c : NULL;
+        char *oplane = (char *)y5->data + (y5->offset + n * y5->strides[0] + c * y5->strides[1]) * (int64_t)yes;
+        for (int64_t z0 = 0; z0 < g->out[0]; z0++)
+            for (int64_t z1 = 0; z1 < g->out[1]; z1++) {
+                const float *row = y + (z0 * g->out[1] + z1) * n2;
+                char *dst = oplane + (z0 * y5->strides[2] + z1 * y5->strides[3]) * (int64_t)yes;
+                if (y5->dtype == VT_F32 && !b) {
+                    memcpy(dst, row, (size_t)g->out[2] * sizeof(float));
+                } else if (y5->dtype == VT_BF16 && !b) {
+                    j->k->narrow(row, g->out[2], (uint16_t *)dst);
+                } else {
+                    for (int64_t i = 0; i < g->out[2]; i++) store_elem(y5->dtype, dst + i * (int64_t)yes, row[i], b);
+                }
+            }
+    }
+    free(mem);
+}
+
+static vt_status plane_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt_tensor *y5, const float *wparts,
+                               const double *bias, int nlow, const char *fn) {
+    plane_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g, j.k = dw_kernels(), j.x5 = x5, j.y5 = y5, j.bias = bias, j.w = wparts;
+    j.nslots = vt_mxu_nslots(nlow);
+    j.d.nlow = nlow;
+    j.d.taps = g->k_prod;
+    int64_t n2 = (g->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
+    for (int i = 0; i < 3; i++) j.d.E[i] = extent(g, i), j.d.out[i] = g->out[i], j.d.stride[i] = g->stride[i];
+    /* rows wide enough for every window of a 16-wide chunk, a multiple of 16 */
+    j.d.E[2] = (n2 + (g->k[2] - 1) * g->dil[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
+    int64_t toff[g->k_prod > 0 ? g->k_prod : 1], t = 0;
+    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                toff[t] = (k0 * g->dil[0] * j.d.E[1] + k1 * g->dil[1]) * j.d.E[2] + k2 * g->dil[2];
+    j.d.toff = toff;
+    vt_parallel_for(g->N * g->C, 1, plane_range, &j);
+    if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
+    return VT_OK;
+}
+
 /* Prepare d and the weight parts, run the tasks. w5: the weight [C, 1, k..]
  * (or, for the weight gradient, NULL). */
 static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_precision prec, const char *fn) {
@@ -347,6 +446,11 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
         free(raw);
     }
     j->w = wparts;
+    if (j->kind == VT_CONV_FORWARD && plane_takes(g, j->x5, j->y5)) {
+        vt_status s = plane_forward(g, j->x5, j->y5, wparts, j->bias, j->d.nlow, fn);
+        free(wparts);
+        return s;
+    }
     int64_t tasks = g->N * j->ncb * j->nbands;
     vt_parallel_for(tasks, 1, dw_range, j);
     free(wparts);

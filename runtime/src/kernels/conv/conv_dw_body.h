@@ -135,6 +135,24 @@ static void DW_NAME(dw_store_)(const float *src, int64_t n, void *dst, int is_bf
     }
 }
 
+/* n contiguous bf16 -> f32, and f32 -> bf16 rounded as vt_f32_to_bf16. */
+static void DW_NAME(dw_widen_)(const uint16_t *src, int64_t n, float *dst) {
+    typedef uint16_t dw_vh __attribute__((vector_size(32)));
+    int64_t i = 0;
+    for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) {
+        dw_vh h;
+        memcpy(&h, src + i, sizeof h);
+        dw_st(dst + i, dw_float(__builtin_convertvector(h, dw_vu) << 16));
+    }
+    for (; i < n; i++) dst[i] = vt_bf16_to_f32(src[i]);
+}
+
+static void DW_NAME(dw_narrow_)(const float *src, int64_t n, uint16_t *dst) {
+    int64_t i = 0;
+    for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) DW_NAME(dw_store_)(src + i, 1, dst + i, 1, 0);
+    for (; i < n; i++) dst[i] = vt_f32_to_bf16(src[i]);
+}
+
 /* Input position (in lane vectors) of output position z's first tap. */
 static inline int64_t dw_base(const vt_dw_geom *d, int64_t z0, int64_t z1, int64_t z2) {
     return ((z0 * d->stride[0] * d->E[1] + z1 * d->stride[1]) * d->E[2] + z2 * d->stride[2]) * VT_DW_LANES;
@@ -276,11 +294,53 @@ static void DW_NAME(dw_backward_weight_)(const vt_dw_geom *d, const float *const
     }
 }
 
+/* One channel plane with the positions along the lanes (NCHW, stride 1
+ * along the rows): x is the padded, split plane, rows of E[2] floats (a
+ * multiple of 16, wide enough for every window of a 16-wide chunk); toff
+ * in floats of the plane; w[s][t * 16] tap t's weight part; y rows of
+ * out[2] rounded up to 16. Same sums in the same order as dw_forward_. */
+static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x[3], const float *const w[3],
+                                       float *y) {
+    const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
+    const int64_t *off = d->toff, T = d->taps, E2 = d->E[2];
+    int64_t n2 = (d->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
+    for (int64_t z0 = 0; z0 < d->out[0]; z0++)
+        for (int64_t z1 = 0; z1 < d->out[1]; z1++, y += n2) {
+            int64_t b = (z0 * d->stride[0] * d->E[1] + z1 * d->stride[1]) * E2;
+            if (T == 9 && d->nlow == 0) { /* 3x3 at DEFAULT: the nine weights in registers */
+                const float *xs = x[0] + b, *ws = w[0];
+                dw_vf w0 = (dw_vf){0} + ws[0], w1 = (dw_vf){0} + ws[16], w2 = (dw_vf){0} + ws[32];
+                dw_vf w3 = (dw_vf){0} + ws[48], w4 = (dw_vf){0} + ws[64], w5 = (dw_vf){0} + ws[80];
+                dw_vf w6 = (dw_vf){0} + ws[96], w7 = (dw_vf){0} + ws[112], w8 = (dw_vf){0} + ws[128];
+                for (int64_t z2 = 0; z2 < n2; z2 += VT_DW_LANES) {
+                    const float *p = xs + z2;
+                    dw_vf a = dw_ld(p + off[0]) * w0 + dw_ld(p + off[1]) * w1 + dw_ld(p + off[2]) * w2 +
+                              dw_ld(p + off[3]) * w3 + dw_ld(p + off[4]) * w4 + dw_ld(p + off[5]) * w5 +
+                              dw_ld(p + off[6]) * w6 + dw_ld(p + off[7]) * w7 + dw_ld(p + off[8]) * w8;
+                    dw_st(y + z2, (dw_vf){0} + a);
+                }
+                continue;
+            }
+            for (int64_t z2 = 0; z2 < n2; z2 += VT_DW_LANES) {
+                dw_vf acc = {0};
+                for (int g = 0; g <= d->nlow; g++) {
+                    if (g == d->nlow && d->nlow) acc = dw_guard(acc);
+                    const float *xs = x[ps[g].b] + b + z2, *ws = w[ps[g].a];
+                    for (int64_t t = 0; t < T; t++) acc += dw_ld(xs + off[t]) * ((dw_vf){0} + ws[t * VT_DW_LANES]);
+                }
+                dw_st(y + z2, acc);
+            }
+        }
+}
+
 const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_split_),
     DW_NAME(dw_load_split_),
     DW_NAME(dw_store_),
+    DW_NAME(dw_widen_),
+    DW_NAME(dw_narrow_),
     DW_NAME(dw_forward_),
+    DW_NAME(dw_plane_forward_),
     DW_NAME(dw_backward_input_),
     DW_NAME(dw_backward_weight_),
 };

@@ -287,6 +287,8 @@ vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, cons
 
 /* ------------------------------------------------------------ input gradient */
 
+/* Strided (or over-padded) input gradients: stride 1 runs as a forward
+ * convolution (conv.c). */
 vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
                                       const vt_tensor *weight, vt_precision prec) {
     const char *fn = "vt_conv_backward_input";
@@ -294,15 +296,12 @@ vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *gr
     vt_precision mp = product_precision(g->dtype, prec);
     vt_tensor x5 = vt_conv_view5(grad_input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
               w5 = vt_conv_view5(weight, g->spatial);
-    int64_t K = g->k_prod * g->Cg, Z = g->out_prod, xrs = 0;
-    /* a 1x1, stride 1, no padding: the product is the gradient itself */
-    int direct = g->k_prod == 1 && x5.dtype == adt && input_is_col(g, &x5, x5.dtype, &xrs);
-    int64_t nb = direct ? g->N : chunk_images(g, adt), yrs0;
+    int64_t K = g->k_prod * g->Cg, Z = g->out_prod, nb = chunk_images(g, adt), yrs0;
     int packed_out = !(grad_out->dtype == cdt && rows_of(&y5, &yrs0));
     wmat wm;
     vt_status s = weight_rows(g, &w5, cdt, fn, &wm);
     void *col = NULL, *gbuf = NULL;
-    if (s == VT_OK && !direct) col = vt_conv_scratch(nb * Z * g->G * K, adt, fn, "column buffer", &s);
+    if (s == VT_OK) col = vt_conv_scratch(nb * Z * g->G * K, adt, fn, "column buffer", &s);
     if (s == VT_OK && packed_out) gbuf = vt_conv_scratch(nb * Z * g->O, cdt, fn, "packed grad_output", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g->N; n0 += nb) {
         int64_t nbc = g->N - n0 < nb ? g->N - n0 : nb, M = nbc * Z, yoff, yrs, ycs;
@@ -314,14 +313,7 @@ vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *gr
         vt_tensor a = vt_conv_tensor((void *)ydata, cdt, 3, as, ast, yoff);
         int64_t bs[3] = {g->G, g->Og, K}, bst[3] = {g->Og * wm.row, wm.row, wm.col};
         vt_tensor b = vt_conv_tensor((void *)wm.data, cdt, 3, bs, bst, wm.offset);
-        int64_t os[3] = {g->G, M, K};
-        if (direct) {
-            int64_t ost[3] = {g->Cg, xrs, 1};
-            vt_tensor o = vt_conv_tensor(x5.data, adt, 3, os, ost, x5.offset + n0 * x5.strides[0]);
-            s = vt_matmul_f32_out(&o, &a, &b, NULL, 1.0, 0.0, mp);
-            continue;
-        }
-        int64_t ost[3] = {K, g->G * K, 1};
+        int64_t os[3] = {g->G, M, K}, ost[3] = {K, g->G * K, 1};
         vt_tensor o = vt_conv_tensor(col, adt, 3, os, ost, 0);
         s = vt_matmul_f32_out(&o, &a, &b, NULL, 1.0, 0.0, mp);
         if (s != VT_OK) break;
