@@ -41,7 +41,7 @@ static const conv_case cases[] = {
      * the window keeps col2im */
     {"2d groups2 s1", 2, 2, 16, 8, 2, {6, 5}, {3, 2}, {1, 1}, {1, 1}, {1, 2}, 1},
     {"2d pad past window", 2, 1, 3, 4, 1, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {1, 1}, 0},
-    /* rows of more than 64 positions (the NCHW im2col rows' long path) */
+    /* a long 1-d signal with stride */
     {"1d long", 1, 2, 3, 4, 1, {150}, {3}, {2}, {1}, {1}, 1},
     {"2d 1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},

@@ -50,29 +50,6 @@ typedef struct move_job {
 
 /* Tap (k0, k1, k2) of channel c of image n over every output position:
  * out_prod values of ct at dst, 0 where the window reads padding. */
-/* Short rows (a late layer's 7 or 14 positions) of an unconverted dtype:
- * element loops, where memset / memcpy calls per row cost more than the
- * bytes. */
-#define SHORT_ROW 64
-#define SHORT_ROWS(T)                                                                                            \
-    do {                                                                                                          \
-        T *d = (T *)dst;                                                                                          \
-        const T *p = (const T *)plane;                                                                            \
-        int64_t step = g->stride[2] * xs[2];                                                                      \
-        for (int64_t z0 = 0; z0 < g->out[0]; z0++) {                                                              \
-            int64_t i0 = z0 * g->stride[0] - g->pad[0] + k0 * g->dil[0];                                          \
-            for (int64_t z1 = 0; z1 < g->out[1]; z1++, d += g->out[2]) {                                          \
-                int64_t i1 = z1 * g->stride[1] - g->pad[1] + k1 * g->dil[1], z2 = 0;                              \
-                if (hi > lo && !(i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1])) {                       \
-                    const T *s = p + i0 * xs[0] + i1 * xs[1] + (lo * g->stride[2] - g->pad[2] + k2 * g->dil[2]) * xs[2]; \
-                    for (; z2 < lo; z2++) d[z2] = 0;                                                              \
-                    for (; z2 < hi; z2++, s += step) d[z2] = *s;                                                  \
-                }                                                                                                 \
-                for (; z2 < g->out[2]; z2++) d[z2] = 0;                                                           \
-            }                                                                                                     \
-        }                                                                                                         \
-    } while (0)
-
 static void plane_row(const vt_conv_geom *g, const vt_tensor *x, int64_t n, int64_t c, int64_t k0, int64_t k1,
                       int64_t k2, vt_dtype ct, char *dst) {
     size_t es = vt_dtype_size(x->dtype), cs = vt_dtype_size(ct);
@@ -80,11 +57,6 @@ static void plane_row(const vt_conv_geom *g, const vt_tensor *x, int64_t n, int6
     const int64_t *xs = x->strides + 2;
     int64_t lo, hi;
     valid_range(0, g->in[2], g->stride[2], g->pad[2], k2 * g->dil[2], g->out[2], &lo, &hi);
-    if (x->dtype == ct && g->out[2] <= SHORT_ROW && (es == 4 || es == 2)) { /* bit copies: any 4- or 2-byte float */
-        if (es == 4) SHORT_ROWS(uint32_t);
-        else SHORT_ROWS(uint16_t);
-        return;
-    }
     for (int64_t z0 = 0; z0 < g->out[0]; z0++) {
         int64_t i0 = z0 * g->stride[0] - g->pad[0] + k0 * g->dil[0];
         for (int64_t z1 = 0; z1 < g->out[1]; z1++, dst += g->out[2] * (int64_t)cs) {
