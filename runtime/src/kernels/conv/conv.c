@@ -11,11 +11,6 @@
 /* Columns are in vt_conv_col_dtype (bf16 data moves as bf16), the
  * products' sums in vt_conv_acc_dtype: col2im and the weight gradient's
  * chunks sum in f32 and round once. */
-/* Half-precision operands are one bf16 pass whatever the caller asked for,
- * as vt_matmul does for BF16 and F16 tensors. */
-static vt_precision product_precision(vt_dtype dt, vt_precision prec) {
-    return dt == VT_F32 ? prec : VT_PRECISION_DEFAULT;
-}
 
 vt_tensor vt_conv_tensor(void *data, vt_dtype dt, int ndim, const int64_t *sizes, const int64_t *strides,
                              int64_t offset) {
@@ -67,7 +62,7 @@ void *vt_conv_scratch(int64_t elems, vt_dtype dt, const char *fn, const char *wh
 }
 
 /* Images per chunk: as many as fit VT_CONV_COL_BYTES, at least one. */
-static int64_t chunk_images(const vt_conv_geom *g, vt_dtype ct) {
+int64_t vt_conv_chunk_images(const vt_conv_geom *g, vt_dtype ct) {
     double per = (double)g->C * (double)g->k_prod * (double)g->out_prod * (double)vt_dtype_size(ct);
     int64_t nb = per <= 0 ? g->N : (int64_t)((double)VT_CONV_COL_BYTES / per);
     if (nb < 1) nb = 1;
@@ -197,7 +192,7 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_forward(&g, out, input, weight, bias, prec);
     if (vt_conv_rows_takes(&g, input)) return vt_conv_rows_forward(&g, out, input, weight, bias, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
-    vt_precision mp = product_precision(g.dtype, prec);
+    vt_precision mp = vt_conv_product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(out, g.spatial);
     /* Image by image when packing a group's weight costs no more than
      * packing the image's columns (Og <= Z): each product writes its
@@ -344,9 +339,9 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     if (vt_conv_rows_takes(&g, grad_input))
         return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
-    vt_precision mp = product_precision(g.dtype, prec);
+    vt_precision mp = vt_conv_product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(grad_input, g.spatial), y5 = vt_conv_view5(grad_out, g.spatial);
-    int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, at);
+    int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = vt_conv_chunk_images(&g, at);
     int packed_out = !(grad_out->dtype == ct && vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs));
 
     weight_matrix wm;
@@ -386,9 +381,9 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
     if (vt_conv_rows_takes(&g, input))
         return vt_conv_rows_backward_weight(&g, grad_weight, grad_out, input, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
-    vt_precision mp = product_precision(g.dtype, prec);
+    vt_precision mp = vt_conv_product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(grad_out, g.spatial);
-    int64_t CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = chunk_images(&g, ct);
+    int64_t CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = vt_conv_chunk_images(&g, ct);
 
     /* The f32 (f64) sum over chunks; rounded once into grad_weight. */
     void *gbuf = NULL, *wacc = vt_conv_scratch(g.O * CgK, at, fn, "weight accumulator", &s);

@@ -50,6 +50,14 @@ void *vt_conv_scratch(int64_t elems, vt_dtype dt, const char *fn, const char *wh
  * for F32 and BF16, F32 for F16, F64) and the one sums are kept in. */
 static inline vt_dtype vt_conv_col_dtype(vt_dtype dt) { return dt == VT_BF16 || dt == VT_F64 ? dt : VT_F32; }
 static inline vt_dtype vt_conv_acc_dtype(vt_dtype dt) { return dt == VT_F64 ? VT_F64 : VT_F32; }
+/* Half-precision operands are one bf16 pass whatever the caller asked for,
+ * as vt_matmul does for BF16 and F16 tensors. */
+static inline vt_precision vt_conv_product_precision(vt_dtype dt, vt_precision prec) {
+    return dt == VT_F32 ? prec : VT_PRECISION_DEFAULT;
+}
+/* Images per chunk whose column matrix (C * k_prod x out_prod of dt) fits
+ * VT_CONV_COL_BYTES, at least one. */
+int64_t vt_conv_chunk_images(const vt_conv_geom *g, vt_dtype dt);
 
 /* ---- channels innermost (conv_rows.c): when the input's channels are
  * contiguous (channels-last), the im2col matrix is built by rows, one per

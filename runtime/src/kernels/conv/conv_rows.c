@@ -18,10 +18,6 @@
 /* Rows per parallel task of the movers. */
 #define ROW_GRAIN 64
 
-static vt_precision product_precision(vt_dtype dt, vt_precision prec) {
-    return dt == VT_F32 ? prec : VT_PRECISION_DEFAULT;
-}
-
 int vt_conv_rows_takes(const vt_conv_geom *g, const vt_tensor *x) {
     vt_tensor x5 = vt_conv_view5(x, g->spatial);
     /* F16 goes through f32 columns and the NCHW drivers' rounding */
@@ -189,14 +185,6 @@ static vt_status out_rows(const vt_conv_geom *g, const vt_tensor *y5, vt_dtype d
     return vt_copy(&dst, &src);
 }
 
-/* Images per chunk: columns of at most VT_CONV_COL_BYTES, at least one. */
-static int64_t chunk_images(const vt_conv_geom *g, vt_dtype cdt) {
-    double per = (double)g->out_prod * (double)(g->C * g->k_prod) * (double)vt_dtype_size(cdt);
-    int64_t nb = per <= 0 ? g->N : (int64_t)((double)VT_CONV_COL_BYTES / per);
-    if (nb < 1) nb = 1;
-    return nb < g->N ? nb : g->N;
-}
-
 /* The 1x1 convolution with stride 1 and no padding whose input already is
  * its column matrix (rows of the input's dtype == cdt). */
 static int input_is_col(const vt_conv_geom *g, const vt_tensor *x5, vt_dtype cdt, int64_t *rs) {
@@ -229,12 +217,12 @@ vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, cons
                                const vt_tensor *weight, const vt_tensor *bias, vt_precision prec) {
     const char *fn = "vt_conv_forward";
     vt_dtype cdt = vt_conv_col_dtype(g->dtype), adt = vt_conv_acc_dtype(g->dtype);
-    vt_precision mp = product_precision(g->dtype, prec);
+    vt_precision mp = vt_conv_product_precision(g->dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(out, g->spatial),
               w5 = vt_conv_view5(weight, g->spatial);
     int64_t K = g->k_prod * g->Cg, Z = g->out_prod, xrs = 0, yrs = 0;
     int no_col = input_is_col(g, &x5, cdt, &xrs);
-    int64_t nb = no_col ? g->N : chunk_images(g, cdt);
+    int64_t nb = no_col ? g->N : vt_conv_chunk_images(g, cdt);
     /* the MXU writes the output itself when its rows lie so, in its dtype or f32 */
     int direct = (out->dtype == cdt || out->dtype == VT_F32) && rows_of(&y5, &yrs);
     wmat wm;
@@ -293,10 +281,10 @@ vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *gr
                                       const vt_tensor *weight, vt_precision prec) {
     const char *fn = "vt_conv_backward_input";
     vt_dtype cdt = vt_conv_col_dtype(g->dtype), adt = vt_conv_acc_dtype(g->dtype);
-    vt_precision mp = product_precision(g->dtype, prec);
+    vt_precision mp = vt_conv_product_precision(g->dtype, prec);
     vt_tensor x5 = vt_conv_view5(grad_input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
               w5 = vt_conv_view5(weight, g->spatial);
-    int64_t K = g->k_prod * g->Cg, Z = g->out_prod, nb = chunk_images(g, adt), yrs0;
+    int64_t K = g->k_prod * g->Cg, Z = g->out_prod, nb = vt_conv_chunk_images(g, adt), yrs0;
     int packed_out = !(grad_out->dtype == cdt && rows_of(&y5, &yrs0));
     wmat wm;
     vt_status s = weight_rows(g, &w5, cdt, fn, &wm);
@@ -333,12 +321,12 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
                                        const vt_tensor *grad_out, const vt_tensor *input, vt_precision prec) {
     const char *fn = "vt_conv_backward_weight";
     vt_dtype cdt = vt_conv_col_dtype(g->dtype), adt = vt_conv_acc_dtype(g->dtype);
-    vt_precision mp = product_precision(g->dtype, prec);
+    vt_precision mp = vt_conv_product_precision(g->dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
               w5 = vt_conv_view5(grad_weight, g->spatial);
     int64_t K = g->k_prod * g->Cg, Z = g->out_prod, xrs = 0, yrs0;
     int no_col = input_is_col(g, &x5, cdt, &xrs);
-    int64_t nb = no_col ? g->N : chunk_images(g, cdt);
+    int64_t nb = no_col ? g->N : vt_conv_chunk_images(g, cdt);
     int packed_out = !(grad_out->dtype == cdt && rows_of(&y5, &yrs0));
     /* the f32 (f64) sum over chunks, [G][Og][K]; rounded once into grad_weight */
     vt_status s = VT_OK;
