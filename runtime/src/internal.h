@@ -39,6 +39,11 @@ static inline unsigned vt_isa_widest(unsigned mask) {
 #define VT_ISA_TABLE(isa, portable, avx2, avx512) (portable)
 #endif
 
+/* Whether a host allocation of this many bytes exceeds the machine's
+ * physical memory: such a request is refused up front, since overcommit
+ * would accept it and the OOM killer end the process (core/hbm.c). */
+int vt_exceeds_host_memory(double bytes);
+
 /* Set this thread's last-error message and return s (printf-style). */
 vt_status vt_set_error(vt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vt_clear_error(void);
@@ -693,6 +698,10 @@ typedef struct vt_mxu_packed {
     int64_t a_panel, b_panel;    /* elements per panel */
     const struct vt_mxu_rows *a_rows, *b_rows; /* operands whose rows are produced, not read (or NULL) */
 } vt_mxu_packed;
+/* The low (guarded) passes before hi*hi at a precision: 0, 2 or 5. */
+static inline int vt_mxu_nlow(vt_precision prec) {
+    return prec == VT_PRECISION_HIGHEST ? 5 : prec == VT_PRECISION_HIGH ? 2 : 0;
+}
 /* Plan the layout (no allocation): sizes in elements of the two buffers. */
 void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_precision prec, int64_t *a_elems,
                       int64_t *b_elems);

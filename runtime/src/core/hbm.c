@@ -101,6 +101,11 @@ static uint64_t host_available_bytes(void) {
     return 0;
 }
 
+int vt_exceeds_host_memory(double bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 && bytes > (double)pages * (double)page;
+}
+
 vt_status vt_hbm_init(const vt_runtime_config *cfg) {
     static int mutexes_ready;
     if (!mutexes_ready) {

@@ -14,8 +14,7 @@
 #define BK VT_ATTN_BK
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-static int nseg_of(vt_precision prec) { return prec == VT_PRECISION_HIGHEST ? 3 : prec == VT_PRECISION_HIGH ? 2 : 1; }
-static int nlow_of(vt_precision prec) { return prec == VT_PRECISION_HIGHEST ? 5 : prec == VT_PRECISION_HIGH ? 2 : 0; }
+static int nseg_of(vt_precision prec) { return vt_mxu_nslots(vt_mxu_nlow(prec)); }
 
 /* ------------------------------------------------------------ dispatch */
 
@@ -232,7 +231,7 @@ static void mm(const vt_mxu_engine *e, vt_precision prec, int64_t kc, int64_t mb
             for (int64_t i = 0; i < mb; i++) memset(c + i * ldc, 0, (size_t)nb * 4);
         return;
     }
-    int nlow = nlow_of(prec);
+    int nlow = vt_mxu_nlow(prec);
     if (nlow == 0) {
         e->block(kc, mb, nb, a, as, b, bs, c, ldc, accumulate);
         return;
@@ -310,7 +309,7 @@ static void pack_b_of_rows_t(const vt_mxu_engine *e, const vt_tensor *t, int64_t
     for (int64_t n0 = 0; n0 < rows_p; n0 += 16) {
         vt_mxu_line c16[16];
         for (int q = 0; q < 16; q++) c16[q] = row_line(t, b, h, n0 + q, rows, cols);
-        e->pack->pack_b_cols(c16, prec, kt, nseg_of(prec), vt_mxu_slot_parts(nlow_of(prec)),
+        e->pack->pack_b_cols(c16, prec, kt, nseg_of(prec), vt_mxu_slot_parts(vt_mxu_nlow(prec)),
                              dst + (n0 / 16) * panel);
     }
 }
@@ -322,7 +321,7 @@ static void pack_b_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b
         for (int jj = 0; jj < 16; jj++) {
             int64_t k = c * 32 + 2 * jj;
             e->pack->pack_b_rows(row_line(t, b, h, k, rows, cols), row_line(t, b, h, k + 1, rows, cols), prec, np,
-                                 kt, nseg_of(prec), vt_mxu_slot_parts(nlow_of(prec)), dst, panel, c, jj);
+                                 kt, nseg_of(prec), vt_mxu_slot_parts(vt_mxu_nlow(prec)), dst, panel, c, jj);
         }
 }
 
@@ -332,7 +331,7 @@ static void pack_a_of_rows(const vt_mxu_engine *e, const vt_tensor *t, int64_t b
                            int64_t rows_p, int64_t cols, vt_precision prec, int64_t kt, uint16_t *dst, int64_t panel) {
     for (int64_t r = 0; r < rows_p; r++)
         e->pack->pack_a_row(row_line(t, b, h, r0 + r, rows, cols), prec, kt, nseg_of(prec),
-                            vt_mxu_slot_parts(nlow_of(prec)), dst + (r / 16) * panel, (int)(r % 16));
+                            vt_mxu_slot_parts(vt_mxu_nlow(prec)), dst + (r / 16) * panel, (int)(r % 16));
 }
 
 /* A = t[b][h]^T (cols_p padded rows of A, K = t's rows, kt chunks) into dst:
@@ -346,7 +345,7 @@ static void pack_a_of_rows_t(const vt_mxu_engine *e, const vt_tensor *t, int64_t
         if (x.n) x.p = (const char *)x.p + d0 * (int64_t)vt_dtype_size(t->dtype);
         for (int64_t c = 0; c < kt; c++)
             e->pack->pack_a_cols(x, t->strides[2], rows, prec, kt, nseg_of(prec),
-                                 vt_mxu_slot_parts(nlow_of(prec)), dst + (d0 / 16) * panel, c);
+                                 vt_mxu_slot_parts(vt_mxu_nlow(prec)), dst + (d0 / 16) * panel, c);
     }
 }
 

@@ -3,7 +3,6 @@
  * MXU's numerics at the caller's precision. Images go through in chunks
  * whose column buffer fits VT_CONV_COL_BYTES; each chunk is one (batched) vt_matmul. */
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "kernels/conv/conv.h"
 
@@ -50,13 +49,10 @@ int vt_conv_merge_dims(int n, const int64_t *sizes, const int64_t *strides, int6
     return 1;
 }
 
-/* Host scratch. A request over the machine's physical memory is refused
- * up front: overcommit would accept it and the OOM killer end the process. */
+/* Host scratch, refused up front over the machine's physical memory. */
 void *vt_conv_scratch(int64_t elems, vt_dtype dt, const char *fn, const char *what, vt_status *s) {
     double bytes = (double)elems * (double)vt_dtype_size(dt);
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double limit = pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
-    void *p = bytes > limit ? NULL : malloc((size_t)(elems > 0 ? elems : 1) * vt_dtype_size(dt));
+    void *p = vt_exceeds_host_memory(bytes) ? NULL : malloc((size_t)(elems > 0 ? elems : 1) * vt_dtype_size(dt));
     if (!p) *s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %.0f bytes for the %s", fn, bytes, what);
     return p;
 }

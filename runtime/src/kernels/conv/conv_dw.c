@@ -37,12 +37,6 @@ static const vt_dw_kernels *dw_kernels(void) {
     return k;
 }
 
-static int nlow_of(vt_dtype dt, vt_precision prec) {
-    /* half-precision operands are one bf16 pass, as vt_matmul has them */
-    if (dt != VT_F32) return 0;
-    return prec == VT_PRECISION_HIGHEST ? 5 : prec == VT_PRECISION_HIGH ? 2 : 0;
-}
-
 /* Window extent of dim i: the padded input positions the windows read. */
 static int64_t extent(const vt_conv_geom *g, int i) {
     return (g->out[i] - 1) * g->stride[i] + (g->k[i] - 1) * g->dil[i] + 1;
@@ -57,6 +51,16 @@ int vt_conv_dw_takes(const vt_conv_geom *g) {
     int64_t x = block_floats(g), z = g->out_prod * VT_DW_LANES;
     /* input slots and raw block, an output / gradient block and its slots */
     return (4 * x + 4 * z) * 4 <= DW_TASK_BYTES;
+}
+
+/* Each tap's offset from its window's first position in a block of extent
+ * E, in units of `unit` floats (a lane vector, or one float of a plane). */
+static void tap_offsets(const vt_conv_geom *g, const int64_t E[3], int64_t unit, int64_t *toff) {
+    int64_t t = 0;
+    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                toff[t] = ((k0 * g->dil[0] * E[1] + k1 * g->dil[1]) * E[2] + k2 * g->dil[2]) * unit;
 }
 
 /* ------------------------------------------------------------ moving blocks */
@@ -86,12 +90,8 @@ static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const
             const char *row = base + (i0 * t5->strides[2] + i1 * t5->strides[3]) * (int64_t)es;
             float *dst = blk + ((i0 + pad[0]) * E[1] + i1 + pad[1] - row0) * E[2] * VT_DW_LANES;
             if (t5->strides[1] == 1 && t5->dtype == VT_F32) { /* channels innermost: one run per position */
-                if (nl == VT_DW_LANES) /* a constant size: a register move, not a call */
-                    for (int64_t e2 = lo2; e2 < hi2; e2++)
-                        memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, VT_DW_LANES * sizeof(float));
-                else
-                    for (int64_t e2 = lo2; e2 < hi2; e2++)
-                        memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, (size_t)nl * sizeof(float));
+                for (int64_t e2 = lo2; e2 < hi2; e2++)
+                    memcpy(dst + e2 * VT_DW_LANES, row + (e2 - lo2) * s2, (size_t)nl * sizeof(float));
                 continue;
             }
             if (t5->strides[1] == 1 && t5->dtype == VT_BF16) {
@@ -120,7 +120,8 @@ static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const
 }
 
 /* fill_block then the split into the precision's slots, in one pass when
- * the lanes are 16 contiguous f32 or bf16 channels. */
+ * the lanes are 16 contiguous f32 or bf16 channels (fill_block has the
+ * rest: a partial block, strided channels, F16). */
 static void fill_split(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, int64_t c0, int nl,
                        const int64_t E[3], const int64_t pad[3], int64_t row0, int nlow, int nslots,
                        float *const slot[3]) {
@@ -186,9 +187,7 @@ static void store_block(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, 
                 for (int64_t i2 = 0; i2 < t5->sizes[4]; i2++) {
                     int64_t e2 = i2 + pad[2];
                     const float *v = inside && e2 < E[2] ? src + e2 * VT_DW_LANES : zero;
-                    if (t5->dtype == VT_F32 && nl == VT_DW_LANES) {
-                        memcpy(row + i2 * s2, v, VT_DW_LANES * sizeof(float));
-                    } else if (t5->dtype == VT_F32) {
+                    if (t5->dtype == VT_F32) {
                         memcpy(row + i2 * s2, v, (size_t)nl * sizeof(float));
                     } else {
                         uint16_t *h = (uint16_t *)(row + i2 * s2);
@@ -378,11 +377,8 @@ static vt_status plane_forward(const vt_conv_geom *g, const vt_tensor *x5, const
     for (int i = 0; i < 3; i++) j.d.E[i] = extent(g, i), j.d.out[i] = g->out[i], j.d.stride[i] = g->stride[i];
     /* rows wide enough for every window of a 16-wide chunk, a multiple of 16 */
     j.d.E[2] = (n2 + (g->k[2] - 1) * g->dil[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
-    int64_t toff[g->k_prod > 0 ? g->k_prod : 1], t = 0;
-    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
-        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
-                toff[t] = (k0 * g->dil[0] * j.d.E[1] + k1 * g->dil[1]) * j.d.E[2] + k2 * g->dil[2];
+    int64_t toff[g->k_prod > 0 ? g->k_prod : 1];
+    tap_offsets(g, j.d.E, 1, toff);
     j.d.toff = toff;
     vt_parallel_for(g->N * g->C, 1, plane_range, &j);
     if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
@@ -395,7 +391,7 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
     int64_t toff[g->k_prod > 0 ? g->k_prod : 1];
     j->g = g;
     j->k = dw_kernels();
-    j->d.nlow = nlow_of(g->dtype, prec);
+    j->d.nlow = vt_mxu_nlow(vt_conv_product_precision(g->dtype, prec));
     j->nslots = vt_mxu_nslots(j->d.nlow);
     j->ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES;
     for (int i = 0; i < 3; i++) j->d.E[i] = extent(g, i), j->d.out[i] = g->out[i], j->d.stride[i] = g->stride[i];
@@ -410,11 +406,7 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
         j->d.E[1] = (j->band - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1;
     }
     j->nbands = (g->out[1] + j->band - 1) / j->band;
-    int64_t t = 0;
-    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
-        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
-                toff[t] = ((k0 * g->dil[0] * j->d.E[1] + k1 * g->dil[1]) * j->d.E[2] + k2 * g->dil[2]) * VT_DW_LANES;
+    tap_offsets(g, j->d.E, VT_DW_LANES, toff);
     j->d.toff = toff;
     int64_t T = g->k_prod * VT_DW_LANES;
     float *wparts = NULL;

@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "mxu_local.h"
 
@@ -38,15 +37,8 @@ static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *ws_block;
 static size_t ws_size;
 
-/* A request over the machine's physical memory is refused up front:
- * overcommit would accept it and the OOM killer end the process. */
-static int over_memory(double bytes) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 && bytes > (double)pages * (double)page;
-}
-
 static void *ws_acquire(size_t bytes, int *cached) {
-    if (over_memory((double)bytes)) return NULL;
+    if (vt_exceeds_host_memory((double)bytes)) return NULL;
     bytes = (bytes + 63) & ~(size_t)63;
     if (bytes <= WS_CACHE_MAX && pthread_mutex_trylock(&ws_mu) == 0) {
         if (ws_size < bytes) {
@@ -278,7 +270,7 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
 static void *materialize(const vt_tensor *t, const vt_mxu_rows *src, vt_tensor *view) {
     size_t es = vt_dtype_size(t->dtype);
     int64_t R = t->sizes[0], C = t->sizes[1];
-    char *buf = over_memory((double)R * (double)C * (double)es) ? NULL : malloc((size_t)(R * C) * es + 1);
+    char *buf = vt_exceeds_host_memory((double)R * (double)C * (double)es) ? NULL : malloc((size_t)(R * C) * es + 1);
     if (!buf) return NULL;
     for (int64_t i = 0; i < R; i++) src->row(src->ctx, i, buf + i * C * (int64_t)es);
     *view = *t;

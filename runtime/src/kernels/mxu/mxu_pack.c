@@ -36,7 +36,7 @@ void vt_mxu_pack_plan(vt_mxu_packed *p, int64_t M, int64_t N, int64_t K, vt_prec
     p->Mp = round_up(M, 32);
     p->Np = round_up(N, 32);
     p->kt = round_up(K, 32) / 32;
-    p->nlow = prec == VT_PRECISION_HIGH ? 2 : prec == VT_PRECISION_HIGHEST ? 5 : 0;
+    p->nlow = vt_mxu_nlow(prec);
     p->a_panel = vt_mxu_nslots(p->nlow) * p->kt * VT_MXU_CHUNK;
     p->b_panel = p->a_panel;
     *a_elems = p->Mp / 16 * p->a_panel;
