@@ -40,6 +40,28 @@ def steady_time(fn, warmup_s=0.03, run_s=0.15, min_runs=10, max_runs=300):
     return best
 
 
+def timed(fn, args, backward, device):
+    """steady_time of fn(*args) on device (with out.backward(ones) when
+    backward), each run ending in a synchronize for "tpu"."""
+    # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
+    # region: let them sleep, so neither device is timed on cores the other
+    # still holds
+    time.sleep(0.05)
+    # leaves of this device: a tensor copied from one that requires grad
+    # would carry the gradient back to the CPU tensor in every backward
+    args = [a.detach().to(device) for a in args]
+    leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
+
+    def run():
+        out = fn(*leaves)
+        if backward:
+            out.backward(torch.ones_like(out))
+        if device == "tpu":
+            torch.tpu.synchronize()
+
+    return steady_time(run)
+
+
 def save(name, record, bars=None):
     """Write the run's JSON and, when matplotlib is there (``make bench``
     installs it), a PNG bar chart of ``bars`` (label -> milliseconds)."""

@@ -12,13 +12,12 @@ device keeps its best, so a spell does not land on one side only.
 Run: python bench/conv.py [filter]   (filter: substring of the case names)"""
 
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import vtpu
-from common import save, steady_time
+from common import save, timed
 
 ROUNDS = 2
 
@@ -41,23 +40,9 @@ SHAPES = [
 ]
 
 
-def timed(x, w, stride, groups, backward, device):
-    # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
-    # region: let them sleep, so neither device is timed on cores the other
-    # still holds
-    time.sleep(0.05)
-    x = x.detach().to(device).requires_grad_(backward)
-    w = w.detach().to(device).requires_grad_(backward)
+def conv_timed(x, w, stride, groups, backward, device):
     pad = w.shape[-1] // 2
-
-    def run():
-        y = F.conv2d(x, w, stride=stride, padding=pad, groups=groups)
-        if backward:
-            y.backward(torch.ones_like(y))
-        if device == "tpu":
-            torch.tpu.synchronize()
-
-    return steady_time(run)
+    return timed(lambda a, b: F.conv2d(a, b, stride=stride, padding=pad, groups=groups), [x, w], backward, device)
 
 
 def main():
@@ -78,8 +63,8 @@ def main():
                 for backward in (False, True):
                     cpu = tpu = float("inf")
                     for _ in range(ROUNDS):
-                        cpu = min(cpu, timed(x, w, stride, groups, backward, "cpu"))
-                        tpu = min(tpu, timed(x, w, stride, groups, backward, "tpu"))
+                        cpu = min(cpu, conv_timed(x, w, stride, groups, backward, "cpu"))
+                        tpu = min(tpu, conv_timed(x, w, stride, groups, backward, "tpu"))
                     what = "fwd+bwd" if backward else "fwd"
                     dt = str(dtype).replace("torch.", "")
                     print(f"{name:<18} {layout:<6} {dt:<9} {what:<8} {cpu * 1e3:9.3f} {tpu * 1e3:9.3f} "

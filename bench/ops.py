@@ -13,13 +13,12 @@ Run: python bench/ops.py [filter]   (filter: substring of the op names)"""
 
 import copy
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import vtpu
-from common import save, steady_time
+from common import save, timed
 
 B, T, D, V = 8, 256, 512, 8192  # a GPT step's activations: (B*T, D) rows, vocab V
 
@@ -96,26 +95,6 @@ def recurrent(cls, dtype):
     cpu = cls(256, 256, num_layers=2, batch_first=True).to(dtype)
     mods = {"cpu": cpu, "tpu": copy.deepcopy(cpu).to("tpu")}
     return lambda a: mods[a.device.type](a)[0]
-
-
-def timed(fn, args, backward, device):
-    # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
-    # region: let them sleep, so neither device is timed on cores the other
-    # still holds
-    time.sleep(0.05)
-    # leaves of this device: a tensor copied from one that requires grad
-    # would carry the gradient back to the CPU tensor in every backward
-    args = [a.detach().to(device) for a in args]
-    leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
-
-    def run():
-        out = fn(*leaves)
-        if backward:
-            out.backward(torch.ones_like(out))
-        if device == "tpu":
-            torch.tpu.synchronize()
-
-    return steady_time(run)
 
 
 def main():
