@@ -492,6 +492,7 @@ typedef struct vt_f32_act_table {
     void (*gelu_tanh_backward)(int64_t n, float *out, const float *g, const float *x);
     void (*addcmul)(int64_t n, float *out, const float *a, const float *b, const float *c, float v);
     void (*tanh_act)(int64_t n, float *out, const float *x); /* tanh */
+    void (*sigmoid)(int64_t n, float *out, const float *x);
 } vt_f32_act_table;
 /* The active table (portable entries are NULL: the class kernels run). */
 const vt_f32_act_table *vt_f32_act(void);

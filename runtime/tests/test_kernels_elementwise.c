@@ -583,7 +583,8 @@ TEST(kernels_activation_semantics) {
 /* The AVX2 and AVX-512 activations against the portable ones, at every
  * tail length and around the streaming-store threshold, on specials too. */
 static void activation_path(unsigned vec) {
-    const vt_unary_op uops[] = {VT_SILU, VT_GELU, VT_GELU_TANH};
+    const vt_unary_op uops[] = {VT_SILU, VT_GELU, VT_GELU_TANH, VT_TANH, VT_SIGMOID};
+    const int nu = (int)(sizeof uops / sizeof uops[0]);
     const int64_t sizes[] = {1, 15, 16, 17, 33, 1000, (1 << 19) + 37};
     vt_stream_store_force(256 << 10); /* the largest size streams on up to 8 threads */
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
@@ -596,12 +597,13 @@ static void activation_path(unsigned vec) {
         /* offset 1: an unaligned start */
         a.t.offset = b.t.offset = c.t.offset = o1.t.offset = o2.t.offset = 1;
         a.t.sizes[0] = b.t.sizes[0] = c.t.sizes[0] = o1.t.sizes[0] = o2.t.sizes[0] = n;
-        for (size_t u = 0; u < 3; u++) {
+        for (int u = 0; u < nu; u++) {
             vt_isa_force(0);
             CHECK_OK(vt_unary(uops[u], &o1.t, &a.t, VT_F32));
             vt_isa_force(vec);
             CHECK_OK(vt_unary(uops[u], &o2.t, &a.t, VT_F32));
-            CHECK(ht_compare(vt_unary_op_name(uops[u]), &o2.t, &o1.t, inexact_tol(uops[u] != VT_SILU, VT_F32)) == 0);
+            int is_gelu = uops[u] == VT_GELU || uops[u] == VT_GELU_TANH;
+            CHECK(ht_compare(vt_unary_op_name(uops[u]), &o2.t, &o1.t, inexact_tol(is_gelu, VT_F32)) == 0);
         }
         vt_isa_force(0);
         CHECK_OK(vt_binary(VT_SILU_BACKWARD, &o1.t, &a.t, &b.t, VT_F32, vt_scalar_from_int(1)));
@@ -644,6 +646,49 @@ static void activation_path(unsigned vec) {
         ht_free(&a); ht_free(&b); ht_free(&c); ht_free(&o1); ht_free(&o2);
     }
     vt_stream_store_force(0);
+}
+
+/* f32 sigmoid on every path against fp64: exp(-|x|) (Cephes, about 1 ulp),
+ * 1 + e and the division (half an ulp each) bound the vector form by 3 ulp
+ * of the result. Results below 2^-126 (x < -87.3) are denormal: the vector
+ * form keeps them (within two denormal ulps), the portable float formula
+ * and CPU PyTorch give 0 once 1 + exp(-x) overflows (x < -88.7), so the
+ * bound there is absolute, 2^-126. Specials:
+ * +inf -> 1, -inf -> 0, NaN stays NaN, -0 -> 0.5. */
+static void sigmoid_path(unsigned vec) {
+    const float specials[] = {INFINITY, -INFINITY, -0.0f, 0.0f, 1e-30f, -1e-30f, 88.8f, -88.8f, -100.0f,
+                              -103.0f, -104.5f, -150.0f, 17.0f, 16.5f, -16.5f, 0.625f, -1.25f};
+    const int ns = (int)(sizeof specials / sizeof specials[0]);
+    const int64_t n = 4099 + ns;
+    host_tensor a = ht_1d(VT_F32, n), o = ht_1d(VT_F32, n);
+    float *x = (float *)a.block;
+    for (int64_t i = 0; i < n - ns - 1; i++) x[i] = -110.0f + 130.0f * (float)i / (float)(n - ns); /* -110 .. 20 */
+    for (int k = 0; k < ns; k++) x[n - ns - 1 + k] = specials[k];
+    x[n - 1] = NAN;
+    vt_isa_force(vec);
+    CHECK_OK(vt_unary(VT_SIGMOID, &o.t, &a.t, VT_F32));
+    const float *y = (const float *)o.block;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(x[i])) {
+            bad += !isnan(y[i]);
+            continue;
+        }
+        double ref = 1.0 / (1.0 + exp(-(double)x[i]));
+        double bound = 3.0 * ldexp(fabs(ref), -23) + (ref < 0x1p-126 ? 0x1p-126 : 0.0);
+        if (!(fabs((double)y[i] - ref) <= bound) && bad++ < 3)
+            CHECK_MSG(0, "sigmoid isa %#x x=%.9g: %.9g vs fp64 %.17g", vec, x[i], y[i], ref);
+    }
+    CHECK(bad == 0);
+    ht_free(&a); ht_free(&o);
+}
+
+TEST(kernels_sigmoid_accuracy) {
+    unsigned active = vt_isa_active();
+    const unsigned vecs[3] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512};
+    for (int v = 0; v < 3; v++)
+        if ((vecs[v] & vt_isa_available()) == vecs[v]) sigmoid_path(vecs[v]);
+    vt_isa_force(active);
 }
 
 TEST(kernels_activation_isa_paths) {

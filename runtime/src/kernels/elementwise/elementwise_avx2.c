@@ -62,6 +62,14 @@ static inline __m256 erf8(__m256 x) {
     return _mm256_xor_ps(sign, y);
 }
 
+/* sigmoid512's form: e = exp(-|x|) never overflows. */
+static inline __m256 sigmoid8(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = exp8(_mm256_xor_ps(abs8(x), _mm256_set1_ps(-0.f)));
+    __m256 num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_div_ps(num, _mm256_add_ps(one, e));
+}
+
 static inline __m256 silu8(__m256 x) {
     return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.f)))));
 }
@@ -124,6 +132,7 @@ ACT_UNARY8(silu_avx2, silu8)
 ACT_UNARY8(gelu_avx2, gelu8)
 ACT_UNARY8(gelu_tanh_avx2, gelu_tanh8)
 ACT_UNARY8(tanh_avx2, tanh8)
+ACT_UNARY8(sigmoid_avx2, sigmoid8)
 ACT_BINARY8(silu_bw_avx2, silu_bw8)
 ACT_BINARY8(gelu_bw_avx2, gelu_bw8)
 ACT_BINARY8(gelu_tanh_bw_avx2, gelu_tanh_bw8)
@@ -133,4 +142,5 @@ static void addcmul_avx2(int64_t n, float *out, const float *a, const float *b, 
 }
 
 const vt_f32_act_table vt_f32_act_avx2 = {silu_avx2,    gelu_avx2,         gelu_tanh_avx2, silu_bw_avx2,
-                                          gelu_bw_avx2, gelu_tanh_bw_avx2, addcmul_avx2,   tanh_avx2};
+                                          gelu_bw_avx2, gelu_tanh_bw_avx2, addcmul_avx2,   tanh_avx2,
+                                          sigmoid_avx2};

@@ -75,6 +75,16 @@ static inline __m512 erf512(__m512 x) {
     return _mm512_xor_ps(sign, y);
 }
 
+/* sigmoid from e = exp(-|x|) <= 1, which cannot overflow: 1 / (1 + e) for
+ * x >= 0, e / (1 + e) below, so a large negative x keeps its tiny (denormal)
+ * value instead of the 1 / (1 + exp(88.8)) a clamped exp(-x) would give. */
+static inline __m512 sigmoid512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 e = exp512(_mm512_xor_ps(_mm512_abs_ps(x), _mm512_set1_ps(-0.f)));
+    __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), one, e);
+    return _mm512_div_ps(num, _mm512_add_ps(one, e));
+}
+
 static inline __m512 silu512(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
     return _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_xor_ps(x, _mm512_set1_ps(-0.f)))));
@@ -163,6 +173,7 @@ static inline __m512 gelu_tanh_bw512(__m512 dy, __m512 x) {
 #define gelu512_E1(m) gelu512(LD(x, m))
 #define gelu_tanh512_E1(m) gelu_tanh512(LD(x, m))
 #define tanh512_E1(m) tanh512(LD(x, m))
+#define sigmoid512_E1(m) sigmoid512(LD(x, m))
 #define silu_bw512_E2(m) silu_bw512(LD(g, m), LD(x, m))
 #define gelu_bw512_E2(m) gelu_bw512(LD(g, m), LD(x, m))
 #define gelu_tanh_bw512_E2(m) gelu_tanh_bw512(LD(g, m), LD(x, m))
@@ -170,6 +181,7 @@ ACT_UNARY(silu_avx512, silu512)
 ACT_UNARY(gelu_avx512, gelu512)
 ACT_UNARY(gelu_tanh_avx512, gelu_tanh512)
 ACT_UNARY(tanh_avx512, tanh512)
+ACT_UNARY(sigmoid_avx512, sigmoid512)
 ACT_BINARY(silu_bw_avx512, silu_bw512)
 ACT_BINARY(gelu_bw_avx512, gelu_bw512)
 ACT_BINARY(gelu_tanh_bw_avx512, gelu_tanh_bw512)
@@ -181,4 +193,5 @@ static void addcmul_avx512(int64_t n, float *out, const float *a, const float *b
 }
 
 const vt_f32_act_table vt_f32_act_avx512 = {silu_avx512,    gelu_avx512,         gelu_tanh_avx512, silu_bw_avx512,
-                                            gelu_bw_avx512, gelu_tanh_bw_avx512, addcmul_avx512,   tanh_avx512};
+                                            gelu_bw_avx512, gelu_tanh_bw_avx512, addcmul_avx512,   tanh_avx512,
+                                            sigmoid_avx512};

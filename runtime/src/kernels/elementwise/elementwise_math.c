@@ -276,7 +276,7 @@ DEFINE_MATH_CLASS(dbl, double, erfinv_d, digamma_d, lgamma_d)
 
 /* ------------------------------------------------------------ f32 ISA dispatch */
 
-static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 static _Atomic(const vt_f32_act_table *) act_active;
 
 unsigned vt_elementwise_act_select_isa(unsigned mask) {

@@ -343,7 +343,7 @@ const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT] =
         },
 };
 
-/* f32 tanh: the vector version where the ISA has one (vt_f32_act). */
+/* f32 tanh and sigmoid: the vector versions where the ISA has them (vt_f32_act). */
 static int flt_tanh_act(int64_t n, void *out, const void *a, const void *prm) {
     const vt_f32_act_table *t = vt_f32_act();
     if (t->tanh_act) {
@@ -352,22 +352,30 @@ static int flt_tanh_act(int64_t n, void *out, const void *a, const void *prm) {
     }
     return flt_tanh(n, out, a, prm);
 }
+static int flt_sigmoid_act(int64_t n, void *out, const void *a, const void *prm) {
+    const vt_f32_act_table *t = vt_f32_act();
+    if (t->sigmoid) {
+        t->sigmoid(n, out, a);
+        return 0;
+    }
+    return flt_sigmoid(n, out, a, prm);
+}
 
-#define FLOAT_UNARY_ROW(P, TANH)                                                                               \
+#define FLOAT_UNARY_ROW(P, TANH, SIGMOID)                                                                              \
     {                                                                                                          \
         [VT_NEG] = P##_neg, [VT_ABS] = P##_abs, [VT_SIGN] = P##_sign, [VT_RECIPROCAL] = P##_reciprocal,        \
         [VT_SQUARE] = P##_square, [VT_EXP] = P##_exp, [VT_EXPM1] = P##_expm1, [VT_LOG] = P##_log,              \
         [VT_LOG1P] = P##_log1p, [VT_LOG2] = P##_log2, [VT_LOG10] = P##_log10, [VT_SQRT] = P##_sqrt,            \
         [VT_RSQRT] = P##_rsqrt, [VT_SIN] = P##_sin, [VT_COS] = P##_cos, [VT_TAN] = P##_tan,                    \
-        [VT_TANH] = TANH, [VT_SIGMOID] = P##_sigmoid, [VT_RELU] = P##_relu, [VT_ERF] = P##_erf,            \
+        [VT_TANH] = TANH, [VT_SIGMOID] = SIGMOID, [VT_RELU] = P##_relu, [VT_ERF] = P##_erf,            \
         [VT_CEIL] = P##_ceil, [VT_FLOOR] = P##_floor, [VT_ROUND] = P##_round, [VT_TRUNC] = P##_trunc,          \
         [VT_FRAC] = P##_frac, [VT_LOGICAL_NOT] = P##_lnot, [VT_ISNAN] = P##_isnan,                             \
         [VT_ISINF] = P##_isinf, [VT_ISFINITE] = P##_isfinite,                                                  \
     }
 
 const vt_unary_ukernel vt_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT] = {
-    [VT_CLASS_FLOAT] = FLOAT_UNARY_ROW(flt, flt_tanh_act),
-    [VT_CLASS_DOUBLE] = FLOAT_UNARY_ROW(dbl, dbl_tanh),
+    [VT_CLASS_FLOAT] = FLOAT_UNARY_ROW(flt, flt_tanh_act, flt_sigmoid_act),
+    [VT_CLASS_DOUBLE] = FLOAT_UNARY_ROW(dbl, dbl_tanh, dbl_sigmoid),
     [VT_CLASS_INT] =
         {
             [VT_NEG] = int_neg, [VT_ABS] = int_abs, [VT_SIGN] = int_sign, [VT_SQUARE] = int_square,
