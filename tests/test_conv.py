@@ -1,6 +1,7 @@
 """Convolutions on "tpu" against CPU PyTorch: each driver (NCHW im2col rows,
-channels-last rows, depthwise lane blocks and NCHW planes, the stride-1 input
-gradient run as a forward convolution, strided ones through col2im), in both
+channels-last rows, depthwise lane blocks and NCHW planes, the AMX engine's
+implicit GEMM, the stride-1 input gradient run as a forward convolution,
+strided ones through col2im), in both
 layouts, f32 at HIGHEST (22 bits a product: CPU's f32 within sum rounding)
 and bf16 (one rounding of the f32 sum, as oneDNN); forward, input, weight
 and bias gradients, and the output's layout as CPU gives it."""
@@ -74,6 +75,22 @@ def test_conv_matches_cpu(case, dtype, layout):
     if dims == 3:  # CPU's 3-d convolution returns contiguous; vtpu keeps the input's layout, as cuDNN does
         fmt = FORMATS[dims] if layout == "channels_last" else torch.contiguous_format
         assert y_tpu.is_contiguous(memory_format=fmt) and g_tpu[0].is_contiguous(memory_format=fmt)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_conv_default_precision_is_one_bf16_pass(case, layout):
+    """f32 at DEFAULT: the products of the operands' bf16 roundings, summed in
+    f32, on every ISA path (the AMX engine's implicit GEMM among them): CPU's
+    f32 convolution of the rounded operands, within f32 sum rounding."""
+    dims = case[1]
+    if layout == "channels_last" and dims == 1:
+        pytest.skip("no channels-last format for 1-d")
+    (x, w, b), kw = operands(case, torch.float32, layout == "channels_last")
+    conv = CONV[dims]
+    want = conv(x.bfloat16().float(), w.bfloat16().float(), b, **kw)
+    got = conv(x.to("tpu"), w.to("tpu"), b.to("tpu"), **kw).cpu()
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
 
 
 def test_conv_transpose_matches_cpu():

@@ -47,6 +47,16 @@ static const conv_case cases[] = {
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
     {"3d s2 groups2", 3, 1, 4, 4, 2, {5, 5, 6}, {2, 3, 3}, {2, 2, 2}, {1, 1, 0}, {1, 1, 1}, 0},
+    /* the AMX engine's implicit GEMM (conv_amx.c) from 16 channels, groups 1:
+     * stride 1 runs tiles across the padded grid (1-3 dims, dilation,
+     * channels and outputs not multiples of 32, rows not of 16), other
+     * strides along output rows with a short last tile */
+    {"2d amx grid", 2, 2, 40, 40, 1, {5, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+    {"2d amx s2 rows", 2, 1, 32, 17, 1, {7, 37}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
+    {"2d amx dil2", 2, 1, 16, 33, 1, {9, 10}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, 0},
+    {"1d amx", 1, 3, 64, 48, 1, {50}, {5}, {1}, {2}, {1}, 1},
+    {"3d amx", 3, 1, 20, 24, 1, {3, 5, 6}, {2, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 0},
+    {"2d amx 1x3 s2", 2, 2, 24, 20, 1, {9, 10}, {1, 3}, {2, 2}, {0, 1}, {1, 1}, 1},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -269,6 +279,29 @@ TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
         CHECK_MSG(!vt_conv_rows_takes(&g, &t.x.t), "%s contiguous", rows[i]);
         free_tensors(&t);
     }
+}
+
+/* On the AMX engine the implicit GEMM takes these forwards (and the
+ * stride-1 input gradients, which run as forwards), whatever the layout;
+ * not HIGH / HIGHEST F32, groups, or an RGB stem. */
+TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
+#if VT_X86
+    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return;
+    static const char *const amx[] = {"2d amx grid", "2d amx s2 rows", "2d amx dil2", "1d amx", "3d amx",
+                                      "2d amx 1x3 s2", "1d depthwise s2 d2"};
+    for (size_t i = 0; i < sizeof amx / sizeof amx[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(amx[i]));
+        if (vt_conv_dw_takes(&g)) continue; /* depthwise goes first */
+        CHECK_MSG(vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT), "%s", amx[i]);
+        CHECK_MSG(!vt_conv_amx_takes(&g, VT_PRECISION_HIGH), "%s HIGH", amx[i]);
+    }
+    vt_conv_geom g = case_geom(case_named("2d groups2 wide"));
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d bigger")); /* 8 channels */
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d 1x1")); /* a plain product */
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+#endif
 }
 
 TEST(kernels_conv_exact_every_engine) {

@@ -186,6 +186,9 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
     if (s != VT_OK || vt_tensor_numel(out) == 0) return s;
     if (g.Cg == 0) return bias_only(out, bias, g.spatial);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_forward(&g, out, input, weight, bias, prec);
+#if VT_X86
+    if (vt_conv_amx_takes(&g, prec)) return vt_conv_amx_forward(&g, out, input, weight, bias);
+#endif
     if (vt_conv_rows_takes(&g, input)) return vt_conv_rows_forward(&g, out, input, weight, bias, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = vt_conv_product_precision(g.dtype, prec);

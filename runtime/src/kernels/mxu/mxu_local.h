@@ -71,6 +71,14 @@ static inline __m512i vt_mxu_rne_ftz16(__m512i u) {
     r = _mm512_mask_and_epi32(r, den, u, vt_mxu_set1(0x80000000u));
     return _mm512_and_si512(r, vt_mxu_set1(0xffff0000u));
 }
+/* 16 f32 as bf16 exactly as vt_f32_to_bf16 rounds them (RNE, NaN -> 0x7fc0). */
+static inline __m256i vt_mxu_bf16x16(__m512 v) {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_add_epi32(
+        u, _mm512_add_epi32(vt_mxu_set1(0x7fffu), _mm512_and_si512(_mm512_srli_epi32(u, 16), vt_mxu_set1(1))));
+    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), vt_mxu_set1(0x7fc00000u));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
 static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {
     __mmask16 den = _mm512_testn_epi32_mask(u, vt_mxu_set1(0x7f800000u));
     return _mm512_and_si512(u, _mm512_mask_mov_epi32(vt_mxu_set1(0xffff0000u), den, vt_mxu_set1(0x80000000u)));

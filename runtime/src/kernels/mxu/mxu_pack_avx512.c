@@ -11,12 +11,7 @@ void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         int64_t left = n - i;
         __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(k, src + i);
-        __m512i u = _mm512_castps_si512(v);
-        __m512i r = _mm512_add_epi32(
-            u, _mm512_add_epi32(vt_mxu_set1(0x7fffu), _mm512_and_si512(_mm512_srli_epi32(u, 16), vt_mxu_set1(1))));
-        r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), vt_mxu_set1(0x7fc00000u));
-        _mm256_mask_storeu_epi16(dst + i, k, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+        _mm256_mask_storeu_epi16(dst + i, k, vt_mxu_bf16x16(_mm512_maskz_loadu_ps(k, src + i)));
     }
 }
 

@@ -1,0 +1,379 @@
+/* conv_amx.c — the convolution forward on the AMX engine as an implicit
+ * GEMM: no im2col rows, no packed A. Images are copied (a chunk at a time)
+ * into a zero-padded buffer with channels innermost, padded to a multiple
+ * of 32 (Cp), each value already its bf16 part (the packers' rounding), so
+ * the A tile of 16 output positions x 32 channels of one tap is one tile
+ * load from that buffer with a row stride of the conv stride times Cp. The
+ * weight is packed once into VNNI tiles [16-output panel][tap][32-channel
+ * chunk]. Each C tile (16 positions x 16 outputs, f32) sums over every tap
+ * and chunk in the tiles, then is written out: the bias added to the f32
+ * sum (as oneDNN adds it), then rounded to the output's dtype.
+ *
+ * Positions: with stride 1 in every dim, position v of the padded grid
+ * (v = (o0 * E1 + o1) * E2 + o2) reads tap t at v + toff[t], so tiles run
+ * over v straight across rows (the E - out columns and rows of each plane
+ * are computed and dropped). Otherwise tiles run along one output row, the
+ * last one short. Rows of a tile past the valid ones read whatever lies
+ * there (inside the buffer's margin) and are never written out.
+ *
+ * Numerics are the MXU's DEFAULT: bf16 parts of both operands (F32 at
+ * DEFAULT, BF16 and F16 inputs), exact products, f32 sums. */
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "kernels/conv/conv.h"
+#include "kernels/mxu/mxu_local.h"
+
+typedef struct tile_config {
+    uint8_t palette_id, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+static const tile_config config = {
+    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
+
+/* Bytes of padded input per chunk of images. */
+#define XBUF_BYTES ((int64_t)16 << 20)
+/* Output panels (of 16) whose packed weight stays in L2 while a task's
+ * positions stream past it. */
+#define WEIGHT_L2_BYTES ((int64_t)1 << 20)
+
+int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec) {
+    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return 0;
+    int dt_ok = g->dtype == VT_BF16 || g->dtype == VT_F16 || (g->dtype == VT_F32 && prec == VT_PRECISION_DEFAULT);
+    /* Fewer channels (an RGB stem) would be mostly the padding to 32. A 1x1
+     * convolution is a plain product of the input (the drivers' product
+     * packs it once and runs long K loops), and few positions per output
+     * channel (a late layer: 4 images of 7x7 against 512 outputs) do not
+     * pay for packing the weight into tiles: the drivers keep those. */
+    return dt_ok && g->G == 1 && g->C >= 16 && g->k_prod > 1 && g->N * g->out_prod >= 2 * g->O;
+}
+
+typedef struct amx_job {
+    const vt_conv_geom *g;
+    const vt_tensor *x5, *w5;
+    int64_t Cp, ncc, Op, taps;
+    int64_t E[3];       /* padded input extents */
+    int64_t *toff;      /* per tap: offset from a position's first input, in grid positions */
+    int linear;         /* stride 1 everywhere: tiles run over the padded grid */
+    int64_t V;          /* linear: grid positions per image that cover every output */
+    int64_t tpr;        /* otherwise: tiles per output row */
+    int64_t tiles;      /* per image */
+    int64_t img;        /* grid positions per image */
+    uint16_t *xbuf;     /* [nb][E0][E1][E2][Cp] bf16 parts, then a margin */
+    uint16_t *wp;       /* [Op/16][taps][ncc] tiles of 16 k-pairs x 16 outputs */
+    float *bias;        /* Op floats, or NULL */
+    int64_t n0, nbc;    /* the chunk's images */
+    int64_t ob;         /* output panels per weight block (even) */
+    /* out rows: image b's position (o0, o1, o2) at y + yoff + b*ys[0] +
+     * o0*ys[1] + o1*ys[2] + o2*ys[3], its outputs contiguous */
+    void *y;
+    vt_dtype ydt;
+    int64_t yoff, ys[4];
+    _Atomic int oom;
+} amx_job;
+
+/* ------------------------------------------------------------ packing */
+
+/* The bf16 parts (MXU DEFAULT rounding) of n values of t from element off,
+ * stride st, at dst; dst[n..npad) = +0. tmp: n floats. */
+static void parts_line(const vt_tensor *t, int64_t off, int64_t st, int64_t n, int64_t npad, float *tmp,
+                       uint16_t *dst) {
+    const float *x = tmp;
+    const char *src = (const char *)t->data + off * (int64_t)vt_dtype_size(t->dtype);
+    if (t->dtype == VT_F32 && st == 1) x = (const float *)src;
+    else vt_convert(t->dtype, src, st, VT_F32, tmp, 1, n);
+    vt_mxu_split_avx512(x, n, npad, VT_PRECISION_DEFAULT, dst, NULL, NULL);
+}
+
+/* Rows [begin, end) of the padded buffer: row r = (b, e0, e1) of the
+ * chunk, E2 positions of Cp parts; zero outside the input. */
+static void fill_rows(void *ctx, int64_t begin, int64_t end) {
+    amx_job *j = ctx;
+    const vt_conv_geom *g = j->g;
+    const vt_tensor *x = j->x5;
+    float *tmp = malloc((size_t)(g->C * g->in[2]) * sizeof(float) + 64);
+    if (!tmp) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    int64_t Cp = j->Cp, E0 = j->E[0], E1 = j->E[1], E2 = j->E[2];
+    for (int64_t r = begin; r < end; r++) {
+        int64_t b = r / (E0 * E1), e0 = r / E1 % E0, e1 = r % E1;
+        uint16_t *dst = j->xbuf + r * E2 * Cp;
+        int64_t i0 = e0 - g->pad[0], i1 = e1 - g->pad[1];
+        if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) {
+            memset(dst, 0, (size_t)(E2 * Cp) * 2);
+            continue;
+        }
+        memset(dst, 0, (size_t)(g->pad[2] * Cp) * 2);
+        memset(dst + (g->pad[2] + g->in[2]) * Cp, 0, (size_t)((E2 - g->pad[2] - g->in[2]) * Cp) * 2);
+        int64_t base = x->offset + (j->n0 + b) * x->strides[0] + i0 * x->strides[2] + i1 * x->strides[3];
+        if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
+            parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, dst + g->pad[2] * Cp);
+            continue;
+        }
+        for (int64_t i2 = 0; i2 < g->in[2]; i2++)
+            parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
+    }
+    free(tmp);
+}
+
+/* Output panels [begin, end) of the packed weight: word (k-pair p, output
+ * o) of tile (panel, tap, chunk) holds the parts of channels 2p, 2p + 1. */
+static void pack_weight(void *ctx, int64_t begin, int64_t end) {
+    amx_job *j = ctx;
+    const vt_conv_geom *g = j->g;
+    const vt_tensor *w = j->w5;
+    int64_t Cp = j->Cp, taps = j->taps, ncc = j->ncc;
+    uint16_t *line = malloc((size_t)(taps * Cp) * 2 + 64);
+    float *tmp = malloc((size_t)g->C * sizeof(float) + 64);
+    if (!line || !tmp) {
+        free(line), free(tmp);
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    for (int64_t panel = begin; panel < end; panel++) {
+        uint32_t *dst = (uint32_t *)(j->wp + panel * taps * ncc * 512);
+        for (int64_t o16 = 0; o16 < 16; o16++) {
+            int64_t o = panel * 16 + o16;
+            if (o >= g->O) {
+                memset(line, 0, (size_t)(taps * Cp) * 2);
+            } else {
+                for (int64_t t = 0; t < taps; t++) {
+                    int64_t k0 = t / (g->k[1] * g->k[2]), k1 = t / g->k[2] % g->k[1], k2 = t % g->k[2];
+                    int64_t off = w->offset + o * w->strides[0] + k0 * w->strides[2] + k1 * w->strides[3] +
+                                  k2 * w->strides[4];
+                    parts_line(w, off, w->strides[1], g->C, Cp, tmp, line + t * Cp);
+                }
+            }
+            const uint32_t *pairs = (const uint32_t *)line;
+            for (int64_t t = 0; t < taps; t++)
+                for (int64_t cc = 0; cc < ncc; cc++) {
+                    uint32_t *tile = dst + (t * ncc + cc) * 256;
+                    const uint32_t *src = pairs + (t * Cp + cc * 32) / 2;
+                    for (int64_t p = 0; p < 16; p++) tile[p * 16 + o16] = src[p];
+                }
+        }
+    }
+    free(line), free(tmp);
+}
+
+/* ------------------------------------------------------------ compute */
+
+/* One tile of 16 positions: its first grid position and row step, and for
+ * each valid row its tile row and output position. */
+typedef struct tile_rows {
+    int64_t first, step;
+    int nv;
+    int row[16];
+    int64_t o[16][3];
+} tile_rows;
+
+static void rows_of_tile(const amx_job *j, int64_t i, tile_rows *t) {
+    const vt_conv_geom *g = j->g;
+    t->nv = 0;
+    if (j->linear) {
+        t->first = i * 16, t->step = 1;
+        for (int r = 0; r < 16 && t->first + r < j->V; r++) {
+            int64_t v = t->first + r, o2 = v % j->E[2], o1 = v / j->E[2] % j->E[1], o0 = v / (j->E[2] * j->E[1]);
+            if (o2 >= g->out[2] || o1 >= g->out[1]) continue; /* a column or row of the padding */
+            t->row[t->nv] = r;
+            t->o[t->nv][0] = o0, t->o[t->nv][1] = o1, t->o[t->nv][2] = o2;
+            t->nv++;
+        }
+        return;
+    }
+    int64_t line = i / j->tpr, o2s = i % j->tpr * 16, o0 = line / g->out[1], o1 = line % g->out[1];
+    t->first = (o0 * g->stride[0] * j->E[1] + o1 * g->stride[1]) * j->E[2] + o2s * g->stride[2];
+    t->step = g->stride[2];
+    for (int r = 0; r < 16 && o2s + r < g->out[2]; r++) {
+        t->row[t->nv] = r;
+        t->o[t->nv][0] = o0, t->o[t->nv][1] = o1, t->o[t->nv][2] = o2s + r;
+        t->nv++;
+    }
+}
+
+/* A C tile (16 x 16 f32 at c) of image b out: its valid rows, outputs
+ * o_first .. o_first + 15 (those < O), bias added in f32, rounded once. */
+static void write_tile(const amx_job *j, const float *c, int64_t b, const tile_rows *t, int64_t o_first) {
+    int64_t left = j->g->O - o_first;
+    if (left <= 0) return;
+    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    __m512 bias = j->bias ? _mm512_loadu_ps(j->bias + o_first) : _mm512_setzero_ps();
+    for (int k = 0; k < t->nv; k++) {
+        __m512 v = _mm512_loadu_ps(c + t->row[k] * 16);
+        if (j->bias) v = _mm512_add_ps(v, bias);
+        int64_t off = j->yoff + b * j->ys[0] + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] + t->o[k][2] * j->ys[3] +
+                      o_first;
+        if (j->ydt == VT_F32) {
+            _mm512_mask_storeu_ps((float *)j->y + off, m, v);
+        } else if (j->ydt == VT_BF16) {
+            _mm256_mask_storeu_epi16((uint16_t *)j->y + off, m, vt_mxu_bf16x16(v));
+        } else {
+            float f[16];
+            _mm512_storeu_ps(f, v);
+            for (int64_t q = 0; q < 16 && q < left; q++) ((uint16_t *)j->y)[off + q] = vt_f32_to_f16(f[q]);
+        }
+    }
+}
+
+/* Tile pairs [begin, end) of the chunk: pair p is tiles 2p and 2p + 1 of
+ * the (image, tile) order; a missing second tile repeats the first and is
+ * not written. Output panels go in blocks of ob whose weight stays in L2. */
+static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
+    amx_job *j = ctx;
+    const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps, npanel = j->Op / 16, ntiles = j->nbc * j->tiles;
+    const int64_t panel_elems = taps * ncc * 512;
+    float *c = aligned_alloc(64, 4 * 1024);
+    if (!c) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    _tile_loadconfig(&config);
+    for (int64_t pb = 0; pb < npanel; pb += j->ob) {
+        int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
+        for (int64_t p = begin; p < end; p++) {
+            tile_rows tr[2];
+            int64_t img[2];
+            const uint16_t *a[2];
+            size_t as[2];
+            for (int h = 0; h < 2; h++) {
+                int64_t t = 2 * p + h < ntiles ? 2 * p + h : 2 * p;
+                img[h] = t / j->tiles;
+                rows_of_tile(j, t % j->tiles, &tr[h]);
+                a[h] = j->xbuf + (img[h] * j->img + tr[h].first) * Cp;
+                as[h] = (size_t)(tr[h].step * Cp) * 2;
+            }
+            int second = 2 * p + 1 < ntiles;
+            for (int64_t q = pb; q < pe; q += 2) {
+                const uint16_t *b0 = j->wp + q * panel_elems, *b1 = b0 + panel_elems;
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                for (int64_t t = 0; t < taps; t++) {
+                    const uint16_t *x0 = a[0] + j->toff[t] * Cp, *x1 = a[1] + j->toff[t] * Cp;
+                    const uint16_t *w0 = b0 + t * ncc * 512, *w1 = b1 + t * ncc * 512;
+                    for (int64_t cc = 0; cc < ncc; cc++) {
+                        _tile_loadd(4, x0 + cc * 32, as[0]);
+                        _tile_loadd(6, w0 + cc * 512, 64);
+                        _tile_loadd(7, w1 + cc * 512, 64);
+                        _tile_dpbf16ps(0, 4, 6);
+                        _tile_dpbf16ps(1, 4, 7);
+                        _tile_loadd(5, x1 + cc * 32, as[1]);
+                        _tile_dpbf16ps(2, 5, 6);
+                        _tile_dpbf16ps(3, 5, 7);
+                    }
+                }
+                _tile_stored(0, c, 64);
+                _tile_stored(1, c + 256, 64);
+                _tile_stored(2, c + 512, 64);
+                _tile_stored(3, c + 768, 64);
+                for (int h = 0; h < 1 + second; h++) {
+                    write_tile(j, c + h * 512, img[h], &tr[h], q * 16);
+                    write_tile(j, c + h * 512 + 256, img[h], &tr[h], (q + 1) * 16);
+                }
+            }
+        }
+    }
+    _tile_release();
+    free(c);
+}
+
+/* ------------------------------------------------------------ driver */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* n bf16 on a 64-byte boundary, or NULL with *s set. */
+static uint16_t *tile_scratch(int64_t n, const char *fn, const char *what, vt_status *s) {
+    size_t bytes = (size_t)round_up(n * 2, 64);
+    void *p = vt_exceeds_host_memory((double)bytes) ? NULL : aligned_alloc(64, bytes);
+    if (!p) *s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes for the %s", fn, bytes, what);
+    return p;
+}
+
+vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
+                              const vt_tensor *weight, const vt_tensor *bias) {
+    const char *fn = "vt_conv_forward";
+    vt_tensor x5 = vt_conv_view5(input, g->spatial), w5 = vt_conv_view5(weight, g->spatial),
+              y5 = vt_conv_view5(out, g->spatial);
+    amx_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g, j.x5 = &x5, j.w5 = &w5;
+    j.Cp = round_up(g->C, 32), j.ncc = j.Cp / 32, j.Op = round_up(g->O, 32), j.taps = g->k_prod;
+    j.linear = 1;
+    for (int d = 0; d < 3; d++) {
+        j.E[d] = g->in[d] + 2 * g->pad[d];
+        j.linear &= g->stride[d] == 1;
+    }
+    j.img = j.E[0] * j.E[1] * j.E[2];
+    if (j.linear) {
+        j.V = ((g->out[0] - 1) * j.E[1] + g->out[1] - 1) * j.E[2] + g->out[2];
+        j.tiles = (j.V + 15) / 16;
+    } else {
+        j.tpr = (g->out[2] + 15) / 16;
+        j.tiles = g->out[0] * g->out[1] * j.tpr;
+    }
+    int64_t panel_bytes = j.taps * j.ncc * 1024, npanel = j.Op / 16;
+    j.ob = WEIGHT_L2_BYTES / panel_bytes / 2 * 2;
+    if (j.ob < 2) j.ob = 2;
+    if (j.ob > npanel) j.ob = npanel;
+    /* a tile's rows past the valid ones read up to 16 steps and a row on */
+    int64_t margin = 16 * g->stride[2] + j.E[2] + 16;
+    int64_t nb = XBUF_BYTES / (j.img * j.Cp * 2);
+    nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
+    int direct = y5.strides[1] == 1 || g->O == 1;
+    vt_status s = VT_OK;
+    j.toff = vt_conv_scratch(j.taps, VT_I64, fn, "tap offsets", &s);
+    /* tile rows are 64 bytes: on 64-byte boundaries, none straddles two cache lines */
+    if (s == VT_OK) j.xbuf = tile_scratch((nb * j.img + margin) * j.Cp, fn, "padded input", &s);
+    if (s == VT_OK) j.wp = tile_scratch(npanel * j.taps * j.ncc * 512, fn, "packed weight", &s);
+    if (s == VT_OK && bias) j.bias = vt_conv_scratch(j.Op, VT_F32, fn, "bias", &s);
+    void *ybuf = NULL;
+    if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g->out_prod * g->O, out->dtype, fn, "output buffer", &s);
+    if (s != VT_OK) goto done;
+    for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                j.toff[t] = (k0 * g->dil[0] * j.E[1] + k1 * g->dil[1]) * j.E[2] + k2 * g->dil[2];
+    memset(j.xbuf + nb * j.img * j.Cp, 0, (size_t)(margin * j.Cp) * 2);
+    if (bias) {
+        memset(j.bias, 0, (size_t)j.Op * sizeof(float));
+        vt_convert(bias->dtype, (const char *)bias->data + bias->offset * (int64_t)vt_dtype_size(bias->dtype),
+                   bias->strides[0], VT_F32, j.bias, 1, g->O);
+    }
+    vt_parallel_for(npanel, 1, pack_weight, &j);
+    j.y = direct ? out->data : ybuf, j.ydt = out->dtype;
+    if (direct) {
+        j.ys[0] = y5.strides[0], j.ys[1] = y5.strides[2], j.ys[2] = y5.strides[3], j.ys[3] = y5.strides[4];
+    } else {
+        j.ys[3] = g->O, j.ys[2] = g->out[2] * g->O, j.ys[1] = g->out[1] * j.ys[2], j.ys[0] = g->out[0] * j.ys[1];
+    }
+    for (int64_t n0 = 0; n0 < g->N && !atomic_load(&j.oom); n0 += nb) {
+        j.n0 = n0, j.nbc = g->N - n0 < nb ? g->N - n0 : nb;
+        j.yoff = direct ? y5.offset + n0 * y5.strides[0] : 0;
+        vt_parallel_for(j.nbc * j.E[0] * j.E[1], 8, fill_rows, &j);
+        if (atomic_load(&j.oom)) break;
+        vt_parallel_for((j.nbc * j.tiles + 1) / 2, 4, compute_pairs, &j);
+        if (!direct && !atomic_load(&j.oom)) {
+            vt_tensor dst = y5;
+            dst.offset += n0 * y5.strides[0];
+            dst.sizes[0] = j.nbc;
+            int64_t st[5] = {j.ys[0], 1, j.ys[1], j.ys[2], j.ys[3]};
+            vt_tensor src = vt_conv_tensor(ybuf, out->dtype, 5, dst.sizes, st, 0);
+            s = vt_copy(&dst, &src);
+            if (s != VT_OK) break;
+        }
+    }
+    if (s == VT_OK && atomic_load(&j.oom)) s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
+done:
+    free(ybuf);
+    free(j.bias);
+    free(j.wp);
+    free(j.xbuf);
+    free(j.toff);
+    return s;
+}
