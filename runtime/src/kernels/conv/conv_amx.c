@@ -88,6 +88,23 @@ static void parts_line(const vt_tensor *t, int64_t off, int64_t st, int64_t n, i
     vt_mxu_split_avx512(x, n, npad, VT_PRECISION_DEFAULT, dst, NULL, NULL);
 }
 
+/* The parts of n bf16 values: the values themselves (the MXU rounding of a
+ * bf16 is exact) but denormals flushed to a signed zero and NaNs quieted,
+ * as vt_mxu_split rounds them. */
+static void bf16_parts(const uint16_t *src, int64_t n, uint16_t *dst) {
+    const __m512i exp = _mm512_set1_epi16(0x7f80), mag = _mm512_set1_epi16(0x7fff);
+    const __m512i sign = _mm512_set1_epi16((short)0x8000), quiet = _mm512_set1_epi16(0x0040);
+    for (int64_t i = 0; i < n; i += 32) {
+        __mmask32 k = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+        __m512i v = _mm512_maskz_loadu_epi16(k, src + i);
+        __mmask32 den = _mm512_testn_epi16_mask(v, exp);
+        __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(v, mag), exp);
+        v = _mm512_mask_mov_epi16(v, den, _mm512_and_si512(v, sign));
+        v = _mm512_mask_mov_epi16(v, nan, _mm512_or_si512(v, quiet));
+        _mm512_mask_storeu_epi16(dst + i, k, v);
+    }
+}
+
 /* Rows [begin, end) of the padded buffer: row r = (b, e0, e1) of the
  * chunk, E2 positions of Cp parts; zero outside the input. */
 static void fill_rows(void *ctx, int64_t begin, int64_t end) {
@@ -112,7 +129,8 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
         memset(dst + (g->pad[2] + g->in[2]) * Cp, 0, (size_t)((E2 - g->pad[2] - g->in[2]) * Cp) * 2);
         int64_t base = x->offset + (j->n0 + b) * x->strides[0] + i0 * x->strides[2] + i1 * x->strides[3];
         if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
-            parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, dst + g->pad[2] * Cp);
+            if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, dst + g->pad[2] * Cp);
+            else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, dst + g->pad[2] * Cp);
             continue;
         }
         for (int64_t i2 = 0; i2 < g->in[2]; i2++)
@@ -177,12 +195,18 @@ static void rows_of_tile(const amx_job *j, int64_t i, tile_rows *t) {
     t->nv = 0;
     if (j->linear) {
         t->first = i * 16, t->step = 1;
+        /* grid coordinates of the first position, then stepped (no divisions per row) */
+        int64_t o2 = t->first % j->E[2], o1 = t->first / j->E[2] % j->E[1], o0 = t->first / (j->E[2] * j->E[1]);
         for (int r = 0; r < 16 && t->first + r < j->V; r++) {
-            int64_t v = t->first + r, o2 = v % j->E[2], o1 = v / j->E[2] % j->E[1], o0 = v / (j->E[2] * j->E[1]);
-            if (o2 >= g->out[2] || o1 >= g->out[1]) continue; /* a column or row of the padding */
-            t->row[t->nv] = r;
-            t->o[t->nv][0] = o0, t->o[t->nv][1] = o1, t->o[t->nv][2] = o2;
-            t->nv++;
+            if (o2 < g->out[2] && o1 < g->out[1]) { /* else a column or row of the padding */
+                t->row[t->nv] = r;
+                t->o[t->nv][0] = o0, t->o[t->nv][1] = o1, t->o[t->nv][2] = o2;
+                t->nv++;
+            }
+            if (++o2 == j->E[2]) {
+                o2 = 0;
+                if (++o1 == j->E[1]) o1 = 0, o0++;
+            }
         }
         return;
     }
@@ -196,27 +220,40 @@ static void rows_of_tile(const amx_job *j, int64_t i, tile_rows *t) {
     }
 }
 
-/* A C tile (16 x 16 f32 at c) of image b out: its valid rows, outputs
- * o_first .. o_first + 15 (those < O), bias added in f32, rounded once. */
-static void write_tile(const amx_job *j, const float *c, int64_t b, const tile_rows *t, int64_t o_first) {
+/* 16 f32 out to dst[0 .. 16) under mask m, in the output's dtype. */
+static inline void store16(const amx_job *j, int64_t off, __mmask16 m, __m512 v) {
+    if (j->ydt == VT_F32) {
+        _mm512_mask_storeu_ps((float *)j->y + off, m, v);
+    } else if (j->ydt == VT_BF16) {
+        _mm256_mask_storeu_epi16((uint16_t *)j->y + off, m, vt_mxu_bf16x16(v));
+    } else {
+        float f[16];
+        _mm512_storeu_ps(f, v);
+        for (int q = 0; q < 16; q++)
+            if (m >> q & 1) ((uint16_t *)j->y)[off + q] = vt_f32_to_f16(f[q]);
+    }
+}
+
+static __mmask16 lanes(int64_t left) {
+    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
+/* The two C tiles of one tile of positions (16 x 16 f32 each at c0, c1:
+ * outputs o_first .. o_first + 31, those < O) of image b out, row by row:
+ * the bias added to the f32 sum, then rounded to the output's dtype. */
+static void write_tiles(const amx_job *j, const float *c0, const float *c1, int64_t b, const tile_rows *t,
+                        int64_t o_first) {
     int64_t left = j->g->O - o_first;
-    if (left <= 0) return;
-    __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-    __m512 bias = j->bias ? _mm512_loadu_ps(j->bias + o_first) : _mm512_setzero_ps();
+    __mmask16 m0 = lanes(left), m1 = lanes(left - 16);
+    __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+    if (j->bias) bias0 = _mm512_loadu_ps(j->bias + o_first), bias1 = _mm512_loadu_ps(j->bias + o_first + 16);
+    int64_t base = j->yoff + b * j->ys[0] + o_first;
     for (int k = 0; k < t->nv; k++) {
-        __m512 v = _mm512_loadu_ps(c + t->row[k] * 16);
-        if (j->bias) v = _mm512_add_ps(v, bias);
-        int64_t off = j->yoff + b * j->ys[0] + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] + t->o[k][2] * j->ys[3] +
-                      o_first;
-        if (j->ydt == VT_F32) {
-            _mm512_mask_storeu_ps((float *)j->y + off, m, v);
-        } else if (j->ydt == VT_BF16) {
-            _mm256_mask_storeu_epi16((uint16_t *)j->y + off, m, vt_mxu_bf16x16(v));
-        } else {
-            float f[16];
-            _mm512_storeu_ps(f, v);
-            for (int64_t q = 0; q < 16 && q < left; q++) ((uint16_t *)j->y)[off + q] = vt_f32_to_f16(f[q]);
-        }
+        int64_t off = base + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] + t->o[k][2] * j->ys[3];
+        __m512 v0 = _mm512_load_ps(c0 + t->row[k] * 16), v1 = _mm512_load_ps(c1 + t->row[k] * 16);
+        if (j->bias) v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
+        store16(j, off, m0, v0);
+        if (m1) store16(j, off + 16, m1, v1);
     }
 }
 
@@ -272,10 +309,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
                 _tile_stored(1, c + 256, 64);
                 _tile_stored(2, c + 512, 64);
                 _tile_stored(3, c + 768, 64);
-                for (int h = 0; h < 1 + second; h++) {
-                    write_tile(j, c + h * 512, img[h], &tr[h], q * 16);
-                    write_tile(j, c + h * 512 + 256, img[h], &tr[h], (q + 1) * 16);
-                }
+                for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, c + h * 512 + 256, img[h], &tr[h], q * 16);
             }
         }
     }
