@@ -5,12 +5,15 @@ CPU PyTorch eager (float32) and CPU Inductor, in one run; then in
 DeferAndFuse, the two tpu modes timed in turns (best step of each).
 Target (issue 4): tpu >= 1.0x CPU eager (goal 2x).
 
+--autocast adds the same step under torch.autocast(dtype=torch.bfloat16) on
+both devices (CPU eager with oneDNN's bf16 kernels against tpu Strict).
+
 --breakdown adds where each tpu mode's device time goes (matmul,
 attention, everything else; best of 3 traced steps) and the ceiling that
 puts on DeferAndFuse: it fuses the rest, matmul and attention run the same
 kernels in both modes.
 
-Run: python bench/gpt_step.py [steps] [--no-inductor] [--breakdown]"""
+Run: python bench/gpt_step.py [steps] [--no-inductor] [--breakdown] [--autocast]"""
 
 import copy
 import sys
@@ -27,7 +30,7 @@ CFG = GPTConfig(vocab=8192, d_model=512, n_layers=6, n_heads=8, n_kv_heads=8, ma
 BATCH, SEQ = 8, 256
 
 
-def step_fn(model, device, compiled=False):
+def step_fn(model, device, compiled=False, autocast=False):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)
     idx = torch.randint(0, CFG.vocab, (BATCH, SEQ + 1), generator=g).to(device)
@@ -35,7 +38,8 @@ def step_fn(model, device, compiled=False):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(idx[:, :-1], idx[:, 1:])
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(idx[:, :-1], idx[:, 1:])
         loss.backward()
         opt.step()
         return loss
@@ -131,12 +135,18 @@ def main():
           f"{fuse_stats['nodes']} recorded ops in {fuse_stats['groups']} groups over {fuse_stats['flushes']} flushes")
     if ind:
         print(f"  CPU Inductor {ind * 1e3:.0f} ms -> tpu is {ind / tpu:.2f}x Inductor")
+    ac = None
+    if "--autocast" in sys.argv:
+        ac = {"cpu_s": timed(step_fn(copy.deepcopy(base), "cpu", autocast=True), n),
+              "tpu_s": timed(step_fn(copy.deepcopy(base).to("tpu"), "tpu", autocast=True), n)}
+        print(f"  bf16 autocast: CPU eager {ac['cpu_s'] * 1e3:.0f} ms, tpu Strict {ac['tpu_s'] * 1e3:.0f} ms "
+              f"-> {ac['cpu_s'] / ac['tpu_s']:.2f}x CPU eager (target >= 1.2x)")
     print(f"  CPU fallbacks during the tpu steps: {fallbacks or 'none'}")
     bars = {"cpu eager": cpu * 1e3, "tpu strict DEFAULT": tpu * 1e3, "tpu defer_and_fuse DEFAULT": tpu_fuse * 1e3}
     if ind:
         bars["cpu inductor"] = ind * 1e3
     save("gpt_step", {"cpu_eager_s": cpu, "tpu_s": tpu, "tpu_defer_s": tpu_fuse, "fusion": fuse_stats,
-                      "inductor_s": ind, "vs_cpu": cpu / tpu,
+                      "inductor_s": ind, "vs_cpu": cpu / tpu, "autocast": ac,
                       "fallbacks": fallbacks, "device_ms": parts}, bars)
 
 
