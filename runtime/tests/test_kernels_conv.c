@@ -47,7 +47,8 @@ static const conv_case cases[] = {
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
     {"3d s2 groups2", 3, 1, 4, 4, 2, {5, 5, 6}, {2, 3, 3}, {2, 2, 2}, {1, 1, 0}, {1, 1, 1}, 0},
-    /* the AMX engine's implicit GEMM (conv_amx.c) from 16 channels, groups 1:
+    /* the AMX engine's implicit GEMMs (conv_amx.c: forward, and the weight
+     * gradient for stride 1) from 16 channels, groups 1:
      * stride 1 runs tiles across the padded grid (1-3 dims, dilation,
      * channels and outputs not multiples of 32, rows not of 16), other
      * strides along output rows with a short last tile */
@@ -301,6 +302,72 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
     g = case_geom(case_named("2d 1x1")); /* a plain product */
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    /* the weight gradient: stride 1 only */
+    static const char *const wg[] = {"2d amx grid", "2d amx dil2", "1d amx", "3d amx"};
+    for (size_t i = 0; i < sizeof wg / sizeof wg[0]; i++) {
+        g = case_geom(case_named(wg[i]));
+        CHECK_MSG(vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", wg[i]);
+    }
+    g = case_geom(case_named("2d amx s2 rows"));
+    CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
+#endif
+}
+
+/* An inf in the input: every weight-gradient entry whose windows read it
+ * is inf or NaN, the others stay what the reference gives. (The AMX
+ * weight gradient sums over the padded grid's padding positions too, with
+ * gy 0 there, and would add 0 * inf = NaN elsewhere: it hands such inputs
+ * to the drivers.) Small integers otherwise: exact. */
+TEST(kernels_conv_weight_gradient_inf_input) {
+    static const char *const names[] = {"2d amx grid", "2d amx dil2", "2d bigger"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const conv_case *c = case_named(names[i]);
+        for (int layout = 0; layout < 2; layout++) {
+            conv_tensors t = make_tensors(c, VT_F32, layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+            fill_values(&t.x, 1), fill_values(&t.gy, 1);
+            /* image 0, channel 1, the last column of the first row: only the
+             * windows at the right edge read it */
+            int64_t pos = c->in[c->sp - 1] - 1;
+            float inf = INFINITY;
+            int64_t off = t.x.t.offset + 1 * t.x.t.strides[1] + pos * t.x.t.strides[t.x.t.ndim - 1];
+            memcpy((float *)t.x.t.data + off, &inf, 4);
+            vt_conv_params p = case_params(c);
+            host_tensor gwr = ht_new(VT_F32, t.gw.t.ndim, t.gw.t.sizes);
+            CHECK_OK(vt_conv_backward_weight(&t.gw.t, &t.gy.t, &t.x.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_OK(vt_ref_conv_backward_weight(&gwr.t, &t.gy.t, &t.x.t, &p, VT_PRECISION_DEFAULT));
+            host_tensor a = to_f64(&t.gw.t, 0), b = to_f64(&gwr.t, 0);
+            const double *pa = a.block, *pb = b.block;
+            int64_t bad = 0, nonfinite = 0;
+            for (int64_t e = 0; e < vt_tensor_numel(&gwr.t); e++) {
+                nonfinite += !isfinite(pb[e]);
+                int same = isnan(pb[e]) ? isnan(pa[e]) : pa[e] == pb[e];
+                if (!same && bad++ < 3)
+                    CHECK_MSG(0, "%s layout %d element %lld: %g vs reference %g", names[i], layout, (long long)e,
+                              pa[e], pb[e]);
+            }
+            CHECK(bad == 0);
+            CHECK_MSG(nonfinite > 0 && nonfinite < vt_tensor_numel(&gwr.t), "%s: %lld non-finite", names[i],
+                      (long long)nonfinite);
+            ht_free(&a), ht_free(&b), ht_free(&gwr);
+            free_tensors(&t);
+        }
+    }
+}
+
+/* The AMX implicit GEMMs over several chunks of images (a padded input
+ * buffer of a few KiB): each chunk's fill, the weight gradient's sums going
+ * on across chunks from the f32 buffer (the path a K of several blocks
+ * takes too), the last chunk short. */
+TEST(kernels_conv_amx_chunks) {
+#if VT_X86
+    static const char *const names[] = {"2d amx grid", "2d amx s2 rows", "1d amx", "3d amx"};
+    vt_conv_amx_force_chunk_bytes(14 << 10); /* 1-d: forwards 2 images a chunk (3: the last short), the rest 1 */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        check_case(case_named(names[i]), VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
+        check_case(case_named(names[i]), VT_BF16, VT_PRECISION_DEFAULT, LAYOUT_CHANNELS_LAST, 1, 0);
+        check_case(case_named(names[i]), VT_F32, VT_PRECISION_DEFAULT, LAYOUT_MIXED, 0, 1e-5);
+    }
+    vt_conv_amx_force_chunk_bytes(0);
 #endif
 }
 

@@ -377,6 +377,13 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
     if (s != VT_OK || vt_tensor_numel(grad_weight) == 0) return s;
     if (g.N == 0) return zero_fill(grad_weight);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_weight(&g, grad_weight, grad_out, input, prec);
+#if VT_X86
+    if (vt_conv_amx_wgrad_takes(&g, prec)) {
+        int declined;
+        s = vt_conv_amx_backward_weight(&g, grad_weight, grad_out, input, &declined);
+        if (s != VT_OK || !declined) return s;
+    }
+#endif
     if (vt_conv_rows_takes(&g, input))
         return vt_conv_rows_backward_weight(&g, grad_weight, grad_out, input, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);

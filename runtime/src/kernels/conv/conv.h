@@ -81,6 +81,13 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
 int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec);
 vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
                               const vt_tensor *weight, const vt_tensor *bias);
+/* The weight gradient for stride 1 (K over the padded grid's positions).
+ * *declined: an input with inf or NaN, which the caller's drivers take. */
+int vt_conv_amx_wgrad_takes(const vt_conv_geom *g, vt_precision prec);
+vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                      const vt_tensor *input, int *declined);
+/* Tests: the padded input's bytes per chunk of images (0: the default). */
+void vt_conv_amx_force_chunk_bytes(int64_t bytes);
 #endif
 
 /* ---- im2col rows / col2im (conv_im2col.c). Row (c, kk) of the im2col

@@ -34,21 +34,29 @@ typedef struct tile_config {
 static const tile_config config = {
     1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
 
-/* Bytes of padded input per chunk of images. */
-#define XBUF_BYTES ((int64_t)16 << 20)
+/* Bytes of padded input per chunk of images (tests make it small to run
+ * several chunks on small images). */
+static _Atomic int64_t xbuf_bytes = (int64_t)16 << 20;
+void vt_conv_amx_force_chunk_bytes(int64_t bytes) { atomic_store(&xbuf_bytes, bytes > 0 ? bytes : (int64_t)16 << 20); }
 /* Output panels (of 16) whose packed weight stays in L2 while a task's
  * positions stream past it. */
 #define WEIGHT_L2_BYTES ((int64_t)1 << 20)
 
-int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec) {
+/* What both directions need: the AMX engine, one bf16 pass (F32 at DEFAULT,
+ * BF16, F16), groups 1, and more than one tap of at least 16 channels.
+ * Fewer channels (an RGB stem) would be mostly the padding to 32; a 1x1
+ * convolution is a plain product of the input, which the drivers run as
+ * one (long K loops, no copy). */
+static int takes_shape(const vt_conv_geom *g, vt_precision prec) {
     if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return 0;
     int dt_ok = g->dtype == VT_BF16 || g->dtype == VT_F16 || (g->dtype == VT_F32 && prec == VT_PRECISION_DEFAULT);
-    /* Fewer channels (an RGB stem) would be mostly the padding to 32. A 1x1
-     * convolution is a plain product of the input (the drivers' product
-     * packs it once and runs long K loops), and few positions per output
-     * channel (a late layer: 4 images of 7x7 against 512 outputs) do not
-     * pay for packing the weight into tiles: the drivers keep those. */
-    return dt_ok && g->G == 1 && g->C >= 16 && g->k_prod > 1 && g->N * g->out_prod >= 2 * g->O;
+    return dt_ok && g->G == 1 && g->C >= 16 && g->k_prod > 1;
+}
+
+int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec) {
+    /* few positions per output channel (a late layer: 4 images of 7x7
+     * against 512 outputs) do not pay for packing the weight into tiles */
+    return takes_shape(g, prec) && g->N * g->out_prod >= 2 * g->O;
 }
 
 typedef struct amx_job {
@@ -67,6 +75,8 @@ typedef struct amx_job {
     float *bias;        /* Op floats, or NULL */
     int64_t n0, nbc;    /* the chunk's images */
     int64_t ob;         /* output panels per weight block (even) */
+    int check;          /* fill_rows notes non-finite parts in nonfinite */
+    _Atomic int nonfinite;
     /* out rows: image b's position (o0, o1, o2) at y + yoff + b*ys[0] +
      * o0*ys[1] + o1*ys[2] + o2*ys[3], its outputs contiguous */
     void *y;
@@ -78,7 +88,8 @@ typedef struct amx_job {
 /* ------------------------------------------------------------ packing */
 
 /* The bf16 parts (MXU DEFAULT rounding) of n values of t from element off,
- * stride st, at dst; dst[n..npad) = +0. tmp: n floats. */
+ * stride st, at dst; dst[n..npad) = +0, and up to npad rounded up to 16
+ * written (the split's whole vectors). tmp: n floats. */
 static void parts_line(const vt_tensor *t, int64_t off, int64_t st, int64_t n, int64_t npad, float *tmp,
                        uint16_t *dst) {
     const float *x = tmp;
@@ -103,6 +114,18 @@ static void bf16_parts(const uint16_t *src, int64_t n, uint16_t *dst) {
         v = _mm512_mask_mov_epi16(v, nan, _mm512_or_si512(v, quiet));
         _mm512_mask_storeu_epi16(dst + i, k, v);
     }
+}
+
+/* Whether any of n bf16 parts is inf or NaN. */
+static int any_nonfinite(const uint16_t *p, int64_t n) {
+    const __m512i exp = _mm512_set1_epi16(0x7f80);
+    __mmask32 bad = 0;
+    for (int64_t i = 0; i < n; i += 32) {
+        __mmask32 k = n - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (n - i)) - 1);
+        __m512i v = _mm512_maskz_loadu_epi16(k, p + i);
+        bad |= _mm512_mask_cmpeq_epi16_mask(k, _mm512_and_si512(v, exp), exp);
+    }
+    return bad != 0;
 }
 
 /* Rows [begin, end) of the padded buffer: row r = (b, e0, e1) of the
@@ -131,10 +154,11 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
         if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
             if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, dst + g->pad[2] * Cp);
             else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, dst + g->pad[2] * Cp);
-            continue;
+        } else {
+            for (int64_t i2 = 0; i2 < g->in[2]; i2++)
+                parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
         }
-        for (int64_t i2 = 0; i2 < g->in[2]; i2++)
-            parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
+        if (j->check && any_nonfinite(dst + g->pad[2] * Cp, g->in[2] * Cp)) atomic_store(&j->nonfinite, 1);
     }
     free(tmp);
 }
@@ -357,7 +381,7 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
     if (j.ob > npanel) j.ob = npanel;
     /* a tile's rows past the valid ones read up to 16 steps and a row on */
     int64_t margin = 16 * g->stride[2] + j.E[2] + 16;
-    int64_t nb = XBUF_BYTES / (j.img * j.Cp * 2);
+    int64_t nb = atomic_load(&xbuf_bytes) / (j.img * j.Cp * 2);
     nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
     int direct = y5.strides[1] == 1 || g->O == 1;
     vt_status s = VT_OK;
@@ -409,5 +433,221 @@ done:
     free(j.wp);
     free(j.xbuf);
     free(j.toff);
+    return s;
+}
+
+/* ------------------------------------------------------------ weight gradient
+ * dW[o][t][c] = sum over images and positions of gy[o][pos] x[pos + toff[t]][c],
+ * for stride 1: a product with K = the padded grid positions of every image
+ * (Vp per image, gy 0 at the grid's padding rows and columns), M = outputs,
+ * N = (tap, channel). A tiles are gy^T's parts, packed as whole tiles
+ * [output panel][32 positions] (each 1 KiB: no page per row); B tiles are
+ * pairs of consecutive positions of the padded input, 32 channels a line
+ * pair (VNNI), read straight from two copies: pairs starting at even
+ * positions and pairs starting at odd ones, so every tap's shift is a tile
+ * load. An input with inf or NaN is declined: K runs over the padding
+ * positions too, where 0 * inf would make a NaN no window reads. K goes in blocks whose gy^T and input rows stay in
+ * L2 while every unit (2 output panels x 1 tap x 32 channels) of a thread
+ * adds the block to its 4 C tiles; sums go on in f32 across blocks and
+ * chunks and are rounded once into grad_weight. */
+
+typedef struct wg_job {
+    amx_job f;          /* geometry, the padded input and its fill */
+    int64_t Vp;         /* K positions per image (V rounded up to 32) */
+    int64_t nkc;        /* K chunks of the chunk's images */
+    int64_t Kp;         /* K positions gy^T has room for: nb * Vp */
+    const vt_tensor *y5;
+    uint32_t *xe, *xo;  /* pairs (2i, 2i+1) and (2i+1, 2i+2) of the padded input: [Cp/32][pair][32] */
+    int64_t npairs;
+    uint16_t *gt;       /* [Op/16][Kp/32][16][32] parts of gy^T */
+    float *acc;         /* [Op][taps][Cp] f32 sums */
+    int first;          /* the first chunk: sums start at +0 */
+} wg_job;
+
+/* Pairs [begin, end) of both pair copies, 32 channels at a time. */
+static void pair_rows(void *ctx, int64_t begin, int64_t end) {
+    wg_job *w = ctx;
+    int64_t Cp = w->f.Cp;
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54, 22,
+                                        53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
+    for (int64_t i = begin; i < end; i++)
+        for (int h = 0; h < 2; h++) {
+            const uint16_t *p0 = w->f.xbuf + (2 * i + h) * Cp, *p1 = p0 + Cp;
+            uint32_t *dst = (h ? w->xo : w->xe) + i * 32;
+            for (int64_t c = 0; c < Cp; c += 32) {
+                __m512i a = _mm512_loadu_si512(p0 + c), b = _mm512_loadu_si512(p1 + c);
+                uint32_t *d = dst + (c / 32) * w->npairs * 32; /* 32 channels: one 128-byte line pair */
+                _mm512_storeu_si512(d, _mm512_permutex2var_epi16(a, lo, b));
+                _mm512_storeu_si512(d + 16, _mm512_permutex2var_epi16(a, hi, b));
+            }
+        }
+}
+
+/* Rows (image, o0, o1) [begin, end) of gy into gy^T (zeros elsewhere were
+ * written before): a row of positions at a time when they are contiguous,
+ * else each position's outputs, split, then scattered. */
+static void gy_rows(void *ctx, int64_t begin, int64_t end) {
+    wg_job *w = ctx;
+    const amx_job *j = &w->f;
+    const vt_conv_geom *g = j->g;
+    const vt_tensor *y = w->y5;
+    int64_t n = g->O > g->out[2] ? g->O : g->out[2];
+    float *tmp = malloc((size_t)n * sizeof(float) + 64);
+    uint16_t *parts = malloc((size_t)n * 2 + 64);
+    if (!tmp || !parts) {
+        free(tmp), free(parts);
+        atomic_store(&w->f.oom, 1);
+        return;
+    }
+    for (int64_t r = begin; r < end; r++) {
+        int64_t b = r / (g->out[0] * g->out[1]), o0 = r / g->out[1] % g->out[0], o1 = r % g->out[1];
+        int64_t k0 = b * w->Vp + (o0 * j->E[1] + o1) * j->E[2];
+        int64_t src0 = y->offset + (j->n0 + b) * y->strides[0] + o0 * y->strides[2] + o1 * y->strides[3];
+        if (y->strides[4] == 1 || g->out[2] == 1) {
+            for (int64_t o = 0; o < g->O; o++) { /* (the split stores 16 at a time: through parts) */
+                parts_line(y, src0 + o * y->strides[1], 1, g->out[2], g->out[2], tmp, parts);
+                uint16_t *row = w->gt + (o / 16) * w->Kp * 16 + (o % 16) * 32;
+                for (int64_t i = 0, k = k0; i < g->out[2];) { /* runs up to the next 32-position tile */
+                    int64_t run = 32 - k % 32 < g->out[2] - i ? 32 - k % 32 : g->out[2] - i;
+                    memcpy(row + (k / 32) * 512 + k % 32, parts + i, (size_t)run * 2);
+                    i += run, k += run;
+                }
+            }
+            continue;
+        }
+        for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
+            parts_line(y, src0 + o2 * y->strides[4], y->strides[1], g->O, g->O, tmp, parts);
+            int64_t k = k0 + o2;
+            uint16_t *dst = w->gt + (k / 32) * 512 + k % 32;
+            for (int64_t o = 0; o < g->O; o++) dst[(o / 16) * w->Kp * 16 + (o % 16) * 32] = parts[o];
+        }
+    }
+    free(tmp), free(parts);
+}
+
+/* Units [begin, end): unit u = (output panel pair, tap, 32 channels), over
+ * K blocks of KBLOCK chunks. */
+#define KBLOCK 64
+static void wg_units(void *ctx, int64_t begin, int64_t end) {
+    wg_job *w = ctx;
+    const amx_job *j = &w->f;
+    const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps;
+    const size_t ldc = (size_t)(taps * Cp) * sizeof(float);
+    _tile_loadconfig(&config);
+    for (int64_t kb = 0; kb < w->nkc; kb += KBLOCK) {
+        int64_t ke = kb + KBLOCK < w->nkc ? kb + KBLOCK : w->nkc;
+        for (int64_t u = begin; u < end; u++) {
+            int64_t qa = u / (taps * ncc), t = u / ncc % taps, cc = u % ncc;
+            float *c0 = w->acc + ((2 * qa * 16) * taps + t) * Cp + cc * 32, *c1 = c0 + 16 * taps * Cp;
+            if (w->first && kb == 0) {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            } else {
+                _tile_loadd(0, c0, ldc);
+                _tile_loadd(1, c0 + 16, ldc);
+                _tile_loadd(2, c1, ldc);
+                _tile_loadd(3, c1 + 16, ldc);
+            }
+            const uint16_t *a0 = w->gt + 2 * qa * 16 * w->Kp, *a1 = a0 + 16 * w->Kp; /* panels 2qa, 2qa + 1 */
+            for (int64_t k = kb; k < ke; k++) {
+                int64_t b = k * 32 / w->Vp, v0 = k * 32 % w->Vp, pos = b * j->img + v0 + j->toff[t];
+                const uint32_t *x = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) + cc * w->npairs * 32;
+                _tile_loadd(4, a0 + k * 512, 64);
+                _tile_loadd(6, x, 128);
+                _tile_loadd(7, x + 16, 128);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_loadd(5, a1 + k * 512, 64);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c0, ldc);
+            _tile_stored(1, c0 + 16, ldc);
+            _tile_stored(2, c1, ldc);
+            _tile_stored(3, c1 + 16, ldc);
+        }
+    }
+    _tile_release();
+}
+
+int vt_conv_amx_wgrad_takes(const vt_conv_geom *g, vt_precision prec) {
+    if (!takes_shape(g, prec)) return 0;
+    for (int d = 0; d < 3; d++)
+        if (g->stride[d] != 1) return 0;
+    return 1;
+}
+
+vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                      const vt_tensor *input, int *declined) {
+    const char *fn = "vt_conv_backward_weight";
+    vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
+              w5 = vt_conv_view5(grad_weight, g->spatial);
+    wg_job w;
+    memset(&w, 0, sizeof w);
+    amx_job *j = &w.f;
+    j->g = g, j->x5 = &x5, w.y5 = &y5;
+    j->Cp = round_up(g->C, 32), j->ncc = j->Cp / 32, j->Op = round_up(g->O, 32), j->taps = g->k_prod;
+    for (int d = 0; d < 3; d++) j->E[d] = g->in[d] + 2 * g->pad[d];
+    j->img = j->E[0] * j->E[1] * j->E[2];
+    j->check = 1;
+    *declined = 0;
+    int64_t V = ((g->out[0] - 1) * j->E[1] + g->out[1] - 1) * j->E[2] + g->out[2];
+    w.Vp = round_up(V, 32);
+    /* B tiles read 32 positions from v + toff: up to 31 past the last image */
+    int64_t margin = 64 + j->E[2];
+    int64_t nb = atomic_load(&xbuf_bytes) / (3 * j->img * j->Cp * 2);
+    nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
+    int64_t npos = nb * j->img + margin;
+    w.npairs = (npos - 2) / 2;
+    vt_status s = VT_OK;
+    j->toff = vt_conv_scratch(j->taps, VT_I64, fn, "tap offsets", &s);
+    if (s == VT_OK) j->xbuf = tile_scratch(npos * j->Cp, fn, "padded input", &s);
+    if (s == VT_OK) w.xe = (uint32_t *)tile_scratch(2 * w.npairs * j->Cp, fn, "paired input", &s);
+    if (s == VT_OK) w.xo = (uint32_t *)tile_scratch(2 * w.npairs * j->Cp, fn, "paired input", &s);
+    w.Kp = nb * w.Vp;
+    if (s == VT_OK) w.gt = tile_scratch(j->Op * w.Kp, fn, "transposed grad_output", &s);
+    if (s == VT_OK) w.acc = (float *)tile_scratch(2 * j->Op * j->taps * j->Cp, fn, "weight sums", &s);
+    if (s != VT_OK) goto done;
+    for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                j->toff[t] = (k0 * g->dil[0] * j->E[1] + k1 * g->dil[1]) * j->E[2] + k2 * g->dil[2];
+    memset(j->xbuf + nb * j->img * j->Cp, 0, (size_t)(margin * j->Cp) * 2);
+    w.first = 1;
+    for (int64_t n0 = 0; n0 < g->N && !atomic_load(&j->oom); n0 += nb) {
+        j->n0 = n0, j->nbc = g->N - n0 < nb ? g->N - n0 : nb;
+        w.nkc = j->nbc * w.Vp / 32;
+        vt_parallel_for(j->nbc * j->E[0] * j->E[1], 8, fill_rows, j);
+        if (atomic_load(&j->nonfinite)) {
+            /* K runs over the grid's padding positions too (gy 0 there):
+             * an inf input would add 0 * inf = NaN where no window reads it */
+            *declined = 1;
+            goto done;
+        }
+        vt_parallel_for(w.npairs, 64, pair_rows, &w);
+        memset(w.gt, 0, (size_t)(j->Op * w.Kp) * 2);
+        vt_parallel_for(j->nbc * g->out[0] * g->out[1], 4, gy_rows, &w);
+        if (atomic_load(&j->oom)) break;
+        vt_parallel_for(j->Op / 32 * j->taps * j->ncc, 1, wg_units, &w);
+        w.first = 0;
+    }
+    if (atomic_load(&j->oom)) {
+        s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
+    } else { /* [O][tap][C] of the sums into grad_weight's layout, rounded once */
+        int64_t st[5] = {j->taps * j->Cp, 1, g->k[1] * g->k[2] * j->Cp, g->k[2] * j->Cp, j->Cp};
+        vt_tensor all = vt_conv_tensor(w.acc, VT_F32, 5, w5.sizes, st, 0);
+        s = vt_copy(&w5, &all);
+    }
+done:
+    free(w.acc);
+    free(w.gt);
+    free(w.xo);
+    free(w.xe);
+    free(j->xbuf);
+    free(j->toff);
     return s;
 }
