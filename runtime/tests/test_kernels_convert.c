@@ -190,6 +190,51 @@ TEST(kernels_copy_broadcast_and_large) {
     ht_free(&big); ht_free(&big2); ht_free(&bigh);
 }
 
+/* Copies whose source runs across the destination's rows (a permuted
+ * .contiguous(), a transposed and reversed weight): vt_copy walks them in
+ * 16 x 16 tiles. Every element size, reversed dims, sizes off the tile,
+ * a transpose big enough to split between threads mid-row; against the
+ * reference copy, bit for bit. */
+TEST(kernels_copy_transposes_in_tiles) {
+    static const vt_dtype dts[] = {VT_I8, VT_BF16, VT_F32, VT_F64, VT_I64};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        vt_dtype dt = dts[d];
+        /* src storage [A][B][C][D] = [5][19][3][37]; the copy's view is
+         * [B][C reversed][D][A]-ordered dims (a permute + flip) */
+        int64_t st[4] = {5, 19, 3, 37};
+        host_tensor src = ht_new(dt, 4, st);
+        ht_fill_random(&src, 0, 0);
+        vt_tensor v = src.t;
+        int64_t ss[4] = {19 * 3 * 37, 3 * 37, 37, 1};
+        v.sizes[0] = 19, v.strides[0] = ss[1];
+        v.sizes[1] = 3, v.strides[1] = -ss[2];
+        v.offset = src.t.offset + 2 * ss[2];
+        v.sizes[2] = 37, v.strides[2] = ss[3];
+        v.sizes[3] = 5, v.strides[3] = ss[0];
+        int64_t ds[4] = {19, 3, 37, 5};
+        host_tensor out = ht_new(dt, 4, ds), ref = ht_new(dt, 4, ds);
+        CHECK_OK(vt_copy(&out.t, &v));
+        CHECK_OK(vt_ref_copy(&ref.t, &v));
+        CHECK(ht_compare(vt_dtype_name(dt), &out.t, &ref.t, -1) == 0);
+        /* a channels-last destination of the same values: dst's unit dim is
+         * not its last */
+        host_tensor cl = ht_new(dt, 4, ds);
+        cl.t.strides[3] = 1, cl.t.strides[2] = 5, cl.t.strides[1] = 5 * 37, cl.t.strides[0] = 5 * 37 * 3;
+        CHECK_OK(vt_copy(&cl.t, &v));
+        CHECK(ht_compare("channels-last dst", &cl.t, &ref.t, -1) == 0);
+        ht_free(&src), ht_free(&out), ht_free(&ref), ht_free(&cl);
+        /* 700 x 1300 transposed into rows: several threads' ranges */
+        host_tensor big = ht_transposed(dt, 700, 1300);
+        ht_fill_random(&big, 0, 0);
+        int64_t bs[2] = {700, 1300};
+        host_tensor bo = ht_new(dt, 2, bs), br = ht_new(dt, 2, bs);
+        CHECK_OK(vt_copy(&bo.t, &big.t));
+        CHECK_OK(vt_ref_copy(&br.t, &big.t));
+        CHECK(ht_compare("700x1300 transpose", &bo.t, &br.t, -1) == 0);
+        ht_free(&big), ht_free(&bo), ht_free(&br);
+    }
+}
+
 TEST(kernels_fill) {
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         host_tensor s = ht_strided((vt_dtype)t, 1000, 3);

@@ -188,10 +188,41 @@ typedef struct copy_ctx {
 } copy_ctx;
 _Static_assert(sizeof(copy_ctx) <= VT_EW_PLAN_BYTES, "copy_ctx outgrew a plan");
 
+/* A transpose of rows x n elements of es bytes: dst contiguous along the
+ * row (s0 = 1), src along the rows (rs1 = +-es). 16 x 16 tiles, so each
+ * tile reads and writes whole cache lines instead of one line per element. */
+#define TRANSPOSE_TILE 16
+#define TRANSPOSE_LOOP(T)                                                                                          \
+    for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE)                                                          \
+        for (int64_t j0 = 0; j0 < n; j0 += TRANSPOSE_TILE) {                                                       \
+            int64_t re = r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows;                                   \
+            int64_t je = j0 + TRANSPOSE_TILE < n ? j0 + TRANSPOSE_TILE : n;                                         \
+            for (int64_t r = r0; r < re; r++) {                                                                    \
+                T *d = (T *)(dst + r * rs[0]);                                                                     \
+                const T *q = (const T *)(src + r * rs[1]);                                                         \
+                for (int64_t j = j0; j < je; j++) d[j] = q[j * s1];                                                \
+            }                                                                                                      \
+        }
+static void transpose_block(char *dst, const char *src, int64_t s1, int64_t n, int64_t rows, const int64_t *rs,
+                            size_t es) {
+    switch (es) {
+    case 1: TRANSPOSE_LOOP(uint8_t) break;
+    case 2: TRANSPOSE_LOOP(uint16_t) break;
+    case 4: TRANSPOSE_LOOP(uint32_t) break;
+    default: TRANSPOSE_LOOP(uint64_t) break;
+    }
+}
+
 static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, int64_t rows, const int64_t *rs) {
     copy_ctx *c = vctx;
     char *dst = p[0];
     const char *src = p[1];
+    size_t es = c->h.it.elsize[0];
+    if (c->from == c->to && rows > 1 && s[0] == 1 && (s[1] > 1 || s[1] < -1) && (rs[1] == (int64_t)es || rs[1] == -(int64_t)es) &&
+        es <= 8 && (es & (es - 1)) == 0) {
+        transpose_block(dst, src, s[1], n, rows, rs, es);
+        return;
+    }
     if (c->from == c->to && s[0] == 1 && s[1] == 1) { /* rows of bytes: a slice of a cat, a head of a projection */
         const size_t bytes = (size_t)n * c->h.it.elsize[0];
         for (int64_t r = 0; r < rows; r++, dst += rs[0], src += rs[1])
@@ -206,11 +237,59 @@ static void copy_range(void *vctx, int64_t b, int64_t e) {
     vt_iter_blocks(&c->h.it, b, e, copy_block, c);
 }
 
-vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src) {
+/* Bytes [lo, hi) a tensor's elements span. */
+static void extent(const vt_tensor *t, const char **lo, const char **hi) {
+    size_t es = vt_dtype_size(t->dtype);
+    int64_t a = 0, b = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] == 0) {
+            a = b = 0;
+            break;
+        }
+        int64_t span = (t->sizes[d] - 1) * t->strides[d];
+        if (span < 0) a += span;
+        else b += span;
+    }
+    *lo = (const char *)t->data + (t->offset + a) * (int64_t)es;
+    *hi = (const char *)t->data + (t->offset + b + 1) * (int64_t)es;
+}
+
+/* When dst and src do not overlap (any order then gives the same result):
+ * dst's unit-stride dim innermost and src's unit-stride dim next to it, so
+ * copy_block sees a transpose it can move in tiles (a permuted
+ * .contiguous(), the input gradient's transposed weight) rather than the
+ * logical order's strided walk of both. */
+static void transpose_order(vt_tensor ops[2]) {
+    int nd = ops[0].ndim, di = -1, si = -1;
+    for (int d = 0; d < nd; d++)
+        if (ops[0].sizes[d] > 1 && ops[0].strides[d] == 1) di = d;
+    for (int d = 0; d < nd; d++)
+        if (d != di && ops[1].sizes[d] > 1 && (ops[1].strides[d] == 1 || ops[1].strides[d] == -1)) si = d;
+    if (di < 0 || si < 0 || (di == nd - 1 && si == nd - 2)) return;
+    if (ops[1].sizes[di] > 1 && (ops[1].strides[di] == 1 || ops[1].strides[di] == -1)) return; /* not a transpose */
+    const char *a0, *a1, *b0, *b1;
+    extent(&ops[0], &a0, &a1);
+    extent(&ops[1], &b0, &b1);
+    if (a0 < b1 && b0 < a1) return;
+    int order[VT_MAX_DIMS], k = 0;
+    for (int d = 0; d < nd; d++)
+        if (d != di && d != si) order[k++] = d;
+    order[k++] = si, order[k++] = di;
+    for (int t = 0; t < 2; t++) {
+        vt_tensor o = ops[t];
+        for (int d = 0; d < nd; d++) ops[t].sizes[d] = o.sizes[order[d]], ops[t].strides[d] = o.strides[order[d]];
+    }
+}
+
+/* reorder: walk in transpose_order (only a copy run by itself: a fused
+ * group's members share the logical element order, their scratch is
+ * indexed by it). */
+static vt_status copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src, int reorder) {
     vt_tensor ops[2];
     ops[0] = *dst;
     vt_status s = vt_broadcast_to(src, dst->ndim, dst->sizes, &ops[1]);
     if (s) return s;
+    if (reorder) transpose_order(ops);
     copy_ctx *c = (copy_ctx *)p->ctx;
     vt_iter_init(&c->h.it, 2, ops);
     atomic_init(&c->h.failed, 0);
@@ -220,11 +299,13 @@ vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src
     return VT_OK;
 }
 
+vt_status vt_copy_plan(vt_ew_plan *p, const vt_tensor *dst, const vt_tensor *src) { return copy_plan(p, dst, src, 0); }
+
 vt_status vt_copy(const vt_tensor *dst, const vt_tensor *src) {
     vt_ew_plan p;
     const vt_tensor *in[1] = {src};
     vt_status s = vt_ew_validate(dst, 1, in, (vt_dtype)-1, "copy");
-    if (s == VT_OK) s = vt_copy_plan(&p, dst, src);
+    if (s == VT_OK) s = copy_plan(&p, dst, src, 1);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
 
