@@ -25,15 +25,6 @@
 #include "kernels/conv/conv.h"
 #include "kernels/mxu/mxu_local.h"
 
-typedef struct tile_config {
-    uint8_t palette_id, start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-static const tile_config config = {
-    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
-
 /* Bytes of padded input per chunk of images (tests make it small to run
  * several chunks on small images). */
 static _Atomic int64_t xbuf_bytes = (int64_t)16 << 20;
@@ -293,7 +284,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
         atomic_store(&j->oom, 1);
         return;
     }
-    _tile_loadconfig(&config);
+    _tile_loadconfig(&vt_amx_tiles16);
     for (int64_t pb = 0; pb < npanel; pb += j->ob) {
         int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
         for (int64_t p = begin; p < end; p++) {
@@ -535,7 +526,7 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
     const amx_job *j = &w->f;
     const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps;
     const size_t ldc = (size_t)(taps * Cp) * sizeof(float);
-    _tile_loadconfig(&config);
+    _tile_loadconfig(&vt_amx_tiles16);
     for (int64_t kb = 0; kb < w->nkc; kb += KBLOCK) {
         int64_t ke = kb + KBLOCK < w->nkc ? kb + KBLOCK : w->nkc;
         for (int64_t u = begin; u < end; u++) {

@@ -5,21 +5,9 @@
 
 #include "mxu_local.h"
 
-typedef struct tile_config {
-    uint8_t palette_id, start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* Every tile in use is 16 rows x 64 bytes: C 16x16 f32, A 16x32 bf16, B 16
- * k-pairs x 16 columns. */
-static const tile_config config = {
-    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
-
 static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                       const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
-    _tile_loadconfig(&config);
+    _tile_loadconfig(&vt_amx_tiles16);
     const size_t ldcb = (size_t)ldc * sizeof(float);
     /* Rows outer: the two A strips are reused from L2 across all of nb
      * while B strips stream past them (measured faster than columns outer

@@ -56,6 +56,19 @@ typedef struct vt_mxu_packers {
 extern const vt_mxu_packers vt_mxu_packers_avx512, vt_mxu_packers_avx512bf16;
 #endif
 
+#if defined(__AMX_TILE__)
+/* The one AMX tile configuration (palette 1): tiles 0-7 of 16 rows x 64
+ * bytes (C 16x16 f32, A 16x32 bf16, B 16 k-pairs x 16 columns). */
+typedef struct vt_amx_tile_config {
+    uint8_t palette_id, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} vt_amx_tile_config;
+static const vt_amx_tile_config vt_amx_tiles16 = {
+    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
+#endif
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
