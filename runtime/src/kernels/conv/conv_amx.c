@@ -253,11 +253,10 @@ static __mmask16 lanes(int64_t left) {
     return left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
 }
 
-/* The two C tiles of one tile of positions (16 x 16 f32 each at c0, c1:
- * outputs o_first .. o_first + 31, those < O) of image b out, row by row:
- * the bias added to the f32 sum, then rounded to the output's dtype. */
-static void write_tiles(const amx_job *j, const float *c0, const float *c1, int64_t b, const tile_rows *t,
-                        int64_t o_first) {
+/* The C rows of one tile of positions (16 rows of 32 f32 at c: outputs
+ * o_first .. o_first + 31, those < O) of image b out, row by row: the bias
+ * added to the f32 sum, then rounded to the output's dtype. */
+static void write_tiles(const amx_job *j, const float *c, int64_t b, const tile_rows *t, int64_t o_first) {
     int64_t left = j->g->O - o_first;
     __mmask16 m0 = lanes(left), m1 = lanes(left - 16);
     __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
@@ -265,7 +264,7 @@ static void write_tiles(const amx_job *j, const float *c0, const float *c1, int6
     int64_t base = j->yoff + b * j->ys[0] + o_first;
     for (int k = 0; k < t->nv; k++) {
         int64_t off = base + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] + t->o[k][2] * j->ys[3];
-        __m512 v0 = _mm512_load_ps(c0 + t->row[k] * 16), v1 = _mm512_load_ps(c1 + t->row[k] * 16);
+        __m512 v0 = _mm512_load_ps(c + t->row[k] * 32), v1 = _mm512_load_ps(c + t->row[k] * 32 + 16);
         if (j->bias) v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
         store16(j, off, m0, v0);
         if (m1) store16(j, off + 16, m1, v1);
@@ -302,29 +301,15 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
             int second = 2 * p + 1 < ntiles;
             for (int64_t q = pb; q < pe; q += 2) {
                 const uint16_t *b0 = j->wp + q * panel_elems, *b1 = b0 + panel_elems;
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
+                vt_amx_c_start(c, c + 512, 128, 0);
                 for (int64_t t = 0; t < taps; t++) {
                     const uint16_t *x0 = a[0] + j->toff[t] * Cp, *x1 = a[1] + j->toff[t] * Cp;
                     const uint16_t *w0 = b0 + t * ncc * 512, *w1 = b1 + t * ncc * 512;
-                    for (int64_t cc = 0; cc < ncc; cc++) {
-                        _tile_loadd(4, x0 + cc * 32, as[0]);
-                        _tile_loadd(6, w0 + cc * 512, 64);
-                        _tile_loadd(7, w1 + cc * 512, 64);
-                        _tile_dpbf16ps(0, 4, 6);
-                        _tile_dpbf16ps(1, 4, 7);
-                        _tile_loadd(5, x1 + cc * 32, as[1]);
-                        _tile_dpbf16ps(2, 5, 6);
-                        _tile_dpbf16ps(3, 5, 7);
-                    }
+                    for (int64_t cc = 0; cc < ncc; cc++)
+                        vt_amx_step(x0 + cc * 32, as[0], x1 + cc * 32, as[1], w0 + cc * 512, w1 + cc * 512, 64);
                 }
-                _tile_stored(0, c, 64);
-                _tile_stored(1, c + 256, 64);
-                _tile_stored(2, c + 512, 64);
-                _tile_stored(3, c + 768, 64);
-                for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, c + h * 512 + 256, img[h], &tr[h], q * 16);
+                vt_amx_c_store(c, c + 512, 128); /* C as 32 x 32 floats */
+                for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, img[h], &tr[h], q * 16);
             }
         }
     }
@@ -532,34 +517,14 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
         for (int64_t u = begin; u < end; u++) {
             int64_t qa = u / (taps * ncc), t = u / ncc % taps, cc = u % ncc;
             float *c0 = w->acc + ((2 * qa * 16) * taps + t) * Cp + cc * 32, *c1 = c0 + 16 * taps * Cp;
-            if (w->first && kb == 0) {
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
-            } else {
-                _tile_loadd(0, c0, ldc);
-                _tile_loadd(1, c0 + 16, ldc);
-                _tile_loadd(2, c1, ldc);
-                _tile_loadd(3, c1 + 16, ldc);
-            }
+            vt_amx_c_start(c0, c1, ldc, !(w->first && kb == 0));
             const uint16_t *a0 = w->gt + 2 * qa * 16 * w->Kp, *a1 = a0 + 16 * w->Kp; /* panels 2qa, 2qa + 1 */
             for (int64_t k = kb; k < ke; k++) {
                 int64_t b = k * 32 / w->Vp, v0 = k * 32 % w->Vp, pos = b * j->img + v0 + j->toff[t];
                 const uint32_t *x = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) + cc * w->npairs * 32;
-                _tile_loadd(4, a0 + k * 512, 64);
-                _tile_loadd(6, x, 128);
-                _tile_loadd(7, x + 16, 128);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_loadd(5, a1 + k * 512, 64);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
+                vt_amx_step(a0 + k * 512, 64, a1 + k * 512, 64, x, x + 16, 128);
             }
-            _tile_stored(0, c0, ldc);
-            _tile_stored(1, c0 + 16, ldc);
-            _tile_stored(2, c1, ldc);
-            _tile_stored(3, c1 + 16, ldc);
+            vt_amx_c_store(c0, c1, ldc);
         }
     }
     _tile_release();

@@ -17,33 +17,12 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
         for (int64_t n = 0; n < nb; n += 32) {
             const uint16_t *b0 = b + (n / 16) * bs, *b1 = b0 + bs;
             float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc;
-            if (acc) {
-                _tile_loadd(0, c0, ldcb);
-                _tile_loadd(1, c0 + 16, ldcb);
-                _tile_loadd(2, c1, ldcb);
-                _tile_loadd(3, c1 + 16, ldcb);
-            } else {
-                /* a fresh sum starts at +0, as an MXU accumulator does */
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
-            }
+            vt_amx_c_start(c0, c1, ldcb, acc);
             for (int64_t ch = 0; ch < kc; ch++) {
                 int64_t o = ch * VT_MXU_CHUNK;
-                _tile_loadd(4, a0 + o, 64);
-                _tile_loadd(6, b0 + o, 64);
-                _tile_loadd(7, b1 + o, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_loadd(5, a1 + o, 64);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
+                vt_amx_step(a0 + o, 64, a1 + o, 64, b0 + o, b1 + o, 64);
             }
-            _tile_stored(0, c0, ldcb);
-            _tile_stored(1, c0 + 16, ldcb);
-            _tile_stored(2, c1, ldcb);
-            _tile_stored(3, c1 + 16, ldcb);
+            vt_amx_c_store(c0, c1, ldcb);
         }
     }
     _tile_release();

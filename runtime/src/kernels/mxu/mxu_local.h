@@ -67,6 +67,42 @@ typedef struct vt_amx_tile_config {
 } vt_amx_tile_config;
 static const vt_amx_tile_config vt_amx_tiles16 = {
     1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
+
+/* The 2x2 blocking every AMX kernel uses: a 32x32 f32 C block in tiles 0-3
+ * (rows 0-15 at c0, rows 16-31 at c1, columns 16-31 16 floats on; ldc in
+ * bytes), A tiles 4-5, B tiles 6-7. */
+static inline void vt_amx_c_start(float *c0, float *c1, size_t ldc, int acc) {
+    if (acc) {
+        _tile_loadd(0, c0, ldc);
+        _tile_loadd(1, c0 + 16, ldc);
+        _tile_loadd(2, c1, ldc);
+        _tile_loadd(3, c1 + 16, ldc);
+    } else { /* a fresh sum starts at +0, as an MXU accumulator does */
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+    }
+}
+/* One 32-wide K step: C += [A0; A1] x [B0 B1] (A rows as0 / as1 bytes
+ * apart, B rows bs). */
+static inline void vt_amx_step(const void *a0, size_t as0, const void *a1, size_t as1, const void *b0, const void *b1,
+                               size_t bs) {
+    _tile_loadd(4, a0, as0);
+    _tile_loadd(6, b0, bs);
+    _tile_loadd(7, b1, bs);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, a1, as1);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+}
+static inline void vt_amx_c_store(float *c0, float *c1, size_t ldc) {
+    _tile_stored(0, c0, ldc);
+    _tile_stored(1, c0 + 16, ldc);
+    _tile_stored(2, c1, ldc);
+    _tile_stored(3, c1 + 16, ldc);
+}
 #endif
 
 #if defined(__AVX512F__)
