@@ -1,8 +1,10 @@
 """Matmul on the tpu device's matrix engine against CPU PyTorch, in one run:
 2048^3 fp32 at DEFAULT / HIGH / HIGHEST and bf16, with achieved TFLOP/s
 against the engine's peak on this machine.
-Targets (issue 3): fp32 DEFAULT >= 2x CPU fp32; bf16 >= 0.9x CPU bf16 (oneDNN);
-HIGH <= 3.3x DEFAULT; HIGHEST <= 6.6x DEFAULT."""
+Targets (issue 13): fp32 DEFAULT >= 3x CPU fp32; bf16 >= 1.2x CPU bf16 (oneDNN);
+HIGH <= 3.3x DEFAULT; HIGHEST <= 6.6x DEFAULT. The peak printed is at the clock
+/proc/cpuinfo lists; turbo runs above it (on the AMX hosts a register-resident
+TDPBF16PS loop measured 3.45-3.67 TFLOP/s a core, ~1.35x the listed clock's)."""
 
 import warnings
 
@@ -80,8 +82,8 @@ def main():
         "high_over_default": tpu["high"] / tpu["default"],
         "highest_over_default": tpu["highest"] / tpu["default"],
     }
-    print(f"fp32 DEFAULT vs cpu fp32: {r['fp32_default_speedup_vs_cpu']:.2f}x faster (target >= 2x)")
-    print(f"bf16 vs cpu bf16:         {r['bf16_speed_vs_cpu']:.2f}x (target >= 0.9x)")
+    print(f"fp32 DEFAULT vs cpu fp32: {r['fp32_default_speedup_vs_cpu']:.2f}x faster (target >= 3x)")
+    print(f"bf16 vs cpu bf16:         {r['bf16_speed_vs_cpu']:.2f}x (target >= 1.2x)")
     print(f"HIGH / DEFAULT:           {r['high_over_default']:.2f}x (target <= 3.3x)")
     print(f"HIGHEST / DEFAULT:        {r['highest_over_default']:.2f}x (target <= 6.6x)")
     save("matmul", dict(r, n=N, cpu_fp32_s=cpu32, cpu_bf16_s=cpu16, inductor_fp32_s=ind32,
