@@ -143,8 +143,9 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
         memset(dst + (g->pad[2] + g->in[2]) * Cp, 0, (size_t)((E2 - g->pad[2] - g->in[2]) * Cp) * 2);
         int64_t base = x->offset + (j->n0 + b) * x->strides[0] + i0 * x->strides[2] + i1 * x->strides[3];
         if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
-            if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, dst + g->pad[2] * Cp);
-            else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, dst + g->pad[2] * Cp);
+            uint16_t *row = dst + g->pad[2] * Cp;
+            if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, row);
+            else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, row);
         } else {
             for (int64_t i2 = 0; i2 < g->in[2]; i2++)
                 parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
@@ -321,6 +322,24 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* The padded grid both directions walk: channels and outputs padded to 32,
+ * the padded extents, and each tap's offset in grid positions (toff, which
+ * the caller frees). */
+static vt_status grid_setup(amx_job *j, const vt_conv_geom *g, const char *fn) {
+    j->g = g;
+    j->Cp = round_up(g->C, 32), j->ncc = j->Cp / 32, j->Op = round_up(g->O, 32), j->taps = g->k_prod;
+    for (int d = 0; d < 3; d++) j->E[d] = g->in[d] + 2 * g->pad[d];
+    j->img = j->E[0] * j->E[1] * j->E[2];
+    vt_status s = VT_OK;
+    j->toff = vt_conv_scratch(j->taps, VT_I64, fn, "tap offsets", &s);
+    if (s != VT_OK) return s;
+    for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                j->toff[t] = (k0 * g->dil[0] * j->E[1] + k1 * g->dil[1]) * j->E[2] + k2 * g->dil[2];
+    return VT_OK;
+}
+
 /* n bf16 on a 64-byte boundary, or NULL with *s set. */
 static uint16_t *tile_scratch(int64_t n, const char *fn, const char *what, vt_status *s) {
     size_t bytes = (size_t)round_up(n * 2, 64);
@@ -336,14 +355,9 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
               y5 = vt_conv_view5(out, g->spatial);
     amx_job j;
     memset(&j, 0, sizeof j);
-    j.g = g, j.x5 = &x5, j.w5 = &w5;
-    j.Cp = round_up(g->C, 32), j.ncc = j.Cp / 32, j.Op = round_up(g->O, 32), j.taps = g->k_prod;
-    j.linear = 1;
-    for (int d = 0; d < 3; d++) {
-        j.E[d] = g->in[d] + 2 * g->pad[d];
-        j.linear &= g->stride[d] == 1;
-    }
-    j.img = j.E[0] * j.E[1] * j.E[2];
+    j.x5 = &x5, j.w5 = &w5;
+    vt_status s = grid_setup(&j, g, fn);
+    j.linear = g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1;
     if (j.linear) {
         j.V = ((g->out[0] - 1) * j.E[1] + g->out[1] - 1) * j.E[2] + g->out[2];
         j.tiles = (j.V + 15) / 16;
@@ -360,8 +374,6 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
     int64_t nb = atomic_load(&xbuf_bytes) / (j.img * j.Cp * 2);
     nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
     int direct = y5.strides[1] == 1 || g->O == 1;
-    vt_status s = VT_OK;
-    j.toff = vt_conv_scratch(j.taps, VT_I64, fn, "tap offsets", &s);
     /* tile rows are 64 bytes: on 64-byte boundaries, none straddles two cache lines */
     if (s == VT_OK) j.xbuf = tile_scratch((nb * j.img + margin) * j.Cp, fn, "padded input", &s);
     if (s == VT_OK) j.wp = tile_scratch(npanel * j.taps * j.ncc * 512, fn, "packed weight", &s);
@@ -369,10 +381,6 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
     void *ybuf = NULL;
     if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g->out_prod * g->O, out->dtype, fn, "output buffer", &s);
     if (s != VT_OK) goto done;
-    for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
-        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
-                j.toff[t] = (k0 * g->dil[0] * j.E[1] + k1 * g->dil[1]) * j.E[2] + k2 * g->dil[2];
     memset(j.xbuf + nb * j.img * j.Cp, 0, (size_t)(margin * j.Cp) * 2);
     if (bias) {
         memset(j.bias, 0, (size_t)j.Op * sizeof(float));
@@ -402,7 +410,8 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
             if (s != VT_OK) break;
         }
     }
-    if (s == VT_OK && atomic_load(&j.oom)) s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
+    if (s == VT_OK && atomic_load(&j.oom))
+        s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
 done:
     free(ybuf);
     free(j.bias);
@@ -422,10 +431,11 @@ done:
  * pair (VNNI), read straight from two copies: pairs starting at even
  * positions and pairs starting at odd ones, so every tap's shift is a tile
  * load. An input with inf or NaN is declined: K runs over the padding
- * positions too, where 0 * inf would make a NaN no window reads. K goes in blocks whose gy^T and input rows stay in
- * L2 while every unit (2 output panels x 1 tap x 32 channels) of a thread
- * adds the block to its 4 C tiles; sums go on in f32 across blocks and
- * chunks and are rounded once into grad_weight. */
+ * positions too, where 0 * inf would make a NaN no window reads. K goes
+ * in blocks whose gy^T and input rows stay in L2 while every unit (2
+ * output panels x 1 tap x 32 channels) of a thread adds the block to its
+ * 4 C tiles; sums go on in f32 across blocks and chunks and are rounded
+ * once into grad_weight. */
 
 typedef struct wg_job {
     amx_job f;          /* geometry, the padded input and its fill */
@@ -521,7 +531,8 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
             const uint16_t *a0 = w->gt + 2 * qa * 16 * w->Kp, *a1 = a0 + 16 * w->Kp; /* panels 2qa, 2qa + 1 */
             for (int64_t k = kb; k < ke; k++) {
                 int64_t b = k * 32 / w->Vp, v0 = k * 32 % w->Vp, pos = b * j->img + v0 + j->toff[t];
-                const uint32_t *x = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) + cc * w->npairs * 32;
+                const uint32_t *x = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) +
+                                    cc * w->npairs * 32;
                 vt_amx_step(a0 + k * 512, 64, a1 + k * 512, 64, x, x + 16, 128);
             }
             vt_amx_c_store(c0, c1, ldc);
@@ -545,10 +556,8 @@ vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *gr
     wg_job w;
     memset(&w, 0, sizeof w);
     amx_job *j = &w.f;
-    j->g = g, j->x5 = &x5, w.y5 = &y5;
-    j->Cp = round_up(g->C, 32), j->ncc = j->Cp / 32, j->Op = round_up(g->O, 32), j->taps = g->k_prod;
-    for (int d = 0; d < 3; d++) j->E[d] = g->in[d] + 2 * g->pad[d];
-    j->img = j->E[0] * j->E[1] * j->E[2];
+    j->x5 = &x5, w.y5 = &y5;
+    vt_status s = grid_setup(j, g, fn);
     j->check = 1;
     *declined = 0;
     int64_t V = ((g->out[0] - 1) * j->E[1] + g->out[1] - 1) * j->E[2] + g->out[2];
@@ -559,8 +568,6 @@ vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *gr
     nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
     int64_t npos = nb * j->img + margin;
     w.npairs = (npos - 2) / 2;
-    vt_status s = VT_OK;
-    j->toff = vt_conv_scratch(j->taps, VT_I64, fn, "tap offsets", &s);
     if (s == VT_OK) j->xbuf = tile_scratch(npos * j->Cp, fn, "padded input", &s);
     if (s == VT_OK) w.xe = (uint32_t *)tile_scratch(2 * w.npairs * j->Cp, fn, "paired input", &s);
     if (s == VT_OK) w.xo = (uint32_t *)tile_scratch(2 * w.npairs * j->Cp, fn, "paired input", &s);
@@ -568,10 +575,6 @@ vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *gr
     if (s == VT_OK) w.gt = tile_scratch(j->Op * w.Kp, fn, "transposed grad_output", &s);
     if (s == VT_OK) w.acc = (float *)tile_scratch(2 * j->Op * j->taps * j->Cp, fn, "weight sums", &s);
     if (s != VT_OK) goto done;
-    for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
-        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
-                j->toff[t] = (k0 * g->dil[0] * j->E[1] + k1 * g->dil[1]) * j->E[2] + k2 * g->dil[2];
     memset(j->xbuf + nb * j->img * j->Cp, 0, (size_t)(margin * j->Cp) * 2);
     w.first = 1;
     for (int64_t n0 = 0; n0 < g->N && !atomic_load(&j->oom); n0 += nb) {
