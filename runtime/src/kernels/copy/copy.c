@@ -217,14 +217,15 @@ static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, 
     copy_ctx *c = vctx;
     char *dst = p[0];
     const char *src = p[1];
-    size_t es = c->h.it.elsize[0];
-    if (c->from == c->to && rows > 1 && s[0] == 1 && (s[1] > 1 || s[1] < -1) && (rs[1] == (int64_t)es || rs[1] == -(int64_t)es) &&
-        es <= 8 && (es & (es - 1)) == 0) {
+    const size_t es = c->h.it.elsize[0];
+    const int across = rs[1] == (int64_t)es || rs[1] == -(int64_t)es; /* src steps one element a row */
+    if (c->from == c->to && rows > 1 && s[0] == 1 && (s[1] > 1 || s[1] < -1) && across && es <= 8 &&
+        (es & (es - 1)) == 0) {
         transpose_block(dst, src, s[1], n, rows, rs, es);
         return;
     }
     if (c->from == c->to && s[0] == 1 && s[1] == 1) { /* rows of bytes: a slice of a cat, a head of a projection */
-        const size_t bytes = (size_t)n * c->h.it.elsize[0];
+        const size_t bytes = (size_t)n * es;
         for (int64_t r = 0; r < rows; r++, dst += rs[0], src += rs[1])
             if (dst != src) memmove(dst, src, bytes);
         return;
@@ -235,23 +236,6 @@ static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, 
 static void copy_range(void *vctx, int64_t b, int64_t e) {
     copy_ctx *c = vctx;
     vt_iter_blocks(&c->h.it, b, e, copy_block, c);
-}
-
-/* Bytes [lo, hi) a tensor's elements span. */
-static void extent(const vt_tensor *t, const char **lo, const char **hi) {
-    size_t es = vt_dtype_size(t->dtype);
-    int64_t a = 0, b = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->sizes[d] == 0) {
-            a = b = 0;
-            break;
-        }
-        int64_t span = (t->sizes[d] - 1) * t->strides[d];
-        if (span < 0) a += span;
-        else b += span;
-    }
-    *lo = (const char *)t->data + (t->offset + a) * (int64_t)es;
-    *hi = (const char *)t->data + (t->offset + b + 1) * (int64_t)es;
 }
 
 /* When dst and src do not overlap (any order then gives the same result):
@@ -267,10 +251,7 @@ static void transpose_order(vt_tensor ops[2]) {
         if (d != di && ops[1].sizes[d] > 1 && (ops[1].strides[d] == 1 || ops[1].strides[d] == -1)) si = d;
     if (di < 0 || si < 0 || (di == nd - 1 && si == nd - 2)) return;
     if (ops[1].sizes[di] > 1 && (ops[1].strides[di] == 1 || ops[1].strides[di] == -1)) return; /* not a transpose */
-    const char *a0, *a1, *b0, *b1;
-    extent(&ops[0], &a0, &a1);
-    extent(&ops[1], &b0, &b1);
-    if (a0 < b1 && b0 < a1) return;
+    if (vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
     int order[VT_MAX_DIMS], k = 0;
     for (int d = 0; d < nd; d++)
         if (d != di && d != si) order[k++] = d;

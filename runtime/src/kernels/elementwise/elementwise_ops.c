@@ -361,13 +361,13 @@ static int flt_sigmoid_act(int64_t n, void *out, const void *a, const void *prm)
     return flt_sigmoid(n, out, a, prm);
 }
 
-#define FLOAT_UNARY_ROW(P, TANH, SIGMOID)                                                                              \
+#define FLOAT_UNARY_ROW(P, TANH, SIGMOID)                                                                      \
     {                                                                                                          \
         [VT_NEG] = P##_neg, [VT_ABS] = P##_abs, [VT_SIGN] = P##_sign, [VT_RECIPROCAL] = P##_reciprocal,        \
         [VT_SQUARE] = P##_square, [VT_EXP] = P##_exp, [VT_EXPM1] = P##_expm1, [VT_LOG] = P##_log,              \
         [VT_LOG1P] = P##_log1p, [VT_LOG2] = P##_log2, [VT_LOG10] = P##_log10, [VT_SQRT] = P##_sqrt,            \
         [VT_RSQRT] = P##_rsqrt, [VT_SIN] = P##_sin, [VT_COS] = P##_cos, [VT_TAN] = P##_tan,                    \
-        [VT_TANH] = TANH, [VT_SIGMOID] = SIGMOID, [VT_RELU] = P##_relu, [VT_ERF] = P##_erf,            \
+        [VT_TANH] = TANH, [VT_SIGMOID] = SIGMOID, [VT_RELU] = P##_relu, [VT_ERF] = P##_erf,                    \
         [VT_CEIL] = P##_ceil, [VT_FLOOR] = P##_floor, [VT_ROUND] = P##_round, [VT_TRUNC] = P##_trunc,          \
         [VT_FRAC] = P##_frac, [VT_LOGICAL_NOT] = P##_lnot, [VT_ISNAN] = P##_isnan,                             \
         [VT_ISINF] = P##_isinf, [VT_ISFINITE] = P##_isfinite,                                                  \

@@ -65,8 +65,11 @@ typedef struct vt_amx_tile_config {
     uint16_t colsb[16];
     uint8_t rows[16];
 } vt_amx_tile_config;
-static const vt_amx_tile_config vt_amx_tiles16 = {
-    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0}};
+static const vt_amx_tile_config vt_amx_tiles16 = {1,
+                                                   0,
+                                                   {0},
+                                                   {64, 64, 64, 64, 64, 64, 64, 64},
+                                                   {16, 16, 16, 16, 16, 16, 16, 16}};
 
 /* The 2x2 blocking every AMX kernel uses: a 32x32 f32 C block in tiles 0-3
  * (rows 0-15 at c0, rows 16-31 at c1, columns 16-31 16 floats on; ldc in
