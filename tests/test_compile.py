@@ -438,3 +438,25 @@ def test_debug_mode_checks_hold_inside_a_program():
         with pytest.raises((IndexError, RuntimeError), match="out of range|index"):
             emb(w, torch.tensor([1, 12]).to("tpu"))
         torch.testing.assert_close(emb(w, torch.tensor([3]).to("tpu")).cpu(), w.cpu()[[3]] * 2)
+
+
+@pytest.mark.parametrize("split, joined", [
+    (lambda x: (x[..., :3], x[..., 3:]), True),                    # slices side by side
+    (lambda x: (x[:, :2], x[:, 2:5], x[:, -2:]), True),            # three pieces: a nested sum
+    (lambda x: (x[:2], x[2:]), True),                              # along dim 0
+    (lambda x: (x[0], x[1], x[-2], x[3]), False),                  # selects (decomposed to where): left
+    (lambda x: (x[..., 4:], x[..., :2], x[..., 2:4]), True),       # out of order
+    (lambda x: (x[..., :4], x[..., 3:]), False),                   # overlap: the sum matters
+    (lambda x: (x[..., :2], x[..., 3:]), False),                   # a gap: zeros stay there
+])
+def test_gradients_of_pieces_side_by_side_join(programs, split, joined):
+    def loss(x, w):
+        parts = split(x * 1.5)
+        return sum(((p * w[i]).sin() * (i + 1)).sum() for i, p in enumerate(parts))
+
+    base, w = torch.randn(4, 7), torch.randn(8)
+    xe, xc = base.to("tpu").requires_grad_(), base.to("tpu").requires_grad_()
+    loss(xe, w.to("tpu")).backward()
+    torch.compile(loss, backend="tpu")(xc, w.to("tpu")).backward()
+    assert torch.equal(xc.grad.cpu(), xe.grad.cpu())
+    assert (sum(p.joins for p in programs if p.kind == "backward") > 0) == joined

@@ -258,6 +258,100 @@ _SCATTERS = {
 }
 
 
+def _zero_fill(x, val) -> bool:
+    """x is a tensor of zeros of its own, shaped and typed as val, read
+    only by its one user."""
+    if not isinstance(x, torch.fx.Node) or x.op != "call_function" or x.target not in _FILLS:
+        return False
+    v = x.meta.get("val")
+    return (len(x.users) == 1 and len(x.args) > 1 and not isinstance(x.args[1], bool) and x.args[1] == 0
+            and isinstance(v, torch.Tensor) and v.shape == val.shape and v.dtype == val.dtype)
+
+
+def _placed_piece(n, val):
+    """(dim, start, end, src) when n is src placed in a tensor of zeros
+    shaped as val (the gradient of a slice, decomposed to slice_scatter of a
+    zero fill): src fills [start, end) along dim, zeros the rest. Else None."""
+    if (not isinstance(n, torch.fx.Node) or n.op != "call_function"
+            or n.target is not torch.ops.aten.slice_scatter.default or not _zero_fill(n.args[0], val)):
+        return None
+    v, src = n.meta.get("val"), n.args[1]
+    s = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+    # a contiguous src, so that the cat is laid out as the sum it replaces
+    if (not isinstance(v, torch.Tensor) or v.shape != val.shape or v.dtype != val.dtype or len(n.users) != 1
+            or not isinstance(s, torch.Tensor) or s.dtype != val.dtype or not s.is_contiguous()):
+        return None
+    args = dict(zip(("dim", "start", "end", "step"), n.args[2:]), **n.kwargs)
+    dim, start, end = args.get("dim", 0), args.get("start"), args.get("end")
+    if args.get("step", 1) != 1 or not all(isinstance(a, (int, type(None))) for a in (dim, start, end)):
+        return None
+    dim %= v.dim()
+    size = v.shape[dim]
+    if not isinstance(size, int):
+        return None
+    start = 0 if start is None else min(max(start + size if start < 0 else start, 0), size)
+    end = size if end is None else min(max(end + size if end < 0 else end, 0), size)
+    return (dim, start, end, src) if start < end else None
+
+
+def _sum_within(n, root, val) -> bool:
+    """n is the sum root, or a sum of the same shape and dtype that only
+    the sum above it reads: a node of root's sum tree."""
+    if not isinstance(n, torch.fx.Node):
+        return False
+    v = n.meta.get("val")
+    return (n.op == "call_function" and n.target is torch.ops.aten.add.Tensor and len(n.args) == 2
+            and n.kwargs.get("alpha", 1) == 1 and (n is root or len(n.users) == 1)
+            and isinstance(v, torch.Tensor) and v.shape == val.shape and v.dtype == val.dtype)
+
+
+def join_placed_pieces(gm: torch.fx.GraphModule) -> int:
+    """A sum of pieces each placed in its own tensor of zeros, side by side
+    along one dim and covering it, becomes one ``cat`` of the pieces. The
+    gradient of ``x[..., :k]`` and ``x[..., k:]`` (a rotary embedding's
+    halves) is such a sum: AOTAutograd gives ``slice_scatter(zeros, g_i)``
+    per piece and adds them. After it nothing fills zeros, copies a piece
+    into them or adds tensors half of zeros; the sum of zeros and one piece
+    per element is that piece, exactly, so results are unchanged. Runs
+    first, on the functional graph. Returns the sums rewritten."""
+    g = gm.graph
+    done, gone = 0, set()
+    for root in reversed(list(g.nodes)):  # the outermost sum of a tree first
+        val = root.meta.get("val")
+        if root in gone or not isinstance(val, torch.Tensor) or val.dim() == 0 or not val.is_contiguous() or \
+                not _sum_within(root, root, val):
+            continue
+        terms, sums, stack = [], [], [root]
+        while stack:
+            n = stack.pop()
+            if _sum_within(n, root, val):
+                sums.append(n)
+                stack.extend(reversed(n.args))
+            else:
+                terms.append(n)
+        pieces = [_placed_piece(t, val) for t in terms]
+        if any(p is None or p[0] != pieces[0][0] for p in pieces):
+            continue
+        dim = pieces[0][0]
+        pieces.sort(key=lambda p: p[1])
+        if pieces[0][1] != 0 or pieces[-1][2] != val.shape[dim] or any(
+                a[2] != b[1] for a, b in zip(pieces, pieces[1:])):
+            continue  # a gap or an overlap: the zeros or the sum still matter
+        with g.inserting_before(root):
+            cat = g.call_function(torch.ops.aten.cat.default, ([p[3] for p in pieces], dim))
+        cat.meta["val"] = val
+        root.replace_all_uses_with(cat)
+        for n in sums:  # each sum, then what it read: none has a user left
+            g.erase_node(n)
+        for t in terms:
+            fill = t.args[0]
+            g.erase_node(t)
+            g.erase_node(fill)
+        gone.update(sums)
+        done += 1
+    return done
+
+
 def scatter_in_place(gm: torch.fx.GraphModule) -> int:
     """``y = slice_scatter(x, src, ...)`` (the gradient of a slice: a zero
     tensor with src in part of it) where nothing else reads x and x is a
@@ -300,6 +394,7 @@ class Program(OutputCode):
 
     def __init__(self, gm: torch.fx.GraphModule, kind: str):
         t0 = time.perf_counter_ns()
+        self.joins = join_placed_pieces(gm)
         self.hoisted = hoist_small(gm)
         self.in_place = write_back_in_place(gm)
         self.scatters = scatter_in_place(gm)
