@@ -306,3 +306,44 @@ def test_numerics_compare_reports_per_module():
     assert default.worst().max_rel > 1e-4 > 1e-6 > highest.worst().max_rel
     assert "max abs err" in str(default)
     assert next(model.parameters()).device.type == "cpu"  # the user's model is untouched
+
+
+def _writes(w):
+    """Ways to write a weight between two products that reuse its packed
+    panels: each must be seen by the next product."""
+    return [
+        ("in place", lambda: w.add_(0.5)),
+        ("from the host", lambda: w.copy_(torch.randn(w.shape))),
+        ("one row", lambda: w.__setitem__(3, 7.0)),
+        ("through another view", lambda: w.view(-1)[5:9].fill_(-2.0)),
+        ("CPU fallback", lambda: w[1].sinc_()),  # no native kernel: the CPU kernel writes device memory
+        ("optimizer step", lambda: torch.optim.SGD([w], lr=0.5).step()),
+        ("random fill", lambda: torch.nn.init.normal_(w)),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kept_weight_panels_follow_every_write(mode, dtype):
+    """A product with few rows keeps its weight's packed panels: the same
+    bits as packing afresh (a clone is new memory, never kept), and after
+    any write of the weight the new values, never the kept ones."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 96, generator=g).to(dtype).to("tpu")
+    w = torch.randn(80, 96, generator=g).to(dtype).to("tpu")
+    w.grad = torch.randn(80, 96, generator=g).to(dtype).to("tpu")
+
+    def check():
+        fresh = torch.nn.functional.linear(x, w.detach().clone())
+        for _ in range(3):  # seen, kept, reused
+            got = torch.nn.functional.linear(x, w)
+            assert torch.equal(got.cpu(), fresh.cpu())
+
+    vtpu._C._mxu_kept_clear()
+    hits = vtpu._C._mxu_kept_hits()
+    with vtpu.eager_mode(mode), torch.no_grad():
+        check()
+        assert vtpu._C._mxu_kept_hits() > hits  # the panels were reused
+        for what, write in _writes(w):
+            write()
+            check()  # fails with the previous values if a write went unseen

@@ -337,6 +337,22 @@ void vt_fault_clear_writes(const vt_access *acc, int n);
 void vt_hbm_poison(const vt_access *a, vt_fault *f);
 vt_fault *vt_hbm_fault(const vt_access *a);
 void vt_hbm_unpoison(const vt_access *a);
+/* Contents versions. Every command that writes a block counts a write
+ * there when it is prepared or recorded (vt_uses_prepare), and a host
+ * write when it is marked (vt_mark_written), so a block's (allocation
+ * generation, writes) pair changes before any write it stands for runs: a
+ * command prepared after it reads the contents the queue has made by then,
+ * and a later command with the same pair reads the same bytes. Lets a
+ * kernel keep what it derived from an operand (mxu.c's packed B panels). */
+typedef struct vt_version {
+    uint64_t gen, writes;
+} vt_version;
+void vt_hbm_note_write(const vt_access *a);
+vt_version vt_hbm_version(const vt_access *a);
+/* The version of the block holding t's view (0, 0 when t is empty or not
+ * device memory). */
+vt_version vt_view_version(const vt_tensor *t);
+
 /* Whether a's allocation is still live (not freed since a was resolved);
  * lock-free. A block stays known while queued or recorded work names it:
  * blocks go back to the host only after the queue drained. */
@@ -714,6 +730,11 @@ size_t vt_mxu_pack_scratch_bytes(const vt_mxu_packed *p);
 void vt_mxu_pack_task(const vt_mxu_packed *p, const vt_mxu_engine *e, vt_precision prec, const vt_tensor *a,
                       const vt_tensor *b, int64_t task, int64_t na, void *mem);
 
+/* vt_matmul of a B whose contents are b_version (vt_view_version when the
+ * op was prepared): a product with few rows keeps B's packed panels for
+ * the next product of the same contents (mxu.c). */
+vt_status vt_matmul_versioned(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                              double alpha, double beta, vt_precision prec, vt_version b_version);
 /* vt_matmul with an F32 out for BF16 / F16 operands: the MXU's f32 sums
  * unrounded (as the kernel has them before its epilogue), for callers that
  * sum them further and round once (convolution). */

@@ -2,6 +2,7 @@
  * the CPU has: bit-exact where every partial sum is exact (K = 1, small
  * integers), within the fp32 accumulation bound otherwise, plus the
  * torch_xla precision recipe, specials, layouts, batches, bias and errors. */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "test_kernels_util.h"
@@ -553,4 +554,81 @@ TEST(kernels_mxu_queued_op) {
                  VT_ERR_INVALID_ARGUMENT);
     CHECK(strstr(vt_last_error(), "aten::mm: mat1 and mat2 shapes cannot be multiplied (9x40 and 41x7)") != NULL);
     ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref), ht_free(&bad);
+}
+
+/* Products that name B's contents (vt_version) keep B's packed panels from
+ * the second one on: every product gives the bits a fresh pack gives, and
+ * reuse happens only for the same contents, view, precision and engine. */
+typedef struct kept_worker {
+    const vt_tensor *a, *b, *ref;
+    vt_version v;
+    atomic_int bad;
+} kept_worker;
+
+static void *kept_thread(void *p) {
+    kept_worker *w = p;
+    host_tensor o = mat(w->ref->dtype, w->ref->sizes[0], w->ref->sizes[1]);
+    for (int i = 0; i < 40; i++) {
+        if (vt_matmul_versioned(&o.t, w->a, w->b, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT, w->v) != VT_OK ||
+            ht_compare("kept, two threads", &o.t, w->ref, -1) != 0)
+            atomic_fetch_add(&w->bad, 1);
+    }
+    ht_free(&o);
+    return NULL;
+}
+
+TEST(kernels_mxu_kept_panels) {
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t d = 0; d < 2; d++)
+            for (int p = 0; p < 3; p++) {
+                const int64_t M = 16, K = 70, N = 48;
+                host_tensor a = mat(dts[d], M, K), b = mat(dts[d], K, 2 * N), o = mat(dts[d], M, N),
+                            want = mat(dts[d], M, N);
+                ht_fill_random(&a, 0, 0), ht_fill_random(&b, 0, 0);
+                vt_tensor left = b.t, right = b.t; /* two views of one allocation */
+                left.sizes[1] = right.sizes[1] = N;
+                right.offset = N;
+                const vt_version v = {777 + e, 1};
+                vt_mxu_kept_clear();
+                uint64_t hits = vt_mxu_kept_hits();
+                CHECK_OK(vt_matmul(&want.t, &a.t, &left, NULL, 1.0, 0.0, (vt_precision)p));
+                for (int i = 0; i < 3; i++) { /* seen, kept, reused */
+                    memset(o.block, 0xff, (size_t)ht_block_elems(&o) * vt_dtype_size(o.t.dtype));
+                    CHECK_OK(vt_matmul_versioned(&o.t, &a.t, &left, NULL, 1.0, 0.0, (vt_precision)p, v));
+                    CHECK(ht_compare("kept: same contents", &o.t, &want.t, -1) == 0);
+                }
+                CHECK(vt_mxu_kept_hits() == hits + 1);
+                /* the other view, another precision: never the kept panels */
+                CHECK_OK(vt_matmul(&want.t, &a.t, &right, NULL, 1.0, 0.0, (vt_precision)p));
+                CHECK_OK(vt_matmul_versioned(&o.t, &a.t, &right, NULL, 1.0, 0.0, (vt_precision)p, v));
+                CHECK(ht_compare("kept: another view", &o.t, &want.t, -1) == 0);
+                const vt_precision q = (vt_precision)((p + 1) % 3);
+                CHECK_OK(vt_matmul(&want.t, &a.t, &left, NULL, 1.0, 0.0, q));
+                CHECK_OK(vt_matmul_versioned(&o.t, &a.t, &left, NULL, 1.0, 0.0, q, v));
+                CHECK(ht_compare("kept: another precision", &o.t, &want.t, -1) == 0);
+                /* new contents under a new version */
+                ht_fill_random(&b, 0, 0);
+                const vt_version v2 = {v.gen, 2};
+                CHECK_OK(vt_matmul(&want.t, &a.t, &left, NULL, 1.0, 0.0, (vt_precision)p));
+                for (int i = 0; i < 3; i++) {
+                    CHECK_OK(vt_matmul_versioned(&o.t, &a.t, &left, NULL, 1.0, 0.0, (vt_precision)p, v2));
+                    CHECK(ht_compare("kept: new contents", &o.t, &want.t, -1) == 0);
+                }
+                ht_free(&a), ht_free(&b), ht_free(&o), ht_free(&want);
+            }
+    }
+    restore_engine();
+    /* two threads reusing one kept B at once */
+    host_tensor a = mat(VT_F32, 32, 64), b = mat(VT_F32, 64, 96), want = mat(VT_F32, 32, 96);
+    ht_fill_random(&a, 0, 0), ht_fill_random(&b, 0, 0);
+    CHECK_OK(vt_matmul(&want.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+    kept_worker w = {&a.t, &b.t, &want.t, {4242, 1}, 0};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, kept_thread, &w) == 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(atomic_load(&w.bad) == 0);
+    vt_mxu_kept_clear();
+    ht_free(&a), ht_free(&b), ht_free(&want);
 }

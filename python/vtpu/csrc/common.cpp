@@ -134,9 +134,13 @@ void wait_readable(const at::Tensor& t) {
 
 void mark_written(const at::Tensor& t) {
   vt_tensor d{};
-  if (t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
-      static_cast<size_t>(t.numel()) * t.itemsize() == t.storage().nbytes() && storage_bytes(t, &d))
-    vt_mark_written(&d);
+  if (!storage_bytes(t, &d)) return;
+  // the whole storage, when t covers it (which clears its poison); else its
+  // first byte, which names the allocation without covering it
+  if (!(t.is_non_overlapping_and_dense() && t.storage_offset() == 0 &&
+        static_cast<size_t>(t.numel()) * t.itemsize() == t.storage().nbytes()))
+    d.sizes[0] = 1;
+  vt_mark_written(&d);
 }
 
 void resize_out(const at::Tensor& out, c10::IntArrayRef shape,

@@ -205,6 +205,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_isa_info", torch::wrap_pybind_function(isa_info));
   m.def("_synchronize", torch::wrap_pybind_function(synchronize));
   m.def("_hbm_stats", torch::wrap_pybind_function(hbm_stats));
+  m.def("_mxu_kept_hits", [] { return vt_mxu_kept_hits(); });
+  m.def("_mxu_kept_clear", [] { vt_mxu_kept_clear(); });
   m.def("_set_eager_mode", torch::wrap_pybind_function(set_eager_mode));
   m.def("_get_eager_mode", torch::wrap_pybind_function(get_eager_mode));
   m.def("_fallback_report", torch::wrap_pybind_function(fallback_report));

@@ -208,8 +208,9 @@ vt_status vt_wait(int dev, int64_t timeout_ms);
  * the error of the failed op that wrote it or that its data depends on. A
  * view that is not live device memory is VT_ERR_INVALID_ARGUMENT. */
 vt_status vt_check_readable(const vt_tensor *t);
-/* The host wrote t's memory (after a wait): a dense write of a whole
- * allocation clears its poison. */
+/* The host wrote t's memory (after a wait): every host write of device
+ * memory must say so (kernels keep data derived from an allocation until
+ * it is written); a dense write of a whole allocation clears its poison. */
 void vt_mark_written(const vt_tensor *t);
 
 /* Queues and streams. A device has VT_MAX_QUEUES in-order queues, each
@@ -472,6 +473,13 @@ vt_status vt_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b
 /* Engine vt_matmul runs its bf16 passes on: "amx", "avx512bf16", "avx512",
  * "avx2" or "scalar" (static string). */
 const char *vt_mxu_path(void);
+/* A matmul op with few rows keeps its B operand's packed panels while B's
+ * memory is not written (every write of device memory is announced: a
+ * queued op's when it is prepared, a host write by vt_mark_written), and
+ * reuses them for the same B. Test aids: the products that reused kept
+ * panels so far, and dropping every kept panel no product holds. */
+uint64_t vt_mxu_kept_hits(void);
+void vt_mxu_kept_clear(void);
 
 /* ---- convolution on the MXU (im2col + vt_matmul), 1 to 3 spatial dims.
  * Layouts as PyTorch: input [N, C, *spatial], weight [O, C/groups, *kernel],

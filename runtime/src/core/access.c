@@ -427,6 +427,8 @@ vt_status vt_uses_prepare(int dev, const char *name, vt_use *uses, int n, vt_pre
         }
         a->flags = VT_USE_READ;
     }
+    for (int x = 0; x < p->n; x++)
+        if (p->acc[x].flags & VT_USE_WRITE) vt_hbm_note_write(&p->acc[x]);
     free(heap);
     return VT_OK;
 
@@ -478,5 +480,16 @@ void vt_mark_written(const vt_tensor *t) {
     vt_access a;
     int empty;
     if (resolve_view(t, &a, &empty) != VT_OK || empty) return;
+    vt_hbm_note_write(&a);
     if ((a.flags & VT_ACCESS_COVERS) && vt_view_is_dense(t)) vt_hbm_unpoison(&a);
+}
+
+vt_version vt_view_version(const vt_tensor *t) {
+    vt_access a;
+    int empty;
+    if (vt_check_runtime() != VT_OK || !t || resolve_view(t, &a, &empty) != VT_OK || empty) {
+        vt_clear_error();
+        return (vt_version){0, 0};
+    }
+    return vt_hbm_version(&a);
 }

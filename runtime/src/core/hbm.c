@@ -35,6 +35,11 @@ typedef struct hbm_block {
     size_t requested;       /* bytes the current allocation asked for (red zones start there) */
     uint8_t mmapped, redzone, live;
     uint64_t gen;           /* allocation generation: new each time the block is handed out */
+    /* Writes announced so far (any allocation): a command that writes the
+     * block counts one when it is prepared or recorded, a host write when
+     * it is marked. With gen, it names the block's contents as the queue
+     * will have made them (vt_hbm_version). */
+    _Atomic uint64_t writes;
     _Atomic uint64_t live_gen; /* gen while the allocation is live, 0 once freed (read without the lock) */
     struct hbm_block *next; /* live-table chain, or free stack of its class */
     /* Per queue of the device, the ticket (done count) of the last command
@@ -647,6 +652,12 @@ void vt_hbm_resolve_local(int dev, int n, const uintptr_t *lo, const uintptr_t *
         acc[k].flags = l == (uintptr_t)b->ptr && h == (uintptr_t)b->ptr + b->requested ? VT_ACCESS_COVERS : 0;
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+void vt_hbm_note_write(const vt_access *a) { atomic_fetch_add_explicit(&a->block->writes, 1, memory_order_relaxed); }
+
+vt_version vt_hbm_version(const vt_access *a) {
+    return (vt_version){a->gen, atomic_load_explicit(&a->block->writes, memory_order_relaxed)};
 }
 
 int vt_hbm_access_live(const vt_access *a) {

@@ -99,6 +99,7 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
      * recorded before (queue.c), and the node reads the copy. */
     vt_status s = vt_uses_prepare(dev, n->name, u, m, &pr);
     if (s != VT_OK) return s;
+    vt_node_note_versions(n);
     if (out_bytes == 0) { /* writes nothing, reads nothing: checked as in Strict, nothing to record */
         vt_prepared_release(dev, &pr);
         return VT_OK;

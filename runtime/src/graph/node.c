@@ -289,6 +289,12 @@ void vt_node_memory_order(vt_node *n) {
     if (vt_node_memory_perm(n, perm)) vt_node_permute(n, perm);
 }
 
+void vt_node_note_versions(vt_node *n) {
+    if (n->kind != VT_NODE_MATMUL) return;
+    const vt_version v = vt_view_version(&n->src[1]);
+    n->iparams[1] = (int64_t)v.gen, n->iparams[2] = (int64_t)v.writes;
+}
+
 vt_status vt_node_submit(int dev, vt_node *n) {
     vt_status s = vt_check_device(dev);
     if (s == VT_OK) s = vt_node_check(n);
@@ -301,6 +307,7 @@ vt_status vt_node_submit(int dev, vt_node *n) {
     if (vt_defer_wants(mode)) return vt_defer_record(dev, n, u, m);
     vt_prepared p;
     if ((s = vt_uses_prepare(dev, n->name, u, m, &p)) != VT_OK) return s;
+    vt_node_note_versions(n);
     vt_node_memory_order(n);
     return vt_node_enqueue(dev, n, &p, mode == VT_EAGER_DEBUG ? VT_ENQ_WAIT : VT_ENQ_ASYNC);
 }

@@ -178,6 +178,10 @@ vt_status vt_node_check_compute(const vt_node *n);
 vt_status vt_node_check_counts(const vt_node *n, int nout, int nsrc);
 /* n's check (errors are prefixed with n's name). */
 vt_status vt_node_check(const vt_node *n);
+/* After n's uses are prepared (its own writes counted): a matmul names the
+ * contents of its B (iparams[1], iparams[2]: vt_version's gen and writes,
+ * 0 0 for none), so the kernel may reuse B's packed panels. */
+void vt_node_note_versions(vt_node *n);
 /* Check n and run it on dev's queue (the eager mode decides whether this
  * waits). n may be rewritten by staging (access.c). */
 vt_status vt_node_submit(int dev, vt_node *n);

@@ -574,8 +574,10 @@ static vt_status matmul_check(const vt_node *n) {
     return s == VT_OK ? VT_OK : vt_error_prefix(s, n->name);
 }
 static vt_status matmul_call(const vt_node *n, int ref) {
-    return (ref ? vt_ref_matmul : vt_matmul)(&n->out[0], &n->src[0], &n->src[1], src_opt(n, 2), n->params[0],
-                                              n->params[1], (vt_precision)n->iparams[0]);
+    const vt_precision prec = (vt_precision)n->iparams[0];
+    if (ref) return vt_ref_matmul(&n->out[0], &n->src[0], &n->src[1], src_opt(n, 2), n->params[0], n->params[1], prec);
+    const vt_version v = {(uint64_t)n->iparams[1], (uint64_t)n->iparams[2]};
+    return vt_matmul_versioned(&n->out[0], &n->src[0], &n->src[1], src_opt(n, 2), n->params[0], n->params[1], prec, v);
 }
 static vt_status matmul_run(const vt_node *n) { return matmul_call(n, 0); }
 static vt_status matmul_ref(const vt_node *n) { return matmul_call(n, 1); }

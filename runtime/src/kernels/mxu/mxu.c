@@ -62,6 +62,140 @@ static void ws_release(void *p, int cached) {
     else free(p);
 }
 
+/* ------------------------------------------------------------ kept B panels
+ * A product with one row tile (M <= 128: a recurrent step, a decoder's
+ * tokens, a small batch through a Linear) spends more time packing its B
+ * (the weight: convert, split, interleave) than multiplying. When the op
+ * names B's contents (vt_version: its allocation and the writes announced
+ * to it, read when the op was prepared), the packed panels are kept and the
+ * next product with the same contents, view, precision and engine reuses
+ * them: the same bits, packed once. Panels are kept on the second sighting
+ * of a version (a one-off operand is packed into the workspace as before)
+ * and the least recently used go first, up to KEPT_BYTES; a newer version
+ * of the same view replaces the older at once. */
+
+#define KEPT_MAX 16
+#define KEPT_BYTES ((size_t)64 << 20)
+#define KEPT_ROWS 128
+
+typedef struct kept_key {
+    vt_version v;
+    const void *data;
+    int64_t offset, K, N, s0, s1;
+    int dtype, prec;
+    const vt_mxu_engine *e;
+} kept_key;
+
+typedef struct kept_panels {
+    kept_key key;
+    uint16_t *b; /* NULL: only seen once so far */
+    size_t bytes;
+    int refs, ready; /* ready: b holds the packed panels */
+    uint64_t used;
+} kept_panels;
+
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static kept_panels kept[KEPT_MAX];
+static size_t kept_bytes;
+static uint64_t kept_clock;
+static atomic_uint_fast64_t kept_hits;
+
+static int same_key(const kept_key *x, const kept_key *y) {
+    return x->v.gen == y->v.gen && x->v.writes == y->v.writes && x->data == y->data && x->offset == y->offset &&
+           x->K == y->K && x->N == y->N && x->s0 == y->s0 && x->s1 == y->s1 && x->dtype == y->dtype &&
+           x->prec == y->prec && x->e == y->e;
+}
+
+/* The same view of the same allocation (any version). */
+static int same_view(const kept_key *x, const kept_key *y) {
+    return x->v.gen == y->v.gen && x->data == y->data && x->offset == y->offset && x->K == y->K && x->N == y->N &&
+           x->s0 == y->s0 && x->s1 == y->s1 && x->dtype == y->dtype && x->prec == y->prec && x->e == y->e;
+}
+
+static void drop_slot(kept_panels *k) {
+    kept_bytes -= k->bytes;
+    free(k->b);
+    memset(k, 0, sizeof *k);
+}
+
+/* A slot for key: a free one, else the least recently used that nobody
+ * holds (NULL: all held). */
+static kept_panels *free_slot(void) {
+    kept_panels *best = NULL;
+    for (int i = 0; i < KEPT_MAX; i++) {
+        kept_panels *k = &kept[i];
+        if (k->key.v.gen == 0) return k;
+        if (k->refs == 0 && (!best || k->used < best->used)) best = k;
+    }
+    if (best) drop_slot(best);
+    return best;
+}
+
+/* Kept panels for key, held (*hit: already packed; else the caller packs
+ * into them and they count from then on); NULL: pack into the workspace. */
+static kept_panels *kept_acquire(const kept_key *key, size_t bytes, int *hit) {
+    *hit = 0;
+    if (key->v.gen == 0 || bytes > KEPT_BYTES / 4) return NULL;
+    pthread_mutex_lock(&kept_mu);
+    kept_panels *found = NULL;
+    for (int i = 0; i < KEPT_MAX; i++) {
+        kept_panels *k = &kept[i];
+        if (k->key.v.gen == 0) continue;
+        if (same_key(&k->key, key)) found = k;
+        else if (k->refs == 0 && same_view(&k->key, key)) drop_slot(k); /* an older version */
+    }
+    kept_panels *r = NULL;
+    if (found && found->ready) {
+        found->refs++;
+        *hit = 1;
+        atomic_fetch_add_explicit(&kept_hits, 1, memory_order_relaxed);
+        r = found;
+    } else if (found && !found->b) { /* seen before: keep it from now on */
+        for (int i = 0; i < KEPT_MAX && kept_bytes + bytes > KEPT_BYTES; i++) {
+            kept_panels *lru = NULL;
+            for (int j = 0; j < KEPT_MAX; j++)
+                if (kept[j].b && kept[j].refs == 0 && (!lru || kept[j].used < lru->used)) lru = &kept[j];
+            if (!lru) break;
+            drop_slot(lru);
+        }
+        uint16_t *b = kept_bytes + bytes <= KEPT_BYTES && !vt_exceeds_host_memory((double)bytes)
+                          ? aligned_alloc(64, (bytes + 63) & ~(size_t)63)
+                          : NULL;
+        if (b) {
+            found->b = b;
+            found->bytes = bytes;
+            kept_bytes += bytes;
+            found->refs = 1; /* not a hit until packed: the caller packs, holding it */
+            r = found;
+        }
+    } else if (!found) { /* first sighting: remember the key only */
+        kept_panels *k = free_slot();
+        if (k) k->key = *key;
+        found = k;
+    }
+    if (found) found->used = ++kept_clock;
+    pthread_mutex_unlock(&kept_mu);
+    return r;
+}
+
+static void kept_release(kept_panels *k, int ok) {
+    if (!k) return;
+    pthread_mutex_lock(&kept_mu);
+    k->refs--;
+    if (ok) k->ready = 1;
+    else if (!k->ready && k->refs == 0) drop_slot(k); /* packing failed: the panels hold nothing */
+    pthread_mutex_unlock(&kept_mu);
+}
+
+uint64_t vt_mxu_kept_hits(void) { return atomic_load(&kept_hits); }
+
+void vt_mxu_kept_clear(void) {
+    pthread_mutex_lock(&kept_mu);
+    for (int i = 0; i < KEPT_MAX; i++)
+        if (kept[i].refs == 0) drop_slot(&kept[i]);
+    pthread_mutex_unlock(&kept_mu);
+}
+
 /* ------------------------------------------------------------ epilogue */
 
 static double load_double(const vt_tensor *t, int64_t off) {
@@ -280,9 +414,10 @@ static void *materialize(const vt_tensor *t, const vt_mxu_rows *src, vt_tensor *
     return buf;
 }
 
+/* b_version: what b holds (NULL: unknown), for the kept panels. */
 static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
                            const vt_tensor *bias, double alpha, double beta, vt_precision prec,
-                           const vt_mxu_rows *a_rows, const vt_mxu_rows *b_rows) {
+                           const vt_mxu_rows *a_rows, const vt_mxu_rows *b_rows, const vt_version *b_version) {
     int64_t M = out->sizes[0], N = out->sizes[1], K = a->sizes[1];
     if (M == 0 || N == 0) return VT_OK;
     if (out->dtype == VT_F64) { /* plain f64 products read stored operands: store produced ones */
@@ -311,21 +446,30 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     j.p.a_rows = a_rows, j.p.b_rows = b_rows;
     int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
     int parallel = macs >= PARALLEL_MACS;
-    int cached = 0;
+    int cached = 0, hit = 0;
     uint16_t *ws = NULL;
+    kept_panels *kb = NULL;
     if (K > 0) {
-        ws = ws_acquire((size_t)(a_elems + b_elems) * sizeof(uint16_t), &cached);
-        if (!ws)
+        if (b_version && !b_rows && j.p.Mp <= KEPT_ROWS) {
+            const kept_key key = {*b_version, b->data, b->offset, K, N, b->strides[0], b->strides[1],
+                                  (int)b->dtype, (int)j.prec, e};
+            kb = kept_acquire(&key, (size_t)b_elems * sizeof(uint16_t), &hit);
+        }
+        const int64_t ws_elems = a_elems + (kb ? 0 : b_elems);
+        ws = ws_acquire((size_t)ws_elems * sizeof(uint16_t), &cached);
+        if (!ws) {
+            kept_release(kb, hit);
             return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: cannot allocate %lld bytes of packing workspace",
-                                (long long)((a_elems + b_elems) * 2));
+                                (long long)(ws_elems * 2));
+        }
         j.p.a = ws;
-        j.p.b = ws + a_elems;
+        j.p.b = kb ? kb->b : ws + a_elems;
         int64_t ntasks = vt_mxu_pack_tasks(&j.p, e, a, b, &j.na);
         /* A panels and B tasks differ in cost: two loops keep both halves even. */
         j.first = 0;
         vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);
         j.first = j.na;
-        vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
+        if (!hit) vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
     }
     j.ntm = (j.p.Mp + MC - 1) / MC;
     j.group = j.p.nlow ? MGROUP : 1;
@@ -339,6 +483,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     j.nclaims = j.ngm * ((j.p.Np + j.nc - 1) / j.nc);
     if (!atomic_load(&j.oom)) vt_parallel_for(j.nclaims, parallel ? 1 : j.nclaims, tile_range, &j);
     if (ws) ws_release(ws, cached);
+    kept_release(kb, hit || !atomic_load(&j.oom));
     if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
     return VT_OK;
 }
@@ -437,6 +582,7 @@ typedef struct batch_job {
     int has_bias;
     double alpha, beta;
     vt_precision prec;
+    const vt_version *b_version; /* one product only */
     atomic_int status;
 } batch_job;
 
@@ -458,7 +604,8 @@ static vt_tensor slice2d(const vt_tensor *t, int64_t index, const vt_tensor *out
 static vt_status run_batch(batch_job *j, int64_t i) {
     vt_tensor o = slice2d(&j->out, i, &j->out), a = slice2d(&j->a, i, &j->out), b = slice2d(&j->b, i, &j->out);
     vt_tensor bias = j->has_bias ? slice2d(&j->bias, i, &j->out) : o;
-    return matmul_2d(j->e, &o, &a, &b, j->has_bias ? &bias : NULL, j->alpha, j->beta, j->prec, NULL, NULL);
+    return matmul_2d(j->e, &o, &a, &b, j->has_bias ? &bias : NULL, j->alpha, j->beta, j->prec, NULL, NULL,
+                     j->b_version);
 }
 
 static void batch_range(void *ctx, int64_t begin, int64_t end) {
@@ -470,18 +617,24 @@ static void batch_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
-                                double alpha, double beta, vt_precision prec);
+                                double alpha, double beta, vt_precision prec, const vt_version *b_version);
 
 vt_status vt_matmul(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias, double alpha,
                     double beta, vt_precision prec) {
     vt_status s = vt_matmul_check(out, a, b, bias, prec);
-    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec);
+    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec, NULL);
+}
+
+vt_status vt_matmul_versioned(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
+                              double alpha, double beta, vt_precision prec, vt_version b_version) {
+    vt_status s = vt_matmul_check(out, a, b, bias, prec);
+    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec, &b_version);
 }
 
 vt_status vt_matmul_f32_out(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
                             double alpha, double beta, vt_precision prec) {
     vt_status s = check_products(out, a, b, bias, prec, 1);
-    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec);
+    return s != VT_OK ? s : matmul_checked(out, a, b, bias, alpha, beta, prec, NULL);
 }
 
 vt_status vt_matmul_rows(const vt_tensor *out, const vt_tensor *a, const vt_mxu_rows *a_rows, const vt_tensor *b,
@@ -493,11 +646,11 @@ vt_status vt_matmul_rows(const vt_tensor *out, const vt_tensor *a, const vt_mxu_
         !vt_dtype_is_float(a->dtype) || (out->dtype != a->dtype && (out->dtype != VT_F32 || a->dtype == VT_F64)) ||
         (unsigned)prec > VT_PRECISION_HIGHEST)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "vt_matmul_rows: operands do not match");
-    return matmul_2d(vt_mxu_engine_active(), out, a, b, bias, alpha, beta, prec, a_rows, b_rows);
+    return matmul_2d(vt_mxu_engine_active(), out, a, b, bias, alpha, beta, prec, a_rows, b_rows, NULL);
 }
 
 static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
-                                double alpha, double beta, vt_precision prec) {
+                                double alpha, double beta, vt_precision prec, const vt_version *b_version) {
     vt_status s = VT_OK;
     batch_job j;
     memset(&j, 0, sizeof j);
@@ -512,6 +665,7 @@ static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const 
     for (int d = 0; d < out->ndim - 2; d++) nbatch *= out->sizes[d];
     int64_t M = out->sizes[out->ndim - 2], N = out->sizes[out->ndim - 1], K = a->sizes[a->ndim - 1];
     if (nbatch == 0 || M == 0 || N == 0) return VT_OK;
+    if (nbatch == 1) j.b_version = b_version;
     /* Small products in a batch: one product per task, each on one core. */
     if (nbatch > 1 && M * N * (K ? K : 1) < PARALLEL_MACS) {
         vt_parallel_for(nbatch, 1, batch_range, &j);
