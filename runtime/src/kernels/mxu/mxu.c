@@ -118,8 +118,8 @@ static void drop_slot(kept_panels *k) {
     memset(k, 0, sizeof *k);
 }
 
-/* A slot for key: a free one, else the least recently used that nobody
- * holds (NULL: all held). */
+/* A slot for a new key: an empty one, else the least recently used that
+ * nobody holds, emptied (NULL: all held). */
 static kept_panels *free_slot(void) {
     kept_panels *best = NULL;
     for (int i = 0; i < KEPT_MAX; i++) {
