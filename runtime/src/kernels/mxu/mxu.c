@@ -100,17 +100,13 @@ static size_t kept_bytes;
 static uint64_t kept_clock;
 static atomic_uint_fast64_t kept_hits;
 
-static int same_key(const kept_key *x, const kept_key *y) {
-    return x->v.gen == y->v.gen && x->v.writes == y->v.writes && x->data == y->data && x->offset == y->offset &&
-           x->K == y->K && x->N == y->N && x->s0 == y->s0 && x->s1 == y->s1 && x->dtype == y->dtype &&
-           x->prec == y->prec && x->e == y->e;
-}
-
 /* The same view of the same allocation (any version). */
 static int same_view(const kept_key *x, const kept_key *y) {
     return x->v.gen == y->v.gen && x->data == y->data && x->offset == y->offset && x->K == y->K && x->N == y->N &&
            x->s0 == y->s0 && x->s1 == y->s1 && x->dtype == y->dtype && x->prec == y->prec && x->e == y->e;
 }
+
+static int same_key(const kept_key *x, const kept_key *y) { return same_view(x, y) && x->v.writes == y->v.writes; }
 
 static void drop_slot(kept_panels *k) {
     kept_bytes -= k->bytes;
@@ -118,17 +114,25 @@ static void drop_slot(kept_panels *k) {
     memset(k, 0, sizeof *k);
 }
 
-/* A slot for a new key: an empty one, else the least recently used that
- * nobody holds, emptied (NULL: all held). */
-static kept_panels *free_slot(void) {
+/* The least recently used slot nobody holds, among those with panels when
+ * panels_only (NULL: none). */
+static kept_panels *least_used(int panels_only) {
     kept_panels *best = NULL;
     for (int i = 0; i < KEPT_MAX; i++) {
         kept_panels *k = &kept[i];
-        if (k->key.v.gen == 0) return k;
-        if (k->refs == 0 && (!best || k->used < best->used)) best = k;
+        if (k->refs == 0 && (k->b || !panels_only) && (!best || k->used < best->used)) best = k;
     }
-    if (best) drop_slot(best);
     return best;
+}
+
+/* A slot for a new key: an empty one, else the least recently used that
+ * nobody holds, emptied (NULL: all held). */
+static kept_panels *free_slot(void) {
+    for (int i = 0; i < KEPT_MAX; i++)
+        if (kept[i].key.v.gen == 0) return &kept[i];
+    kept_panels *k = least_used(0);
+    if (k) drop_slot(k);
+    return k;
 }
 
 /* Kept panels for key, held (*hit: already packed; else the caller packs
@@ -151,13 +155,7 @@ static kept_panels *kept_acquire(const kept_key *key, size_t bytes, int *hit) {
         atomic_fetch_add_explicit(&kept_hits, 1, memory_order_relaxed);
         r = found;
     } else if (found && !found->b) { /* seen before: keep it from now on */
-        for (int i = 0; i < KEPT_MAX && kept_bytes + bytes > KEPT_BYTES; i++) {
-            kept_panels *lru = NULL;
-            for (int j = 0; j < KEPT_MAX; j++)
-                if (kept[j].b && kept[j].refs == 0 && (!lru || kept[j].used < lru->used)) lru = &kept[j];
-            if (!lru) break;
-            drop_slot(lru);
-        }
+        for (kept_panels *lru; kept_bytes + bytes > KEPT_BYTES && (lru = least_used(1));) drop_slot(lru);
         uint16_t *b = kept_bytes + bytes <= KEPT_BYTES && !vt_exceeds_host_memory((double)bytes)
                           ? aligned_alloc(64, (bytes + 63) & ~(size_t)63)
                           : NULL;
