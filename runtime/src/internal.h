@@ -681,10 +681,16 @@ typedef void (*vt_mxu_split_fn)(const float *restrict x, int64_t n, int64_t npad
  * odd[i], 16 at a time into out + (i/16)*stride (the B panel order). */
 typedef void (*vt_mxu_zip_fn)(const uint16_t *restrict even, const uint16_t *restrict odd, int64_t n,
                               uint16_t *restrict out, int64_t stride);
+/* Block kernel over an A that is not packed: a row-major bf16 matrix (a:
+ * row 0 of the block at k 0, lda elements from row to row, K a multiple of
+ * 32); mb any count (no row past mb is read). The rest as vt_mxu_block_fn. */
+typedef void (*vt_mxu_direct_fn)(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
+                                 const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc);
 typedef struct vt_mxu_engine {
     const char *name;
     unsigned isa; /* VT_ISA_* bits it needs */
     vt_mxu_block_fn block;
+    vt_mxu_direct_fn direct; /* NULL: A is always packed */
     vt_mxu_split_fn split;
     vt_mxu_zip_fn zip;
     int rows_any; /* block computes exactly mb rows, any count: the driver skips M's padding rows */

@@ -441,6 +441,54 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
     restore_engine();
 }
 
+/* A bf16 A whose rows are whole 32-k chunks is read where it lies by the
+ * engines that can (AMX, AVX512-BF16): no packing, any row count (AMX runs
+ * the last strip of fewer than 32 rows under its own tile configuration),
+ * any row stride. The same values as f32 operands at DEFAULT go through the
+ * packed path with the same bf16 parts in the same order, so out must match
+ * bit for bit: at awkward M (one row, a partial 16, a partial 32), K past
+ * one 2048-k block, rows a view with an odd stride, bf16 and f32 outs, a
+ * bias, and specials (inf, NaN, denormals the engines flush, -0). */
+TEST(kernels_mxu_bf16_a_in_place_same_bits) {
+    static const int64_t Ms[] = {1, 15, 16, 17, 31, 33, 100};
+    static const int64_t Ks[] = {32, 96, 2080};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+                for (int view = 0; view < 2; view++) {
+                    const int64_t M = Ms[mi], K = Ks[ki], N = 45, lda = view ? K + 3 : K;
+                    host_tensor a = mat(VT_BF16, M, lda), b = mat(VT_BF16, K, N), bias = mat(VT_F32, M, N);
+                    fill(&a, 0), fill(&b, 0), fill(&bias, 0);
+                    a.t.sizes[1] = K; /* the view: rows lda apart */
+                    static const double specials[] = {INFINITY, -INFINITY, NAN, 1e-40, -1e-40, -0.0};
+                    for (int q = 0; q < 6 && q < M; q++) set_f(&a, q * lda + (q * 7) % K, specials[q]);
+                    host_tensor af = mat(VT_F32, M, K), bf = mat(VT_F32, K, N);
+                    CHECK_OK(vt_copy(&af.t, &a.t));
+                    CHECK_OK(vt_copy(&bf.t, &b.t));
+                    for (int form = 0; form < 3; form++) { /* bf16 out; f32 out; f32 out with a bias */
+                        host_tensor got = mat(form ? VT_F32 : VT_BF16, M, N), want = mat(VT_F32, M, N);
+                        const vt_tensor *bp = form == 2 ? &bias.t : NULL;
+                        memset(got.block, 0xff, got.bytes);
+                        if (form) CHECK_OK(vt_matmul_f32_out(&got.t, &a.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                        else CHECK_OK(vt_matmul(&got.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+                        CHECK_OK(vt_matmul(&want.t, &af.t, &bf.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                        if (!form) { /* the f32 sums, rounded once to bf16 */
+                            host_tensor w16 = mat(VT_BF16, M, N);
+                            CHECK_OK(vt_copy(&w16.t, &want.t));
+                            ht_free(&want);
+                            want = w16;
+                        }
+                        CHECK_MSG(!memcmp(got.block, want.block, got.bytes), "%s M %lld K %lld view %d form %d",
+                                  vt_mxu_path(), (long long)M, (long long)K, view, form);
+                        ht_free(&got), ht_free(&want);
+                    }
+                    ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&af), ht_free(&bf);
+                }
+    }
+    restore_engine();
+}
+
 /* A row source that copies row i of a stored matrix (and counts calls). */
 typedef struct copy_rows {
     const host_tensor *m;

@@ -282,6 +282,8 @@ typedef struct gemm_job {
     int64_t nc;        /* columns per claim: NC, or less so every thread has claims */
     atomic_llong next; /* next claim */
     int direct;        /* full tiles may accumulate in out itself (f32, unit stride, plain) */
+    const uint16_t *a_direct; /* A read where it lies (engine's direct kernel): its row 0, else NULL */
+    int64_t lda;
     epilogue ep;
     atomic_int oom;
 } gemm_job;
@@ -311,6 +313,14 @@ static void run_pass(const gemm_job *j, const tile *x, vt_mxu_pass ps, int acc) 
     const vt_mxu_packed *p = &j->p;
     const uint16_t *a = p->a + (x->m0 / 16) * p->a_panel + ps.a * p->kt * VT_MXU_CHUNK;
     const uint16_t *b = p->b + (x->n0 / 16) * p->b_panel + ps.b * p->kt * VT_MXU_CHUNK;
+    if (j->a_direct) { /* one pass (DEFAULT): A's rows from m0, 32 k per chunk */
+        for (int64_t k = 0; k < p->kt; k += KC) {
+            int64_t kc = p->kt - k < KC ? p->kt - k : KC;
+            j->e->direct(kc, x->mb, x->nb, j->a_direct + x->m0 * j->lda + k * 32, j->lda, b + k * VT_MXU_CHUNK,
+                         p->b_panel, x->c, x->ldc, acc || k > 0);
+        }
+        return;
+    }
     for (int64_t k = 0; k < p->kt; k += KC) {
         int64_t kc = p->kt - k < KC ? p->kt - k : KC;
         j->e->block(kc, x->mb, x->nb, a + k * VT_MXU_CHUNK, p->a_panel, b + k * VT_MXU_CHUNK, p->b_panel, x->c,
@@ -372,7 +382,7 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
             /* M's padding rows (up to 31, all of them but one for a
              * matrix-vector product) cost as much as real ones; an engine
              * that takes any row count skips them (m0 < M always). */
-            if (j->e->rows_any && p->M - x->m0 < x->mb) x->mb = p->M - x->m0;
+            if ((j->e->rows_any || j->a_direct) && p->M - x->m0 < x->mb) x->mb = p->M - x->m0;
             /* C accumulates in out when the whole tile is inside it: the
              * f32 sum is the result, so the copy would only move bytes. */
             x->direct = j->direct && x->m0 + x->mb <= p->M && x->n0 + x->nb <= p->N;
@@ -442,6 +452,13 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     int64_t a_elems, b_elems;
     vt_mxu_pack_plan(&j.p, M, N, K, j.prec, &a_elems, &b_elems);
     j.p.a_rows = a_rows, j.p.b_rows = b_rows;
+    /* A bf16 A whose rows are runs of whole 32-k chunks is read in place by
+     * an engine that can: its packing would only copy it. */
+    if (e->direct && a->dtype == VT_BF16 && !a_rows && K > 0 && K % 32 == 0 && a->strides[1] == 1 && j.p.nlow == 0) {
+        j.a_direct = (const uint16_t *)a->data + a->offset;
+        j.lda = a->strides[0];
+        a_elems = 0;
+    }
     int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
     int parallel = macs >= PARALLEL_MACS;
     int cached = 0, hit = 0;
@@ -453,7 +470,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
                                   (int)b->dtype, (int)j.prec, e};
             kb = kept_acquire(&key, (size_t)b_elems * sizeof(uint16_t), &hit);
         }
-        const int64_t ws_elems = a_elems + (kb ? 0 : b_elems);
+        const int64_t ws_elems = a_elems + (kb ? 0 : b_elems) + 32; /* never empty */
         ws = ws_acquire((size_t)ws_elems * sizeof(uint16_t), &cached);
         if (!ws) {
             kept_release(kb, hit);
@@ -465,7 +482,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         int64_t ntasks = vt_mxu_pack_tasks(&j.p, e, a, b, &j.na);
         /* A panels and B tasks differ in cost: two loops keep both halves even. */
         j.first = 0;
-        vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);
+        if (!j.a_direct) vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);
         j.first = j.na;
         if (!hit) vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
     }

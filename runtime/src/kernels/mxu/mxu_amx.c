@@ -1,6 +1,7 @@
 /* mxu_amx.c — AMX-BF16 MXU engine: 2x2 tile blocking (C in tmm0-3 for the
  * whole K block, A in tmm4-5, B in tmm6-7) over the packed layout, where
- * every 32-K chunk of a 16-wide panel is one 1 KiB tile with 64-byte rows. */
+ * every 32-K chunk of a 16-wide panel is one 1 KiB tile with 64-byte rows,
+ * and a bf16 A read where it lies (direct_amx). */
 #include <immintrin.h>
 
 #include "mxu_local.h"
@@ -28,6 +29,75 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
     _tile_release();
 }
 
+/* The tile configuration of a last strip of r < 32 rows: C tiles 0-1 and A
+ * tile 4 hold its first min(r, 16) rows, C tiles 2-3 and A tile 5 the rest
+ * (unused when r <= 16); B tiles 6-7 are whole. */
+static vt_amx_tile_config tail_tiles(int64_t r) {
+    vt_amx_tile_config t = vt_amx_tiles16;
+    uint8_t r0 = (uint8_t)(r < 16 ? r : 16), r1 = (uint8_t)(r > 16 ? r - 16 : 0);
+    t.rows[0] = t.rows[1] = t.rows[4] = r0;
+    t.rows[2] = t.rows[3] = t.rows[5] = r1;
+    if (!r1) t.colsb[2] = t.colsb[3] = t.colsb[5] = 0;
+    return t;
+}
+
+/* A read in place: a bf16 row-major matrix whose rows are lda apart is
+ * already in the A tiles' format (16 rows of 32 k, one row stride), so only
+ * B is packed. Whole 32-row strips as block_amx; the last strip of fewer
+ * rows under its own tile configuration, so no row past mb is read. */
+static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
+                       const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+    const size_t ldcb = (size_t)ldc * sizeof(float), ldab = (size_t)lda * sizeof(uint16_t);
+    const int64_t mfull = mb & ~(int64_t)31;
+    _tile_loadconfig(&vt_amx_tiles16);
+    for (int64_t m = 0; m < mfull; m += 32) {
+        const uint16_t *a0 = a + m * lda, *a1 = a0 + 16 * lda;
+        for (int64_t n = 0; n < nb; n += 32) {
+            const uint16_t *b0 = b + (n / 16) * bs, *b1 = b0 + bs;
+            float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc;
+            vt_amx_c_start(c0, c1, ldcb, acc);
+            for (int64_t ch = 0; ch < kc; ch++)
+                vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK, 64);
+            vt_amx_c_store(c0, c1, ldcb);
+        }
+    }
+    if (mb > mfull) {
+        const int64_t r = mb - mfull;
+        const vt_amx_tile_config tail = tail_tiles(r);
+        _tile_loadconfig(&tail);
+        const uint16_t *a0 = a + mfull * lda, *a1 = a0 + 16 * lda;
+        for (int64_t n = 0; n < nb; n += 32) {
+            const uint16_t *b0 = b + (n / 16) * bs, *b1 = b0 + bs;
+            float *c0 = c + mfull * ldc + n, *c1 = c0 + 16 * ldc;
+            if (r > 16) {
+                vt_amx_c_start(c0, c1, ldcb, acc);
+                for (int64_t ch = 0; ch < kc; ch++)
+                    vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK,
+                                b1 + ch * VT_MXU_CHUNK, 64);
+                vt_amx_c_store(c0, c1, ldcb);
+                continue;
+            }
+            if (acc) {
+                _tile_loadd(0, c0, ldcb);
+                _tile_loadd(1, c0 + 16, ldcb);
+            } else {
+                _tile_zero(0);
+                _tile_zero(1);
+            }
+            for (int64_t ch = 0; ch < kc; ch++) {
+                _tile_loadd(4, a0 + ch * 32, ldab);
+                _tile_loadd(6, b0 + ch * VT_MXU_CHUNK, 64);
+                _tile_loadd(7, b1 + ch * VT_MXU_CHUNK, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+            }
+            _tile_stored(0, c0, ldcb);
+            _tile_stored(1, c0 + 16, ldcb);
+        }
+    }
+    _tile_release();
+}
+
 const vt_mxu_engine vt_mxu_engine_amx = {"amx", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16 | VT_ISA_AMX,
-                                         block_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0,
+                                         block_amx, direct_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0,
                                          &vt_mxu_packers_avx512bf16};

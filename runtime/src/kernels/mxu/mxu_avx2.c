@@ -174,5 +174,5 @@ void vt_mxu_block_avx2(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
     _mm_setcsr(csr);
 }
 
-const vt_mxu_engine vt_mxu_engine_avx2 = {"avx2", VT_ISA_AVX2, vt_mxu_block_avx2, vt_mxu_split_avx2,
+const vt_mxu_engine vt_mxu_engine_avx2 = {"avx2", VT_ISA_AVX2, vt_mxu_block_avx2, NULL, vt_mxu_split_avx2,
                                           vt_mxu_zip_avx2, 1, NULL};

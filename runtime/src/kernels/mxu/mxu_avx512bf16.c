@@ -17,19 +17,19 @@
 #define VT_ACC_STEP(r)                                                                  \
     do {                                                                                \
         uint32_t w;                                                                     \
-        memcpy(&w, ac + r * 32 + 2 * j, 4);                                             \
+        memcpy(&w, ac + r * ars + 2 * j, 4);                                             \
         __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);                              \
         c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                                    \
         c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                                    \
     } while (0)
 #define VT_ACC_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r##0), _mm512_storeu_ps(c + r * ldc + 16, c##r##1);
 
-static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, const uint16_t *restrict b, int64_t bs,
-                              float *restrict c, int64_t ldc, int acc) {
+static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, int64_t ars, int64_t acs,
+                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
     VT_ACC_DECL(0) VT_ACC_DECL(1) VT_ACC_DECL(2) VT_ACC_DECL(3)
     VT_ACC_DECL(4) VT_ACC_DECL(5) VT_ACC_DECL(6) VT_ACC_DECL(7)
     for (int64_t ch = 0; ch < kc; ch++) {
-        const uint16_t *ac = a + ch * VT_MXU_CHUNK, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
+        const uint16_t *ac = a + ch * acs, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
         for (int j = 0; j < 16; j++) {
             __m512bh b0 = (__m512bh)_mm512_loadu_si512(b0c + j * 32);
             __m512bh b1 = (__m512bh)_mm512_loadu_si512(b1c + j * 32);
@@ -46,11 +46,11 @@ static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, const uint
 
 /* One row of C[1 x 32]: the rows past the last whole 8 (a short M, a
  * matrix-vector product), with the same per-element sequence of steps. */
-static inline void micro_1x32(int64_t kc, const uint16_t *restrict a, const uint16_t *restrict b, int64_t bs,
-                              float *restrict c, int acc) {
+static inline void micro_1x32(int64_t kc, const uint16_t *restrict a, int64_t acs, const uint16_t *restrict b,
+                              int64_t bs, float *restrict c, int acc) {
     __m512 c0 = acc ? _mm512_loadu_ps(c) : _mm512_setzero_ps(), c1 = acc ? _mm512_loadu_ps(c + 16) : _mm512_setzero_ps();
     for (int64_t ch = 0; ch < kc; ch++) {
-        const uint16_t *ac = a + ch * VT_MXU_CHUNK, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
+        const uint16_t *ac = a + ch * acs, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
         for (int j = 0; j < 16; j++) {
             uint32_t w;
             memcpy(&w, ac + 2 * j, 4);
@@ -63,17 +63,31 @@ static inline void micro_1x32(int64_t kc, const uint16_t *restrict a, const uint
     _mm512_storeu_ps(c + 16, c1);
 }
 
-static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
-                             const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+/* A's row m at a + (m / 16) * as + (m % 16) * ars, chunk c of it + c * acs:
+ * the packed panels, or a bf16 matrix read where it lies. */
+static inline void blocks(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as, int64_t ars,
+                          int64_t acs, const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc,
+                          int acc) {
     const int64_t m8 = mb & ~(int64_t)7;
     for (int64_t n = 0; n < nb; n += 32) {
         for (int64_t m = 0; m < m8; m += 8)
-            micro_8x32(kc, a + (m / 16) * as + (m % 16) * 32, b + (n / 16) * bs, bs, c + m * ldc + n, ldc, acc);
+            micro_8x32(kc, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs, bs, c + m * ldc + n, ldc,
+                       acc);
         for (int64_t m = m8; m < mb; m++)
-            micro_1x32(kc, a + (m / 16) * as + (m % 16) * 32, b + (n / 16) * bs, bs, c + m * ldc + n, acc);
+            micro_1x32(kc, a + (m / 16) * as + (m % 16) * ars, acs, b + (n / 16) * bs, bs, c + m * ldc + n, acc);
     }
 }
 
+static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
+                             const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+    blocks(kc, mb, nb, a, as, 32, VT_MXU_CHUNK, b, bs, c, ldc, acc);
+}
+
+static void direct_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
+                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+    blocks(kc, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
+}
+
 const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,
-                                                block_avx512bf16, vt_mxu_split_avx512, vt_mxu_zip_avx512, 1,
-                                                &vt_mxu_packers_avx512bf16};
+                                                block_avx512bf16, direct_avx512bf16, vt_mxu_split_avx512,
+                                                vt_mxu_zip_avx512, 1, &vt_mxu_packers_avx512bf16};
