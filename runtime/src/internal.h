@@ -681,11 +681,20 @@ typedef void (*vt_mxu_split_fn)(const float *restrict x, int64_t n, int64_t npad
  * odd[i], 16 at a time into out + (i/16)*stride (the B panel order). */
 typedef void (*vt_mxu_zip_fn)(const uint16_t *restrict even, const uint16_t *restrict odd, int64_t n,
                               uint16_t *restrict out, int64_t stride);
+/* Where a block's finished sums go instead of c: rounded once to bf16 (as
+ * vt_f32_to_bf16 rounds) at p[row * ld + col], columns below ncols only
+ * (row and col from the block's origin). */
+typedef struct vt_mxu_sink {
+    uint16_t *p;
+    int64_t ld, ncols;
+} vt_mxu_sink;
 /* Block kernel over an A that is not packed: a row-major bf16 matrix (a:
  * row 0 of the block at k 0, lda elements from row to row, K a multiple of
- * 32); mb any count (no row past mb is read). The rest as vt_mxu_block_fn. */
+ * 32); mb any count (no row past mb is read). The rest as vt_mxu_block_fn,
+ * but with a sink the sums go there (c is only read, when acc). */
 typedef void (*vt_mxu_direct_fn)(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
-                                 const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc);
+                                 const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
+                                 const vt_mxu_sink *sink);
 typedef struct vt_mxu_engine {
     const char *name;
     unsigned isa; /* VT_ISA_* bits it needs */

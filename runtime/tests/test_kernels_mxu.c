@@ -448,7 +448,8 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
  * packed path with the same bf16 parts in the same order, so out must match
  * bit for bit: at awkward M (one row, a partial 16, a partial 32), K past
  * one 2048-k block, rows a view with an odd stride, bf16 and f32 outs, a
- * bias, and specials (inf, NaN, denormals the engines flush, -0). */
+ * bias, a bf16 out that is a view, and specials (inf, NaN, denormals the
+ * engines flush, -0). */
 TEST(kernels_mxu_bf16_a_in_place_same_bits) {
     static const int64_t Ms[] = {1, 15, 16, 17, 31, 33, 100};
     static const int64_t Ks[] = {32, 96, 2080};
@@ -466,21 +467,25 @@ TEST(kernels_mxu_bf16_a_in_place_same_bits) {
                     host_tensor af = mat(VT_F32, M, K), bf = mat(VT_F32, K, N);
                     CHECK_OK(vt_copy(&af.t, &a.t));
                     CHECK_OK(vt_copy(&bf.t, &b.t));
-                    for (int form = 0; form < 3; form++) { /* bf16 out; f32 out; f32 out with a bias */
-                        host_tensor got = mat(form ? VT_F32 : VT_BF16, M, N), want = mat(VT_F32, M, N);
+                    for (int form = 0; form < 4; form++) { /* bf16 out; f32 out; with a bias; bf16 view out */
+                        const int half = form == 0 || form == 3;
+                        host_tensor got = mat(half ? VT_BF16 : VT_F32, M, form == 3 ? N + 5 : N),
+                                    want = mat(VT_F32, M, N);
+                        got.t.sizes[1] = N;
                         const vt_tensor *bp = form == 2 ? &bias.t : NULL;
                         memset(got.block, 0xff, got.bytes);
-                        if (form) CHECK_OK(vt_matmul_f32_out(&got.t, &a.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                        if (!half) CHECK_OK(vt_matmul_f32_out(&got.t, &a.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
                         else CHECK_OK(vt_matmul(&got.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
                         CHECK_OK(vt_matmul(&want.t, &af.t, &bf.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
-                        if (!form) { /* the f32 sums, rounded once to bf16 */
-                            host_tensor w16 = mat(VT_BF16, M, N);
-                            CHECK_OK(vt_copy(&w16.t, &want.t));
-                            ht_free(&want);
-                            want = w16;
-                        }
-                        CHECK_MSG(!memcmp(got.block, want.block, got.bytes), "%s M %lld K %lld view %d form %d",
+                        host_tensor w = mat(got.t.dtype, M, N); /* the f32 sums, rounded once to out's dtype */
+                        CHECK_OK(vt_copy(&w.t, &want.t));
+                        ht_free(&want);
+                        want = w;
+                        CHECK_MSG(ht_compare("in place", &got.t, &want.t, -1) == 0, "%s M %lld K %lld view %d form %d",
                                   vt_mxu_path(), (long long)M, (long long)K, view, form);
+                        /* the view's gaps are untouched */
+                        for (int64_t i = 0; form == 3 && i < M; i++)
+                            CHECK(((uint16_t *)got.block)[i * (N + 5) + N + 2] == 0xffff);
                         ht_free(&got), ht_free(&want);
                     }
                     ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&af), ht_free(&bf);

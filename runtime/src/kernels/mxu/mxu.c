@@ -284,6 +284,7 @@ typedef struct gemm_job {
     int direct;        /* full tiles may accumulate in out itself (f32, unit stride, plain) */
     const uint16_t *a_direct; /* A read where it lies (engine's direct kernel): its row 0, else NULL */
     int64_t lda;
+    int sink_bf16; /* a_direct and a plain bf16 out at unit stride: tiles go out through the sink */
     epilogue ep;
     atomic_int oom;
 } gemm_job;
@@ -305,6 +306,8 @@ typedef struct tile {
     int64_t m0, n0, mb, nb, ldc;
     float *c;
     int direct;
+    int sunk; /* the direct kernel rounds the sums into out itself (sink) */
+    vt_mxu_sink sink;
 } tile;
 
 /* Tile x's C (+)= segment ps.a of its A panels times segment ps.b of its B
@@ -314,10 +317,11 @@ static void run_pass(const gemm_job *j, const tile *x, vt_mxu_pass ps, int acc) 
     const uint16_t *a = p->a + (x->m0 / 16) * p->a_panel + ps.a * p->kt * VT_MXU_CHUNK;
     const uint16_t *b = p->b + (x->n0 / 16) * p->b_panel + ps.b * p->kt * VT_MXU_CHUNK;
     if (j->a_direct) { /* one pass (DEFAULT): A's rows from m0, 32 k per chunk */
+        const vt_mxu_sink *sink = x->sunk ? &x->sink : NULL;
         for (int64_t k = 0; k < p->kt; k += KC) {
             int64_t kc = p->kt - k < KC ? p->kt - k : KC;
             j->e->direct(kc, x->mb, x->nb, j->a_direct + x->m0 * j->lda + k * 32, j->lda, b + k * VT_MXU_CHUNK,
-                         p->b_panel, x->c, x->ldc, acc || k > 0);
+                         p->b_panel, x->c, x->ldc, acc || k > 0, k + KC >= p->kt ? sink : NULL);
         }
         return;
     }
@@ -395,11 +399,17 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
             }
             x->c = x->direct ? (float *)o->data + o->offset + x->m0 * o->strides[0] + x->n0 : scratch + t * MC * NC;
             x->ldc = x->direct ? o->strides[0] : NC;
+            /* a plain bf16 out takes an in-place A's sums straight from the
+             * kernel, rounded in L1, not from a scratch tile */
+            x->sunk = j->sink_bf16;
+            if (x->sunk)
+                x->sink = (vt_mxu_sink){(uint16_t *)o->data + o->offset + x->m0 * o->strides[0] + x->n0, o->strides[0],
+                                        p->N - x->n0};
         }
         run_tiles(j, tl, nt);
         for (int64_t t = 0; t < nt; t++) {
             const tile *x = &tl[t];
-            if (x->direct) continue;
+            if (x->direct || x->sunk) continue;
             int64_t mv = p->M - x->m0 < x->mb ? p->M - x->m0 : x->mb;
             int64_t nv = p->N - x->n0 < x->nb ? p->N - x->n0 : x->nb;
             write_out(&j->ep, x->c, x->ldc, x->m0, x->n0, mv, nv);
@@ -458,6 +468,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         j.a_direct = (const uint16_t *)a->data + a->offset;
         j.lda = a->strides[0];
         a_elems = 0;
+        j.sink_bf16 = out->dtype == VT_BF16 && out->strides[1] == 1 && alpha == 1.0 && !j.ep.bias;
     }
     int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
     int parallel = macs >= PARALLEL_MACS;

@@ -46,8 +46,10 @@ static vt_amx_tile_config tail_tiles(int64_t r) {
  * B is packed. Whole 32-row strips as block_amx; the last strip of fewer
  * rows under its own tile configuration, so no row past mb is read. */
 static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
-                       const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+                       const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
+                       const vt_mxu_sink *sink) {
     const size_t ldcb = (size_t)ldc * sizeof(float), ldab = (size_t)lda * sizeof(uint16_t);
+    _Alignas(64) float done[32 * 32]; /* a finished block on its way to the sink */
     const int64_t mfull = mb & ~(int64_t)31;
     _tile_loadconfig(&vt_amx_tiles16);
     for (int64_t m = 0; m < mfull; m += 32) {
@@ -58,7 +60,12 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
             vt_amx_c_start(c0, c1, ldcb, acc);
             for (int64_t ch = 0; ch < kc; ch++)
                 vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK, 64);
-            vt_amx_c_store(c0, c1, ldcb);
+            if (sink) {
+                vt_amx_c_store(done, done + 16 * 32, 32 * sizeof(float));
+                vt_mxu_sink_rows(sink, m, n, done, 32, 32);
+            } else {
+                vt_amx_c_store(c0, c1, ldcb);
+            }
         }
     }
     if (mb > mfull) {
@@ -74,7 +81,12 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
                 for (int64_t ch = 0; ch < kc; ch++)
                     vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK,
                                 b1 + ch * VT_MXU_CHUNK, 64);
-                vt_amx_c_store(c0, c1, ldcb);
+                if (sink) {
+                    vt_amx_c_store(done, done + 16 * 32, 32 * sizeof(float));
+                    vt_mxu_sink_rows(sink, mfull, n, done, 32, r);
+                } else {
+                    vt_amx_c_store(c0, c1, ldcb);
+                }
                 continue;
             }
             if (acc) {
@@ -91,8 +103,14 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(1, 4, 7);
             }
-            _tile_stored(0, c0, ldcb);
-            _tile_stored(1, c0 + 16, ldcb);
+            if (sink) {
+                _tile_stored(0, done, 32 * sizeof(float));
+                _tile_stored(1, done + 16, 32 * sizeof(float));
+                vt_mxu_sink_rows(sink, mfull, n, done, 32, r);
+            } else {
+                _tile_stored(0, c0, ldcb);
+                _tile_stored(1, c0 + 16, ldcb);
+            }
         }
     }
     _tile_release();

@@ -84,8 +84,22 @@ static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t 
 }
 
 static void direct_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
-                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
-    blocks(kc, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
+                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
+                              const vt_mxu_sink *sink) {
+    if (!sink) {
+        blocks(kc, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
+        return;
+    }
+    /* 8 rows at a time through a small block in L1, then out to the sink */
+    _Alignas(64) float done[8 * 32];
+    for (int64_t n = 0; n < nb; n += 32)
+        for (int64_t m = 0; m < mb; m += 8) {
+            int64_t rows = mb - m < 8 ? mb - m : 8;
+            if (acc)
+                for (int64_t r = 0; r < rows; r++) memcpy(done + r * 32, c + (m + r) * ldc + n, 32 * sizeof(float));
+            blocks(kc, rows, 32, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
+            vt_mxu_sink_rows(sink, m, n, done, 32, rows);
+        }
 }
 
 const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,

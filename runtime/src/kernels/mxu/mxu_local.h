@@ -131,6 +131,19 @@ static inline __m256i vt_mxu_bf16x16(__m512 v) {
     r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), vt_mxu_set1(0x7fc00000u));
     return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
+/* rows x 32 sums of a finished block (row stride ldc) out to a sink at its
+ * (m, n). */
+static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, const float *c, int64_t ldc,
+                                    int64_t rows) {
+    int64_t left = s->ncols - n;
+    __mmask16 k0 = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    __mmask16 k1 = left >= 32 ? (__mmask16)0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+    for (int64_t r = 0; r < rows; r++) {
+        uint16_t *d = s->p + (m + r) * s->ld + n;
+        _mm256_mask_storeu_epi16(d, k0, vt_mxu_bf16x16(_mm512_loadu_ps(c + r * ldc)));
+        _mm256_mask_storeu_epi16(d + 16, k1, vt_mxu_bf16x16(_mm512_loadu_ps(c + r * ldc + 16)));
+    }
+}
 static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {
     __mmask16 den = _mm512_testn_epi32_mask(u, vt_mxu_set1(0x7f800000u));
     return _mm512_and_si512(u, _mm512_mask_mov_epi32(vt_mxu_set1(0xffff0000u), den, vt_mxu_set1(0x80000000u)));
