@@ -92,8 +92,8 @@ static inline void vt_amx_c_start(float *c0, float *c1, size_t ldc, int acc) {
 static inline void vt_amx_step(const void *a0, size_t as0, const void *a1, size_t as1, const void *b0, const void *b1,
                                size_t bs) {
     _tile_loadd(4, a0, as0);
-    _tile_loadd(6, b0, bs);
-    _tile_loadd(7, b1, bs);
+    _tile_stream_loadd(6, b0, bs);
+    _tile_stream_loadd(7, b1, bs);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_loadd(5, a1, as1);
