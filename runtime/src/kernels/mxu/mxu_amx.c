@@ -21,7 +21,7 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
             vt_amx_c_start(c0, c1, ldcb, acc);
             for (int64_t ch = 0; ch < kc; ch++) {
                 int64_t o = ch * VT_MXU_CHUNK;
-                vt_amx_step(a0 + o, 64, a1 + o, 64, b0 + o, b1 + o, 64);
+                vt_amx_step(a0 + o, 64, a1 + o, 64, b0 + o, b1 + o, 64, VT_AMX_STREAM_B);
             }
             vt_amx_c_store(c0, c1, ldcb);
         }
@@ -59,7 +59,8 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
             float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc;
             vt_amx_c_start(c0, c1, ldcb, acc);
             for (int64_t ch = 0; ch < kc; ch++)
-                vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK, 64);
+                vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK, 64,
+                            VT_AMX_STREAM_B);
             if (sink) {
                 vt_amx_c_store(done, done + 16 * 32, 32 * sizeof(float));
                 vt_mxu_sink_rows(sink, m, n, done, 32, 32);
@@ -80,7 +81,7 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
                 vt_amx_c_start(c0, c1, ldcb, acc);
                 for (int64_t ch = 0; ch < kc; ch++)
                     vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK,
-                                b1 + ch * VT_MXU_CHUNK, 64);
+                                b1 + ch * VT_MXU_CHUNK, 64, VT_AMX_STREAM_B);
                 if (sink) {
                     vt_amx_c_store(done, done + 16 * 32, 32 * sizeof(float));
                     vt_mxu_sink_rows(sink, mfull, n, done, 32, r);
@@ -98,8 +99,8 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
             }
             for (int64_t ch = 0; ch < kc; ch++) {
                 _tile_loadd(4, a0 + ch * 32, ldab);
-                _tile_loadd(6, b0 + ch * VT_MXU_CHUNK, 64);
-                _tile_loadd(7, b1 + ch * VT_MXU_CHUNK, 64);
+                _tile_stream_loadd(6, b0 + ch * VT_MXU_CHUNK, 64);
+                _tile_stream_loadd(7, b1 + ch * VT_MXU_CHUNK, 64);
                 _tile_dpbf16ps(0, 4, 6);
                 _tile_dpbf16ps(1, 4, 7);
             }
