@@ -6,7 +6,7 @@
 #include "internal.h"
 
 /* Staging chunk: small enough for every buffer to stay in L1. */
-#define CHUNK 256
+#define CHUNK 1024
 
 static const char *const unary_names[VT_UNARY_OP_COUNT] = {
 #define VT_UNARY_OP(e, name) #name,
