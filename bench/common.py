@@ -49,7 +49,10 @@ def timed(fn, args, backward, device):
     time.sleep(0.05)
     # leaves of this device: a tensor copied from one that requires grad
     # would carry the gradient back to the CPU tensor in every backward
-    args = [a.detach().to(device) for a in args]
+    # one device tensor per distinct argument: add(x, x) reads one tensor on
+    # both devices (.to("cpu") keeps a CPU tensor itself)
+    moved = {}
+    args = [moved.setdefault(id(a), a.detach().to(device)) for a in args]
     leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
 
     def run():

@@ -267,6 +267,48 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     CHECK(!vt_conv_dw_takes(&g));
 }
 
+/* A channels-last depthwise forward at DEFAULT whose output is channels-last
+ * too reads its input where it lies (no blocks); the same sums in the same
+ * order as the blocks a contiguous output goes through, so the same bits on
+ * every ISA path: random data with a bias, a weight tap that is inf (it
+ * meets the padding's zeros: NaN where a window crosses it, in both), F32
+ * and BF16, partial lane blocks, strides, dilation, 1 to 3 dims. */
+TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
+    unsigned active = vt_isa_active();
+    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512};
+    static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
+                                     "3d depthwise"};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        vt_isa_force(masks[m] & active);
+        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
+            for (size_t d = 0; d < 2; d++)
+                for (int inf = 0; inf < 2; inf++) {
+                    const conv_case *c = case_named(dw[i]);
+                    conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
+                                 mixed = make_tensors(c, dts[d], LAYOUT_MIXED);
+                    fill_values(&cl.x, 0), fill_values(&cl.w, 0), fill_values(&cl.b, 0);
+                    if (inf) {
+                        double v = INFINITY;
+                        vt_convert(VT_F64, &v, 1, cl.w.t.dtype, (char *)cl.w.block + 5 * vt_dtype_size(cl.w.t.dtype),
+                                   1, 1);
+                    }
+                    CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
+                    CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));
+                    vt_conv_params p = case_params(c);
+                    const vt_tensor *bias = c->bias ? &cl.b.t : NULL;
+                    CHECK_OK(vt_conv_forward(&cl.y.t, &cl.x.t, &cl.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_conv_forward(&mixed.y.t, &mixed.x.t, &mixed.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
+                             masks[m] & active);
+                    CHECK(ht_compare(what, &cl.y.t, &mixed.y.t, -1) == 0);
+                    free_tensors(&cl), free_tensors(&mixed);
+                }
+    }
+    vt_isa_force(active);
+}
+
 /* Channels-last inputs of these cases run the rows drivers. */
 TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
     static const char *const rows[] = {"2d 1x1", "2d bigger", "2d groups2 wide", "3d wide", "1d 1x1 wide"};

@@ -119,6 +119,23 @@ typedef struct vt_dw_geom {
     const int64_t *toff;  /* per tap: its offset from a window's first position, in floats */
     int nlow;             /* 0 DEFAULT, 2 HIGH, 5 HIGHEST: the low passes */
 } vt_dw_geom;
+/* A channels-last forward at DEFAULT read straight from the tensors: the
+ * input x (F32 or BF16) at image 0, channel 0, its channels contiguous and
+ * xs the element strides of image, s0, s1 and s2; w the weight's bf16 parts
+ * laid out as the blocks' ([ncb][tap][lane]). */
+typedef struct vt_dw_cl {
+    const vt_conv_geom *g;
+    const char *x;
+    int x_bf16;
+    int64_t xs[4], ncb;
+    const float *w;
+} vt_dw_cl;
+/* Floats of the stage of a vt_dw_cl band of `rows` output rows. */
+static inline int64_t vt_dw_cl_stage_floats(const vt_dw_cl *c, int64_t rows) {
+    const vt_conv_geom *g = c->g;
+    return g->k[0] * ((rows - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1) *
+           ((g->out[2] - 1) * g->stride[2] + (g->k[2] - 1) * g->dil[2] + 1) * c->ncb * VT_DW_LANES;
+}
 /* The compute loops (conv_dw_body.h), per ISA. x, w, gy: the parts' slots
  * (vt_mxu_slot_parts order). */
 typedef struct vt_dw_kernels {
@@ -134,6 +151,9 @@ typedef struct vt_dw_kernels {
     void (*forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
     /* one NCHW channel plane, positions along the lanes (stride 1 along rows) */
     void (*plane_forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
+    /* output rows [z1a, z1b) of (n, z0) of a vt_dw_cl forward, through stage
+     * (vt_dw_cl_stage_floats): out[z1 - z1a][z2][ncb * lanes] */
+    void (*cl_rows)(const vt_dw_cl *c, int64_t n, int64_t z0, int64_t z1a, int64_t z1b, float *stage, float *out);
     void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
                            float *hi);
     void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,

@@ -385,6 +385,74 @@ static vt_status plane_forward(const vt_conv_geom *g, const vt_tensor *x5, const
     return VT_OK;
 }
 
+/* ------------------------------------------------------------ channels-last rows */
+
+/* The forward at DEFAULT over channels-last F32 / BF16 tensors: no blocks to
+ * lay out and write back, each output row straight from the input. */
+static int cl_takes(const vt_conv_geom *g, const vt_tensor *x5, const vt_tensor *y5, int nlow) {
+    return nlow == 0 && x5->strides[1] == 1 && y5->strides[1] == 1 && (x5->dtype == VT_F32 || x5->dtype == VT_BF16);
+}
+
+typedef struct cl_job {
+    vt_dw_cl c;
+    const vt_dw_kernels *k;
+    const vt_tensor *y5;
+    const double *bias;
+    int64_t band, nbands; /* output rows (dim 1) per task */
+    _Atomic int oom;
+} cl_job;
+
+static void cl_range(void *ctx, int64_t begin, int64_t end) {
+    cl_job *j = ctx;
+    const vt_conv_geom *g = j->c.g;
+    const vt_tensor *y5 = j->y5;
+    const int64_t width = j->c.ncb * VT_DW_LANES, S = vt_dw_cl_stage_floats(&j->c, j->band);
+    float *stage = aligned_alloc(64, (size_t)(S + j->band * g->out[2] * width) * sizeof(float) + 64);
+    if (!stage) {
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    float *rows = stage + S;
+    const size_t es = vt_dtype_size(y5->dtype);
+    for (int64_t t = begin; t < end; t++) {
+        int64_t b = t % j->nbands, z0 = t / j->nbands % g->out[0], n = t / (j->nbands * g->out[0]);
+        int64_t z1a = b * j->band, z1b = z1a + j->band < g->out[1] ? z1a + j->band : g->out[1];
+        j->k->cl_rows(&j->c, n, z0, z1a, z1b, stage, rows);
+        for (int64_t z1 = z1a; z1 < z1b; z1++) {
+            char *dst = (char *)y5->data +
+                        (y5->offset + n * y5->strides[0] + z0 * y5->strides[2] + z1 * y5->strides[3]) * (int64_t)es;
+            for (int64_t z2 = 0; z2 < g->out[2]; z2++) {
+                const float *v = rows + ((z1 - z1a) * g->out[2] + z2) * width;
+                char *p = dst + z2 * y5->strides[4] * (int64_t)es;
+                if (y5->dtype == VT_F32 && !j->bias) memcpy(p, v, (size_t)g->C * sizeof(float));
+                else if (y5->dtype == VT_BF16 && !j->bias) j->k->narrow(v, g->C, (uint16_t *)(void *)p);
+                else
+                    for (int64_t c = 0; c < g->C; c++)
+                        store_elem(y5->dtype, p + c * (int64_t)es, v[c], j->bias ? j->bias + c : NULL);
+            }
+        }
+    }
+    free(stage);
+}
+
+static vt_status cl_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt_tensor *y5, const float *wparts,
+                            int64_t ncb, const double *bias, const char *fn) {
+    cl_job j;
+    memset(&j, 0, sizeof j);
+    j.c.g = g, j.c.ncb = ncb, j.c.w = wparts, j.c.x_bf16 = x5->dtype == VT_BF16;
+    j.c.x = (const char *)x5->data + x5->offset * (int64_t)vt_dtype_size(x5->dtype);
+    j.c.xs[0] = x5->strides[0], j.c.xs[1] = x5->strides[2], j.c.xs[2] = x5->strides[3], j.c.xs[3] = x5->strides[4];
+    j.k = dw_kernels(), j.y5 = y5, j.bias = bias;
+    /* bands whose stage stays near DW_BAND_BYTES (in L2), at least a row */
+    int64_t per_row = vt_dw_cl_stage_floats(&j.c, 2) - vt_dw_cl_stage_floats(&j.c, 1);
+    j.band = per_row > 0 ? DW_BAND_BYTES / (per_row * (int64_t)sizeof(float)) : g->out[1];
+    j.band = j.band < 1 ? 1 : j.band < g->out[1] ? j.band : g->out[1];
+    j.nbands = (g->out[1] + j.band - 1) / j.band;
+    vt_parallel_for(g->N * g->out[0] * j.nbands, 1, cl_range, &j);
+    if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory for scratch", fn);
+    return VT_OK;
+}
+
 /* Prepare d and the weight parts, run the tasks. w5: the weight [C, 1, k..]
  * (or, for the weight gradient, NULL). */
 static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_precision prec, const char *fn) {
@@ -438,6 +506,11 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
         free(raw);
     }
     j->w = wparts;
+    if (j->kind == VT_CONV_FORWARD && cl_takes(g, j->x5, j->y5, j->d.nlow)) {
+        vt_status s = cl_forward(g, j->x5, j->y5, wparts, j->ncb, j->bias, fn);
+        free(wparts);
+        return s;
+    }
     if (j->kind == VT_CONV_FORWARD && plane_takes(g, j->x5, j->y5)) {
         vt_status s = plane_forward(g, j->x5, j->y5, wparts, j->bias, j->d.nlow, fn);
         free(wparts);

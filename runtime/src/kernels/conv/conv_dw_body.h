@@ -333,6 +333,94 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
         }
 }
 
+/* Output rows z1 in [z1a, z1b) of image n, slice z0 of a vt_dw_cl forward.
+ * The input rows they read go once through the bf16 rounding into stage
+ * ([k0][row][E2][ncb * lanes], zeros in the padding and past C: a padding
+ * zero still meets a non-finite weight, as in the blocks); then y = sum over
+ * taps of x * w, taps in order from +0 (dw_forward_ at DEFAULT), into
+ * out[z1 - z1a][z2][ncb * lanes]. */
+static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64_t z1a, int64_t z1b, float *stage,
+                                 float *out) {
+    typedef uint16_t dw_vh __attribute__((vector_size(32)));
+    const vt_conv_geom *g = c->g;
+    const int64_t ncb = c->ncb, W = ncb * VT_DW_LANES, last = g->C - (ncb - 1) * VT_DW_LANES;
+    const int64_t E2 = (g->out[2] - 1) * g->stride[2] + (g->k[2] - 1) * g->dil[2] + 1;
+    const int64_t R = (z1b - z1a - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1;
+    const size_t es = c->x_bf16 ? 2 : 4;
+    for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
+        const int64_t i0 = z0 * g->stride[0] - g->pad[0] + k0 * g->dil[0];
+        for (int64_t r = 0; r < R; r++) {
+            const int64_t i1 = z1a * g->stride[1] - g->pad[1] + r;
+            float *dst = stage + (k0 * R + r) * E2 * W;
+            if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) {
+                memset(dst, 0, (size_t)(E2 * W) * sizeof(float));
+                continue;
+            }
+            const char *src = c->x + (n * c->xs[0] + i0 * c->xs[1] + i1 * c->xs[2]) * (int64_t)es;
+            for (int64_t e2 = 0; e2 < E2; e2++, dst += W) {
+                const int64_t i2 = e2 - g->pad[2];
+                if (i2 < 0 || i2 >= g->in[2]) {
+                    memset(dst, 0, (size_t)W * sizeof(float));
+                    continue;
+                }
+                const char *p = src + i2 * c->xs[3] * (int64_t)es;
+                const int64_t nwhole = last == VT_DW_LANES ? ncb : ncb - 1;
+                if (c->x_bf16) {
+                    const uint16_t *h = (const uint16_t *)(const void *)p;
+                    for (int64_t cb = 0; cb < nwhole; cb++) {
+                        dw_vh v;
+                        memcpy(&v, h + cb * VT_DW_LANES, sizeof v);
+                        dw_st(dst + cb * VT_DW_LANES, dw_float(dw_rne_ftz(__builtin_convertvector(v, dw_vu) << 16)));
+                    }
+                } else {
+                    const float *f = (const float *)(const void *)p;
+                    for (int64_t cb = 0; cb < nwhole; cb++)
+                        dw_st(dst + cb * VT_DW_LANES, dw_float(dw_rne_ftz(dw_bits(dw_ld(f + cb * VT_DW_LANES)))));
+                }
+                if (nwhole < ncb) { /* the last block's channels, the rest 0 */
+                    float part[VT_DW_LANES] = {0};
+                    for (int64_t l = 0; l < last; l++)
+                        part[l] = c->x_bf16 ? vt_bf16_to_f32(((const uint16_t *)(const void *)p)[nwhole * VT_DW_LANES + l])
+                                            : ((const float *)(const void *)p)[nwhole * VT_DW_LANES + l];
+                    dw_st(dst + nwhole * VT_DW_LANES, dw_float(dw_rne_ftz(dw_bits(dw_ld(part)))));
+                }
+            }
+        }
+    }
+    const int64_t T = g->k_prod;
+    int64_t toff[T > 0 ? T : 1]; /* each tap from a window's first position, in floats */
+    for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+                toff[t] = ((k0 * R + k1 * g->dil[1]) * E2 + k2 * g->dil[2]) * W;
+    /* four positions at a time: four independent sums keep the FMA busy */
+    const int64_t step = g->stride[2] * W;
+    for (int64_t z1 = z1a; z1 < z1b; z1++)
+        for (int64_t cb = 0; cb < ncb; cb++) {
+            const float *w = c->w + cb * T * VT_DW_LANES;
+            const float *x = stage + (z1 - z1a) * g->stride[1] * E2 * W + cb * VT_DW_LANES;
+            float *y = out + (z1 - z1a) * g->out[2] * W + cb * VT_DW_LANES;
+            int64_t z2 = 0;
+            for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step, y += 4 * W) {
+                dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                for (int64_t t = 0; t < T; t++) {
+                    const dw_vf wt = dw_ld(w + t * VT_DW_LANES);
+                    const float *p = x + toff[t];
+                    a0 += dw_ld(p) * wt;
+                    a1 += dw_ld(p + step) * wt;
+                    a2 += dw_ld(p + 2 * step) * wt;
+                    a3 += dw_ld(p + 3 * step) * wt;
+                }
+                dw_st(y, a0), dw_st(y + W, a1), dw_st(y + 2 * W, a2), dw_st(y + 3 * W, a3);
+            }
+            for (; z2 < g->out[2]; z2++, x += step, y += W) {
+                dw_vf acc = {0};
+                for (int64_t t = 0; t < T; t++) acc += dw_ld(x + toff[t]) * dw_ld(w + t * VT_DW_LANES);
+                dw_st(y, acc);
+            }
+        }
+}
+
 const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_split_),
     DW_NAME(dw_load_split_),
@@ -341,6 +429,7 @@ const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_narrow_),
     DW_NAME(dw_forward_),
     DW_NAME(dw_plane_forward_),
+    DW_NAME(dw_cl_rows_),
     DW_NAME(dw_backward_input_),
     DW_NAME(dw_backward_weight_),
 };
