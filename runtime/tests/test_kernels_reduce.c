@@ -591,6 +591,7 @@ TEST(kernels_scan) {
             host_tensor b = make_input(VT_BF16, c->nd, c->sizes, layout);
             fill_rand(&b, 1, 0);
             check_scan(VT_SCAN_CUMSUM, VT_F32, VT_BF16, &b, (int)c->mask, layout);
+            check_scan(VT_SCAN_CUMSUM, VT_BF16, VT_BF16, &b, (int)c->mask, layout); /* bf16 lines read in place */
             check_scan(VT_SCAN_LOGCUMSUMEXP, VT_F32, VT_BF16, &b, (int)c->mask, 0);
             ht_free(&b);
             host_tensor d = make_input(VT_F64, c->nd, c->sizes, layout);
@@ -618,6 +619,22 @@ TEST(kernels_scan) {
     for (int i = 0; i < 7; i++) set_d(&x.t, i, i + 1);
     CHECK_OK(vt_scan(VT_SCAN_CUMSUM, &x.t, &x.t, -1, VT_F32));
     CHECK(get_d(&x.t, 6) == 28 && get_d(&x.t, 2) == 6);
+    /* in place over lines that go eight at a time (41 of them: a partial
+     * group), specials included: the reference's bits on a copy */
+    {
+        int64_t sz[2] = {41, 300};
+        for (int dt = 0; dt < 2; dt++) {
+            vt_dtype t = dt ? VT_BF16 : VT_F32;
+            host_tensor a = ht_new(t, 2, sz), r = ht_new(t, 2, sz), a0 = ht_new(t, 2, sz);
+            fill_rand(&a, 1, 0);
+            set_d(&a.t, 3 * 300 + 7, INFINITY), set_d(&a.t, 9 * 300 + 100, NAN), set_d(&a.t, 40 * 300 + 299, -INFINITY);
+            CHECK_OK(vt_copy(&a0.t, &a.t));
+            CHECK_OK(vt_ref_scan(VT_SCAN_CUMSUM, &r.t, &a0.t, 1, t));
+            CHECK_OK(vt_scan(VT_SCAN_CUMSUM, &a.t, &a.t, 1, t));
+            CHECK(ht_compare("in-place cumsum lines", &a.t, &r.t, -1) == 0);
+            ht_free(&a), ht_free(&r), ht_free(&a0);
+        }
+    }
     CHECK_STATUS(vt_scan(VT_SCAN_LOGCUMSUMEXP, &y.t, &x.t, 0, VT_I64), VT_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(vt_scan(VT_SCAN_CUMSUM, &y.t, &x.t, 2, VT_F32), VT_ERR_INDEX);
     ht_free(&x);

@@ -65,6 +65,100 @@ static void scan_line(const scan_ctx *c, int64_t o) {
     }
 }
 
+/* Lines o .. o+n (n <= SCAN_GROUP) of a cumsum or cumprod in lockstep: each
+ * line's running value goes through its values in order exactly as
+ * scan_line's, the lines' chains side by side so the adds overlap. */
+#define SCAN_GROUP 8 /* the named running values below */
+#define GROUP_CHUNK 256
+static void scan_lines(const scan_ctx *c, int64_t o, int n) {
+    const vt_lines *g = &c->g;
+    int64_t ioff[SCAN_GROUP], ooff[SCAN_GROUP], unused;
+    for (int l = 0; l < n; l++) vt_lines_offsets(g, o + l, g->nk, &ioff[l], &ooff[l], &unused);
+    const vt_dtype dt = c->in_dt;
+    if ((dt == VT_F32 || dt == VT_BF16) && c->out_dt == dt && c->compute == dt && g->sin == 1 && g->so[0] == 1 &&
+        c->op == VT_SCAN_CUMSUM) {
+        /* f32 / bf16 lines read and written where they lie: each value
+         * widened, added in double, the running value rounded into out as
+         * the staged path rounds it (an in-place scan reads each value
+         * before writing it) */
+        const char *x[SCAN_GROUP];
+        char *y[SCAN_GROUP];
+        for (int l = 0; l < SCAN_GROUP; l++) {
+            int k = l < n ? l : 0; /* idle lanes redo line 0's reads, and write nothing */
+            x[l] = c->in_base + ioff[k] * (int64_t)c->in_es;
+            y[l] = c->out_base + ooff[k] * (int64_t)c->out_es;
+        }
+#define SCAN_DIRECT(T, LD, ST)                                                                                  \
+    do {                                                                                                       \
+        const T *x0 = (const T *)(const void *)x[0], *x1 = (const T *)(const void *)x[1],                      \
+                *x2 = (const T *)(const void *)x[2], *x3 = (const T *)(const void *)x[3],                      \
+                *x4 = (const T *)(const void *)x[4], *x5 = (const T *)(const void *)x[5],                      \
+                *x6 = (const T *)(const void *)x[6], *x7 = (const T *)(const void *)x[7];                      \
+        T *y0 = (T *)(void *)y[0], *y1 = (T *)(void *)y[1], *y2 = (T *)(void *)y[2], *y3 = (T *)(void *)y[3];  \
+        T *y4 = (T *)(void *)y[4], *y5 = (T *)(void *)y[5], *y6 = (T *)(void *)y[6], *y7 = (T *)(void *)y[7];  \
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;                                 \
+        if (n == SCAN_GROUP) {                                                                                 \
+            for (int64_t i = 0; i < g->len; i++) {                                                             \
+                a0 += LD(x0[i]), a1 += LD(x1[i]), a2 += LD(x2[i]), a3 += LD(x3[i]);                            \
+                a4 += LD(x4[i]), a5 += LD(x5[i]), a6 += LD(x6[i]), a7 += LD(x7[i]);                            \
+                y0[i] = ST(a0), y1[i] = ST(a1), y2[i] = ST(a2), y3[i] = ST(a3);                                \
+                y4[i] = ST(a4), y5[i] = ST(a5), y6[i] = ST(a6), y7[i] = ST(a7);                                \
+            }                                                                                                  \
+        } else {                                                                                               \
+            for (int l = 0; l < n; l++) {                                                                      \
+                const T *xl = (const T *)(const void *)x[l];                                                   \
+                T *yl = (T *)(void *)y[l];                                                                     \
+                double acc = 0;                                                                                \
+                for (int64_t i = 0; i < g->len; i++) yl[i] = ST(acc += LD(xl[i]));                            \
+            }                                                                                                  \
+        }                                                                                                      \
+    } while (0)
+#define LD_F(v) ((double)(v))
+#define ST_F(v) ((float)(v))
+#define LD_H(v) ((double)vt_bf16_to_f32(v))
+#define ST_H(v) vt_f32_to_bf16((float)(v))
+        if (dt == VT_F32) SCAN_DIRECT(float, LD_F, ST_F);
+        else SCAN_DIRECT(uint16_t, LD_H, ST_H);
+#undef SCAN_DIRECT
+#undef LD_F
+#undef ST_F
+#undef LD_H
+#undef ST_H
+        return;
+    }
+    _Alignas(64) double buf[SCAN_GROUP][GROUP_CHUNK];
+    _Alignas(64) unsigned char tmp[GROUP_CHUNK * 8];
+    double a[SCAN_GROUP];
+    for (int l = 0; l < SCAN_GROUP; l++) a[l] = init_f(c->op);
+    for (int l = n; l < SCAN_GROUP; l++) memset(buf[l], 0, sizeof buf[l]); /* idle lanes run on zeros */
+    for (int64_t j0 = 0; j0 < g->len; j0 += GROUP_CHUNK) {
+        int64_t m = g->len - j0 < GROUP_CHUNK ? g->len - j0 : GROUP_CHUNK;
+        for (int l = 0; l < n; l++)
+            vt_lines_convert(c->in_dt, c->in_base + (ioff[l] + j0 * g->sin) * (int64_t)c->in_es, g->sin, c->compute,
+                             VT_F64, buf[l], 1, m, tmp);
+        /* named running values: an array indexed in the loop stayed in
+         * memory, every add waiting on a store */
+        double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6], a7 = a[7];
+#define SCAN_STEP(OP)                                                                                   \
+    for (int64_t i = 0; i < m; i++) {                                                                  \
+        buf[0][i] = a0 = a0 OP buf[0][i], buf[1][i] = a1 = a1 OP buf[1][i];                             \
+        buf[2][i] = a2 = a2 OP buf[2][i], buf[3][i] = a3 = a3 OP buf[3][i];                             \
+        buf[4][i] = a4 = a4 OP buf[4][i], buf[5][i] = a5 = a5 OP buf[5][i];                             \
+        buf[6][i] = a6 = a6 OP buf[6][i], buf[7][i] = a7 = a7 OP buf[7][i];                             \
+    }
+        if (c->op == VT_SCAN_CUMSUM) {
+            SCAN_STEP(+)
+        } else {
+            SCAN_STEP(*)
+        }
+#undef SCAN_STEP
+        a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3, a[4] = a4, a[5] = a5, a[6] = a6, a[7] = a7;
+        for (int l = 0; l < n; l++)
+            vt_lines_convert(VT_F64, buf[l], 1, c->compute, c->out_dt,
+                             c->out_base + (ooff[l] + j0 * g->so[0]) * (int64_t)c->out_es, g->so[0], m, tmp);
+    }
+}
+
 static void scan_tile(const scan_ctx *c, int64_t t) {
     const vt_lines *g = &c->g;
     int nk = g->nk;
@@ -95,6 +189,10 @@ static void scan_tile(const scan_ctx *c, int64_t t) {
 
 static void scan_range(void *vctx, int64_t b, int64_t e) {
     const scan_ctx *c = vctx;
+    if (!c->g.vertical && c->acc_dt == VT_F64 && c->op != VT_SCAN_LOGCUMSUMEXP) {
+        for (int64_t k = b; k < e; k += SCAN_GROUP) scan_lines(c, k, e - k < SCAN_GROUP ? (int)(e - k) : SCAN_GROUP);
+        return;
+    }
     for (int64_t k = b; k < e; k++) c->g.vertical ? scan_tile(c, k) : scan_line(c, k);
 }
 
