@@ -100,6 +100,8 @@ void ix_walk_init(ix_walk *w, int ndim, const int64_t *shape, int dim, char *con
 /* ------------------------------------------------------------ typed loops */
 
 /* Returns -1, or the local position of the first bad index (and its value). */
+typedef void (*ix_row_fn)(void *d, const void *s, int64_t n, const void *alpha);
+static inline int ix_has_row(ix_row_fn f) { return f != NULL; }
 typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, int64_t i0, int64_t i1, int iouter,
                                const void *alpha, int64_t *badv);
 
@@ -118,7 +120,7 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
 
 /* A broadcast index (index_select, index_add...) moves whole runs at once;
  * a copy moves a contiguous run that does not overlap itself with memcpy. */
-#define IX_RUN(G, T0, CP, ELEM)                                                                                   \
+#define IX_RUN(G, T0, CP, ELEM, ROW)                                                                              \
     for (int64_t i = i0; i < i1; i++) {                                                                           \
         int64_t j = 0;                                                                                            \
         int64_t k = ix_load(b2, is64, o2 + i * d2);                                                               \
@@ -132,6 +134,10 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         if ((CP) && r0 == 1 && r1 == 1 &&                                                                         \
             ((uintptr_t)(dd + n) <= (uintptr_t)ss || (uintptr_t)(ss + n) <= (uintptr_t)dd)) {                     \
             memcpy(dd, ss, (size_t)n * sizeof(T0)); /* a disjoint row of a copy: the element loop's result */    \
+        } else if (ix_has_row(ROW) && r0 == 1 && r1 == 1 &&                                                       \
+                   ((uintptr_t)(dd + n) <= (uintptr_t)ss || (uintptr_t)(ss + n) <= (uintptr_t)dd)) {              \
+            ix_row_fn row_ = (ROW); /* a disjoint row of a reduction: its lanes, the element loop's bits */       \
+            row_(dd, ss, n, alpha);                                                                               \
         } else if (r0 == 1 && r1 == 1) {                                                                          \
             for (; j < n; j++) {                                                                                  \
                 T0 *d = dd + j;                                                                                   \
@@ -147,7 +153,7 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         }                                                                                                         \
     }
 
-#define IX_FN(NAME, G, T0, CP, ELEM)                                                                              \
+#define IX_FN(NAME, G, T0, CP, ELEM, ROW)                                                                         \
     static int64_t NAME(const ix_walk *w, const int64_t *off, int64_t n, int64_t i0, int64_t i1, int iouter,     \
                         const void *alpha, int64_t *badv) {                                                       \
         T0 *b0 = (T0 *)w->base[0] + off[0];                                                                       \
@@ -159,7 +165,7 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         const int wrap = w->wrap, is64 = w->is64;                                                                 \
         (void)alpha, (void)d0, (void)d1;                                                                          \
         if (iouter && r2 == 0) {                                                                                  \
-            IX_RUN(G, T0, CP, ELEM)                                                                               \
+            IX_RUN(G, T0, CP, ELEM, ROW)                                                                          \
         } else if (iouter) {                                                                                      \
             for (int64_t i = i0; i < i1; i++)                                                                     \
                 for (int64_t j = 0; j < n; j++) IX_STEP(G, T0, ELEM)                                              \
@@ -171,14 +177,14 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
     }
 
 #define COPY_ELEM (*d = *s)
-IX_FN(gather_1, 1, uint8_t, 1, COPY_ELEM)
-IX_FN(gather_2, 1, uint16_t, 1, COPY_ELEM)
-IX_FN(gather_4, 1, uint32_t, 1, COPY_ELEM)
-IX_FN(gather_8, 1, uint64_t, 1, COPY_ELEM)
-IX_FN(scatter_1, 0, uint8_t, 1, COPY_ELEM)
-IX_FN(scatter_2, 0, uint16_t, 1, COPY_ELEM)
-IX_FN(scatter_4, 0, uint32_t, 1, COPY_ELEM)
-IX_FN(scatter_8, 0, uint64_t, 1, COPY_ELEM)
+IX_FN(gather_1, 1, uint8_t, 1, COPY_ELEM, NULL)
+IX_FN(gather_2, 1, uint16_t, 1, COPY_ELEM, NULL)
+IX_FN(gather_4, 1, uint32_t, 1, COPY_ELEM, NULL)
+IX_FN(gather_8, 1, uint64_t, 1, COPY_ELEM, NULL)
+IX_FN(scatter_1, 0, uint8_t, 1, COPY_ELEM, NULL)
+IX_FN(scatter_2, 0, uint16_t, 1, COPY_ELEM, NULL)
+IX_FN(scatter_4, 0, uint32_t, 1, COPY_ELEM, NULL)
+IX_FN(scatter_8, 0, uint64_t, 1, COPY_ELEM, NULL)
 
 /* Reductions: load to the class type A, combine, store (rounding once). */
 #define F_SUM(a, b) ((a) + al * (b))
@@ -194,25 +200,75 @@ IX_FN(scatter_8, 0, uint64_t, 1, COPY_ELEM)
 #define ID(x) (x)
 #define ST_BOOL(x) ((uint8_t)((x) != 0))
 
-#define IX_RED4(SFX, T0, A, LD, ST, P)                                                                            \
-    IX_FN(red_sum_##SFX, 0, T0, 0, A al = *(const A *)alpha; RED_ELEM(A, LD, ST, P##_SUM))                           \
-    IX_FN(red_prod_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_PROD))                                                   \
-    IX_FN(red_max_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_MAX))                                                     \
-    IX_FN(red_min_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_MIN))
+#define IX_RED4(SFX, T0, A, LD, ST, P, SUMROW)                                                                     \
+    IX_FN(red_sum_##SFX, 0, T0, 0, A al = *(const A *)alpha; RED_ELEM(A, LD, ST, P##_SUM), SUMROW)                  \
+    IX_FN(red_prod_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_PROD), NULL)                                             \
+    IX_FN(red_max_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_MAX), NULL)                                               \
+    IX_FN(red_min_##SFX, 0, T0, 0, RED_ELEM(A, LD, ST, P##_MIN), NULL)
 
 static inline float ld_f16(uint16_t h) { return vt_f16_to_f32(h); }
 static inline uint16_t st_f16(float f) { return vt_f32_to_f16(f); }
 
-IX_RED4(f32, float, float, ID, ID, F)
-IX_RED4(f64, double, double, ID, ID, F)
-IX_RED4(bf16, uint16_t, float, vt_bf16_to_f32, vt_f32_to_bf16, F)
-IX_RED4(f16, uint16_t, float, ld_f16, st_f16, F)
-IX_RED4(i8, int8_t, int64_t, (int64_t), (int8_t), I)
-IX_RED4(u8, uint8_t, int64_t, (int64_t), (uint8_t), I)
-IX_RED4(i16, int16_t, int64_t, (int64_t), (int16_t), I)
-IX_RED4(i32, int32_t, int64_t, (int64_t), (int32_t), I)
-IX_RED4(i64, int64_t, int64_t, (int64_t), (int64_t), I)
-IX_RED4(b8, uint8_t, int64_t, (int64_t), ST_BOOL, I)
+/* The sum of a disjoint unit-stride row in 4-lane vectors (SSE2 / NEON
+ * wide on every build): the same multiply, add and rounding per element
+ * as F_SUM, so the same bits as the element loop. */
+typedef float ix_v4f __attribute__((vector_size(16)));
+typedef uint32_t ix_v4u __attribute__((vector_size(16)));
+typedef uint16_t ix_v4h __attribute__((vector_size(8)));
+
+static void row_sum_f32(void *dv, const void *sv, int64_t n, const void *alpha) {
+    float *restrict d = dv;
+    const float *restrict s = sv;
+    const float al = *(const float *)alpha;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        ix_v4f a, b;
+        memcpy(&a, d + j, sizeof a);
+        memcpy(&b, s + j, sizeof b);
+        a = a + al * b;
+        memcpy(d + j, &a, sizeof a);
+    }
+    for (; j < n; j++) d[j] = F_SUM(d[j], s[j]);
+}
+
+static inline ix_v4f bf16x4_to_f32(const uint16_t *p) {
+    ix_v4h h;
+    memcpy(&h, p, sizeof h);
+    ix_v4u u = __builtin_convertvector(h, ix_v4u) << 16;
+    ix_v4f f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* vt_f32_to_bf16 on four lanes: nearest even, NaN -> 0x7fc0. */
+static inline void f32x4_to_bf16(uint16_t *p, ix_v4f f) {
+    ix_v4u u;
+    memcpy(&u, &f, sizeof u);
+    ix_v4u nan = (ix_v4u)(f != f);
+    ix_v4u r = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16 & ~nan) | (nan & 0x7fc0u);
+    ix_v4h h = __builtin_convertvector(r, ix_v4h);
+    memcpy(p, &h, sizeof h);
+}
+
+static void row_sum_bf16(void *dv, const void *sv, int64_t n, const void *alpha) {
+    uint16_t *restrict d = dv;
+    const uint16_t *restrict s = sv;
+    const float al = *(const float *)alpha;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) f32x4_to_bf16(d + j, bf16x4_to_f32(d + j) + al * bf16x4_to_f32(s + j));
+    for (; j < n; j++) d[j] = vt_f32_to_bf16(F_SUM(vt_bf16_to_f32(d[j]), vt_bf16_to_f32(s[j])));
+}
+
+IX_RED4(f32, float, float, ID, ID, F, row_sum_f32)
+IX_RED4(f64, double, double, ID, ID, F, NULL)
+IX_RED4(bf16, uint16_t, float, vt_bf16_to_f32, vt_f32_to_bf16, F, row_sum_bf16)
+IX_RED4(f16, uint16_t, float, ld_f16, st_f16, F, NULL)
+IX_RED4(i8, int8_t, int64_t, (int64_t), (int8_t), I, NULL)
+IX_RED4(u8, uint8_t, int64_t, (int64_t), (uint8_t), I, NULL)
+IX_RED4(i16, int16_t, int64_t, (int64_t), (int16_t), I, NULL)
+IX_RED4(i32, int32_t, int64_t, (int64_t), (int32_t), I, NULL)
+IX_RED4(i64, int64_t, int64_t, (int64_t), (int64_t), I, NULL)
+IX_RED4(b8, uint8_t, int64_t, (int64_t), ST_BOOL, I, NULL)
 
 #define RED_ROW(SFX) {red_sum_##SFX, red_prod_##SFX, red_max_##SFX, red_min_##SFX}
 static const ix_inner_fn red_table[VT_DTYPE_COUNT][4] = {
