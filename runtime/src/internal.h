@@ -689,12 +689,14 @@ typedef struct vt_mxu_sink {
     int64_t ld, ncols;
 } vt_mxu_sink;
 /* Block kernel over an A that is not packed: a row-major bf16 matrix (a:
- * row 0 of the block at k 0, lda elements from row to row, K a multiple of
- * 32); mb any count (no row past mb is read). The rest as vt_mxu_block_fn,
- * but with a sink the sums go there (c is only read, when acc). */
-typedef void (*vt_mxu_direct_fn)(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
-                                 const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
-                                 const vt_mxu_sink *sink);
+ * row 0 of the block at k 0, lda elements from row to row), whose chunks
+ * hold `pairs` k-pairs each: 16 (K a multiple of 32), or K / 2 when K < 32
+ * is even (kc is then 1; no k past K is read). mb any count (no row past
+ * mb is read). The rest as vt_mxu_block_fn, but with a sink the sums go
+ * there (c is only read, when acc). */
+typedef void (*vt_mxu_direct_fn)(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint16_t *restrict a,
+                                 int64_t lda, const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc,
+                                 int acc, const vt_mxu_sink *sink);
 typedef struct vt_mxu_engine {
     const char *name;
     unsigned isa; /* VT_ISA_* bits it needs */

@@ -245,6 +245,24 @@ TEST(kernels_mxu_layouts_batch_bias) {
         CHECK_OK(vt_ref_matmul(&r2.t, &a2.t, &b2.t, &bias2.t, 0.5, 3.0, VT_PRECISION_DEFAULT));
         CHECK(ht_compare("bf16 bias", &o2.t, &r2.t, -1) == 0);
         ht_free(&a2), ht_free(&b2), ht_free(&o2), ht_free(&r2), ht_free(&bias2);
+
+        /* A column-major out (written column by column), f32 and bf16,
+         * plain and with alpha, beta and a bias. */
+        for (int h = 0; h < 2; h++) {
+            vt_dtype dt = h ? VT_BF16 : VT_F32;
+            host_tensor a3 = mat(dt, 37, 40), b3 = mat(dt, 40, 45), bias3 = mat(VT_F32, 37, 45);
+            host_tensor o3 = ht_transposed(dt, 37, 45), r3 = mat(dt, 37, 45);
+            fill(&a3, 1), fill(&b3, 1), fill(&bias3, 1);
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                const vt_tensor *bp = with_bias ? &bias3.t : NULL;
+                double al = with_bias ? 2.0 : 1.0, be = with_bias ? -0.5 : 0.0;
+                CHECK_OK(vt_matmul(&o3.t, &a3.t, &b3.t, bp, al, be, VT_PRECISION_DEFAULT));
+                CHECK_OK(vt_ref_matmul(&r3.t, &a3.t, &b3.t, bp, al, be, VT_PRECISION_DEFAULT));
+                CHECK_MSG(ht_compare("column-major out", &o3.t, &r3.t, -1) == 0, "%s %s bias %d", vt_mxu_path(),
+                          vt_dtype_name(dt), with_bias);
+            }
+            ht_free(&a3), ht_free(&b3), ht_free(&bias3), ht_free(&o3), ht_free(&r3);
+        }
     }
     restore_engine();
 }
@@ -441,10 +459,11 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
     restore_engine();
 }
 
-/* A bf16 A whose rows are whole 32-k chunks is read where it lies by the
- * engines that can (AMX, AVX512-BF16): no packing, any row count (AMX runs
- * the last strip of fewer than 32 rows under its own tile configuration),
- * any row stride. The same values as f32 operands at DEFAULT go through the
+/* A bf16 A whose rows are whole 32-k chunks, or one chunk of an even K
+ * below 32, is read where it lies by the engines that can (AMX,
+ * AVX512-BF16): no packing, any row count (AMX runs the last strip of fewer
+ * than 32 rows, and K < 32, under tile configurations of their own), any
+ * row stride. The same values as f32 operands at DEFAULT go through the
  * packed path with the same bf16 parts in the same order, so out must match
  * bit for bit: at awkward M (one row, a partial 16, a partial 32), K past
  * one 2048-k block, rows a view with an odd stride, bf16 and f32 outs, a
@@ -452,7 +471,7 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
  * engines flush, -0). */
 TEST(kernels_mxu_bf16_a_in_place_same_bits) {
     static const int64_t Ms[] = {1, 15, 16, 17, 31, 33, 100};
-    static const int64_t Ks[] = {32, 96, 2080};
+    static const int64_t Ks[] = {2, 16, 17, 30, 32, 96, 2080}; /* K < 32 even: one short chunk; 17 is packed */
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
@@ -464,6 +483,8 @@ TEST(kernels_mxu_bf16_a_in_place_same_bits) {
                     a.t.sizes[1] = K; /* the view: rows lda apart */
                     static const double specials[] = {INFINITY, -INFINITY, NAN, 1e-40, -1e-40, -0.0};
                     for (int q = 0; q < 6 && q < M; q++) set_f(&a, q * lda + (q * 7) % K, specials[q]);
+                    /* what lies past K in a row must not be read: a NaN there would show */
+                    for (int64_t i = 0; view && i < M; i++) set_f(&a, i * lda + K, NAN);
                     host_tensor af = mat(VT_F32, M, K), bf = mat(VT_F32, K, N);
                     CHECK_OK(vt_copy(&af.t, &a.t));
                     CHECK_OK(vt_copy(&bf.t, &b.t));

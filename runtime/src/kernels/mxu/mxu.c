@@ -284,6 +284,7 @@ typedef struct gemm_job {
     int direct;        /* full tiles may accumulate in out itself (f32, unit stride, plain) */
     const uint16_t *a_direct; /* A read where it lies (engine's direct kernel): its row 0, else NULL */
     int64_t lda;
+    int pairs;     /* k-pairs per chunk of the in-place A: 16, or K / 2 when K < 32 */
     int sink_bf16; /* a_direct and a plain bf16 out at unit stride: tiles go out through the sink */
     epilogue ep;
     atomic_int oom;
@@ -320,8 +321,8 @@ static void run_pass(const gemm_job *j, const tile *x, vt_mxu_pass ps, int acc) 
         const vt_mxu_sink *sink = x->sunk ? &x->sink : NULL;
         for (int64_t k = 0; k < p->kt; k += KC) {
             int64_t kc = p->kt - k < KC ? p->kt - k : KC;
-            j->e->direct(kc, x->mb, x->nb, j->a_direct + x->m0 * j->lda + k * 32, j->lda, b + k * VT_MXU_CHUNK,
-                         p->b_panel, x->c, x->ldc, acc || k > 0, k + KC >= p->kt ? sink : NULL);
+            j->e->direct(kc, j->pairs, x->mb, x->nb, j->a_direct + x->m0 * j->lda + k * 32, j->lda,
+                         b + k * VT_MXU_CHUNK, p->b_panel, x->c, x->ldc, acc || k > 0, k + KC >= p->kt ? sink : NULL);
         }
         return;
     }
@@ -462,11 +463,14 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     int64_t a_elems, b_elems;
     vt_mxu_pack_plan(&j.p, M, N, K, j.prec, &a_elems, &b_elems);
     j.p.a_rows = a_rows, j.p.b_rows = b_rows;
-    /* A bf16 A whose rows are runs of whole 32-k chunks is read in place by
-     * an engine that can: its packing would only copy it. */
-    if (e->direct && a->dtype == VT_BF16 && !a_rows && K > 0 && K % 32 == 0 && a->strides[1] == 1 && j.p.nlow == 0) {
+    /* A bf16 A whose rows are runs of whole 32-k chunks, or one run of an
+     * even K below 32, is read in place by an engine that can: its packing
+     * would only copy it. */
+    if (e->direct && a->dtype == VT_BF16 && !a_rows && K > 0 && (K % 32 == 0 || (K < 32 && K % 2 == 0)) &&
+        a->strides[1] == 1 && j.p.nlow == 0) {
         j.a_direct = (const uint16_t *)a->data + a->offset;
         j.lda = a->strides[0];
+        j.pairs = K % 32 ? (int)(K / 2) : 16;
         a_elems = 0;
         j.sink_bf16 = out->dtype == VT_BF16 && out->strides[1] == 1 && alpha == 1.0 && !j.ep.bias;
     }

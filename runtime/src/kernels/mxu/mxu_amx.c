@@ -29,14 +29,17 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
     _tile_release();
 }
 
-/* The tile configuration of a last strip of r < 32 rows: C tiles 0-1 and A
- * tile 4 hold its first min(r, 16) rows, C tiles 2-3 and A tile 5 the rest
- * (unused when r <= 16); B tiles 6-7 are whole. */
-static vt_amx_tile_config tail_tiles(int64_t r) {
+/* The tile configuration of a strip of r <= 32 rows whose chunks hold
+ * `pairs` k-pairs: C tiles 0-1 and A tile 4 hold its first min(r, 16)
+ * rows, C tiles 2-3 and A tile 5 the rest (unused when r <= 16); the A
+ * tiles are pairs * 4 bytes wide and the B tiles 6-7 that many rows. */
+static vt_amx_tile_config strip_tiles(int64_t r, int pairs) {
     vt_amx_tile_config t = vt_amx_tiles16;
     uint8_t r0 = (uint8_t)(r < 16 ? r : 16), r1 = (uint8_t)(r > 16 ? r - 16 : 0);
     t.rows[0] = t.rows[1] = t.rows[4] = r0;
     t.rows[2] = t.rows[3] = t.rows[5] = r1;
+    t.colsb[4] = t.colsb[5] = (uint16_t)(pairs * 4);
+    t.rows[6] = t.rows[7] = (uint8_t)pairs;
     if (!r1) t.colsb[2] = t.colsb[3] = t.colsb[5] = 0;
     return t;
 }
@@ -44,14 +47,40 @@ static vt_amx_tile_config tail_tiles(int64_t r) {
 /* A read in place: a bf16 row-major matrix whose rows are lda apart is
  * already in the A tiles' format (16 rows of 32 k, one row stride), so only
  * B is packed. Whole 32-row strips as block_amx; the last strip of fewer
- * rows under its own tile configuration, so no row past mb is read. */
-static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
+ * rows under its own tile configuration, so no row past mb is read (and,
+ * with K < 32, tiles of `pairs` k-pairs, so no k past K either). */
+/* Finished blocks on their way to the sink, two deep: a block's tiles are
+ * stored to one buffer while the block before is read from the other, so
+ * the vector loads never wait on the tile stores just issued (with K = 16
+ * that wait was most of the kernel). */
+typedef struct sink_queue {
+    _Alignas(64) float buf[2][32 * 32];
+    int cur, have;
+    int64_t m, n, rows; /* the pending block */
+} sink_queue;
+
+static void sink_drain(sink_queue *q, const vt_mxu_sink *sink) {
+    if (q->have) vt_mxu_sink_rows(sink, q->m, q->n, q->buf[q->cur ^ 1], 32, q->rows);
+    q->have = 0;
+}
+
+/* The block just stored into q->buf[q->cur]: queue it, write out the one
+ * before. */
+static void sink_push(sink_queue *q, const vt_mxu_sink *sink, int64_t m, int64_t n, int64_t rows) {
+    sink_drain(q, sink);
+    q->m = m, q->n = n, q->rows = rows, q->have = 1;
+    q->cur ^= 1;
+}
+
+static void direct_amx(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
                        const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
                        const vt_mxu_sink *sink) {
     const size_t ldcb = (size_t)ldc * sizeof(float), ldab = (size_t)lda * sizeof(uint16_t);
-    _Alignas(64) float done[32 * 32]; /* a finished block on its way to the sink */
+    sink_queue q;
+    q.cur = q.have = 0;
     const int64_t mfull = mb & ~(int64_t)31;
-    _tile_loadconfig(&vt_amx_tiles16);
+    const vt_amx_tile_config whole = strip_tiles(32, pairs);
+    _tile_loadconfig(pairs == 16 ? &vt_amx_tiles16 : &whole);
     for (int64_t m = 0; m < mfull; m += 32) {
         const uint16_t *a0 = a + m * lda, *a1 = a0 + 16 * lda;
         for (int64_t n = 0; n < nb; n += 32) {
@@ -62,8 +91,8 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
                 vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK, 64,
                             VT_AMX_STREAM_B);
             if (sink) {
-                vt_amx_c_store(done, done + 16 * 32, 32 * sizeof(float));
-                vt_mxu_sink_rows(sink, m, n, done, 32, 32);
+                vt_amx_c_store(q.buf[q.cur], q.buf[q.cur] + 16 * 32, 32 * sizeof(float));
+                sink_push(&q, sink, m, n, 32);
             } else {
                 vt_amx_c_store(c0, c1, ldcb);
             }
@@ -71,7 +100,7 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
     }
     if (mb > mfull) {
         const int64_t r = mb - mfull;
-        const vt_amx_tile_config tail = tail_tiles(r);
+        const vt_amx_tile_config tail = strip_tiles(r, pairs);
         _tile_loadconfig(&tail);
         const uint16_t *a0 = a + mfull * lda, *a1 = a0 + 16 * lda;
         for (int64_t n = 0; n < nb; n += 32) {
@@ -83,8 +112,8 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
                     vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK,
                                 b1 + ch * VT_MXU_CHUNK, 64, VT_AMX_STREAM_B);
                 if (sink) {
-                    vt_amx_c_store(done, done + 16 * 32, 32 * sizeof(float));
-                    vt_mxu_sink_rows(sink, mfull, n, done, 32, r);
+                    vt_amx_c_store(q.buf[q.cur], q.buf[q.cur] + 16 * 32, 32 * sizeof(float));
+                    sink_push(&q, sink, mfull, n, r);
                 } else {
                     vt_amx_c_store(c0, c1, ldcb);
                 }
@@ -105,15 +134,16 @@ static void direct_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
                 _tile_dpbf16ps(1, 4, 7);
             }
             if (sink) {
-                _tile_stored(0, done, 32 * sizeof(float));
-                _tile_stored(1, done + 16, 32 * sizeof(float));
-                vt_mxu_sink_rows(sink, mfull, n, done, 32, r);
+                _tile_stored(0, q.buf[q.cur], 32 * sizeof(float));
+                _tile_stored(1, q.buf[q.cur] + 16, 32 * sizeof(float));
+                sink_push(&q, sink, mfull, n, r);
             } else {
                 _tile_stored(0, c0, ldcb);
                 _tile_stored(1, c0 + 16, ldcb);
             }
         }
     }
+    if (sink) sink_drain(&q, sink);
     _tile_release();
 }
 

@@ -24,13 +24,13 @@
     } while (0)
 #define VT_ACC_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r##0), _mm512_storeu_ps(c + r * ldc + 16, c##r##1);
 
-static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, int64_t ars, int64_t acs,
+static inline void micro_8x32(int64_t kc, int pairs, const uint16_t *restrict a, int64_t ars, int64_t acs,
                               const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
     VT_ACC_DECL(0) VT_ACC_DECL(1) VT_ACC_DECL(2) VT_ACC_DECL(3)
     VT_ACC_DECL(4) VT_ACC_DECL(5) VT_ACC_DECL(6) VT_ACC_DECL(7)
     for (int64_t ch = 0; ch < kc; ch++) {
         const uint16_t *ac = a + ch * acs, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < pairs; j++) {
             __m512bh b0 = (__m512bh)_mm512_loadu_si512(b0c + j * 32);
             __m512bh b1 = (__m512bh)_mm512_loadu_si512(b1c + j * 32);
             VT_ACC_STEP(0); VT_ACC_STEP(1); VT_ACC_STEP(2); VT_ACC_STEP(3);
@@ -46,12 +46,12 @@ static inline void micro_8x32(int64_t kc, const uint16_t *restrict a, int64_t ar
 
 /* One row of C[1 x 32]: the rows past the last whole 8 (a short M, a
  * matrix-vector product), with the same per-element sequence of steps. */
-static inline void micro_1x32(int64_t kc, const uint16_t *restrict a, int64_t acs, const uint16_t *restrict b,
-                              int64_t bs, float *restrict c, int acc) {
+static inline void micro_1x32(int64_t kc, int pairs, const uint16_t *restrict a, int64_t acs,
+                              const uint16_t *restrict b, int64_t bs, float *restrict c, int acc) {
     __m512 c0 = acc ? _mm512_loadu_ps(c) : _mm512_setzero_ps(), c1 = acc ? _mm512_loadu_ps(c + 16) : _mm512_setzero_ps();
     for (int64_t ch = 0; ch < kc; ch++) {
         const uint16_t *ac = a + ch * acs, *b0c = b + ch * VT_MXU_CHUNK, *b1c = b0c + bs;
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < pairs; j++) {
             uint32_t w;
             memcpy(&w, ac + 2 * j, 4);
             __m512bh av = (__m512bh)_mm512_set1_epi32((int)w);
@@ -63,31 +63,33 @@ static inline void micro_1x32(int64_t kc, const uint16_t *restrict a, int64_t ac
     _mm512_storeu_ps(c + 16, c1);
 }
 
-/* A's row m at a + (m / 16) * as + (m % 16) * ars, chunk c of it + c * acs:
- * the packed panels, or a bf16 matrix read where it lies. */
-static inline void blocks(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as, int64_t ars,
-                          int64_t acs, const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc,
-                          int acc) {
+/* A's row m at a + (m / 16) * as + (m % 16) * ars, chunk c of it + c * acs,
+ * `pairs` k-pairs of each chunk: the packed panels, or a bf16 matrix read
+ * where it lies. */
+static inline void blocks(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
+                          int64_t ars, int64_t acs, const uint16_t *restrict b, int64_t bs, float *restrict c,
+                          int64_t ldc, int acc) {
     const int64_t m8 = mb & ~(int64_t)7;
     for (int64_t n = 0; n < nb; n += 32) {
         for (int64_t m = 0; m < m8; m += 8)
-            micro_8x32(kc, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs, bs, c + m * ldc + n, ldc,
-                       acc);
+            micro_8x32(kc, pairs, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs, bs,
+                       c + m * ldc + n, ldc, acc);
         for (int64_t m = m8; m < mb; m++)
-            micro_1x32(kc, a + (m / 16) * as + (m % 16) * ars, acs, b + (n / 16) * bs, bs, c + m * ldc + n, acc);
+            micro_1x32(kc, pairs, a + (m / 16) * as + (m % 16) * ars, acs, b + (n / 16) * bs, bs, c + m * ldc + n,
+                       acc);
     }
 }
 
 static void block_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
-    blocks(kc, mb, nb, a, as, 32, VT_MXU_CHUNK, b, bs, c, ldc, acc);
+    blocks(kc, 16, mb, nb, a, as, 32, VT_MXU_CHUNK, b, bs, c, ldc, acc);
 }
 
-static void direct_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
-                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
-                              const vt_mxu_sink *sink) {
+static void direct_avx512bf16(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint16_t *restrict a,
+                              int64_t lda, const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc,
+                              int acc, const vt_mxu_sink *sink) {
     if (!sink) {
-        blocks(kc, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
+        blocks(kc, pairs, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
         return;
     }
     /* 8 rows at a time through a small block in L1, then out to the sink */
@@ -97,7 +99,7 @@ static void direct_avx512bf16(int64_t kc, int64_t mb, int64_t nb, const uint16_t
             int64_t rows = mb - m < 8 ? mb - m : 8;
             if (acc)
                 for (int64_t r = 0; r < rows; r++) memcpy(done + r * 32, c + (m + r) * ldc + n, 32 * sizeof(float));
-            blocks(kc, rows, 32, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
+            blocks(kc, pairs, rows, 32, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
             vt_mxu_sink_rows(sink, m, n, done, 32, rows);
         }
 }
