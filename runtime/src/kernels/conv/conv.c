@@ -200,12 +200,20 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
      * weight is packed once for all of them, through a buffer. */
     int64_t zs = 1, CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = g.Og <= Z ? 1 : chunk_outputs(&g);
     int direct = nb == 1 && (out->dtype == ct || out->dtype == VT_F32) &&
-                 vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs);
+                 vt_conv_merge_dims(3, y5.sizes + 2, y5.strides + 2, &zs) && zs == 1;
+    /* Otherwise (chunks of images, or a channels-last out whose positions
+     * are strided) without a bias, the products round their sums into a
+     * buffer of out's dtype, [O][images][Z], and one tiled transposing copy
+     * moves it into place (each of the product's own stores to a strided out
+     * started a line: the ResNet stem's channels-last forward spent more
+     * there than in its product). With a bias finish_rows adds it. */
+    const int copy_out = !direct && !bias && (out->dtype == ct || out->dtype == VT_F32);
+    const vt_dtype yt = copy_out ? out->dtype : at;
 
     weight_matrix wm;
     s = weight_as_matrix(weight, ct, fn, &wm);
     void *ybuf = NULL;
-    if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g.O * Z, at, fn, "output buffer", &s);
+    if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g.O * Z, yt, fn, "output buffer", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
         /* per group: out_g[Og, nbc * Z] = W_g[Og, CgK] @ col_g[CgK, nbc * Z] */
@@ -230,11 +238,17 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
                 s = vt_matmul_rows(&o, &a, NULL, &b, &rows, bias ? &bv : NULL, 1.0, 1.0, mp);
             } else {
                 int64_t ost[2] = {ld, 1};
-                vt_tensor o = vt_conv_tensor(ybuf, at, 2, os, ost, gi * g.Og * ld);
+                vt_tensor o = vt_conv_tensor(ybuf, yt, 2, os, ost, gi * g.Og * ld);
                 s = vt_matmul_rows(&o, &a, NULL, &b, &rows, NULL, 1.0, 0.0, mp);
             }
         }
-        if (s == VT_OK && !direct) {
+        if (s == VT_OK && copy_out) {
+            int64_t st[5] = {Z, ld, g.out[1] * g.out[2], g.out[2], 1};
+            vt_tensor dst = y5, src = vt_conv_tensor(ybuf, yt, 5, y5.sizes, st, 0);
+            dst.offset += n0 * y5.strides[0];
+            dst.sizes[0] = src.sizes[0] = nbc;
+            s = vt_copy(&dst, &src);
+        } else if (s == VT_OK && !direct) {
             finish_job fj = {&g, &y5, bias, ybuf, at, n0, ld};
             vt_parallel_for(nbc * g.O, Z >= 4096 ? 1 : 4096 / Z + 1, finish_rows, &fj);
         }
