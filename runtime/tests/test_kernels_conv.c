@@ -27,6 +27,8 @@ static const conv_case cases[] = {
     {"1d depthwise s2 d2", 1, 2, 18, 18, 18, {17}, {5}, {2}, {3}, {2}, 1},
     {"2d depthwise 33ch", 2, 2, 33, 33, 33, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"2d depthwise s2 pad2", 2, 1, 20, 20, 20, {8, 7}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 0},
+    /* whole lane blocks, no bias: a channels-last output row is one run */
+    {"2d depthwise 32ch", 2, 2, 32, 32, 32, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 0},
     {"3d depthwise", 3, 1, 17, 17, 17, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {1, 1, 2}, 1},
     /* planes wide enough to go in bands of output rows, the last one short */
     {"2d depthwise bands s2 d2", 2, 1, 16, 16, 16, {101, 160}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, 1},
@@ -258,7 +260,7 @@ static vt_conv_geom case_geom(const conv_case *c) {
 TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
                                      "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2",
-                                     "2d depthwise wide rows"};
+                                     "2d depthwise wide rows", "2d depthwise 32ch"};
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         vt_conv_geom g = case_geom(case_named(dw[i]));
         CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);
@@ -277,7 +279,7 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512};
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
-                                     "3d depthwise"};
+                                     "3d depthwise", "2d depthwise 32ch"};
     static const vt_dtype dts[] = {VT_F32, VT_BF16};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         vt_isa_force(masks[m] & active);
