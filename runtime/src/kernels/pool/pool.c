@@ -57,6 +57,8 @@ static int64_t *idx_at(const vt_tensor *t, int64_t plane, int64_t C, int64_t h, 
 static void max_plane(const plane_job *j, const double *in, double *out, int64_t plane) {
     const vt_pool2d_params *p = &j->p;
     int64_t IH = j->IH, IW = j->IW;
+    int64_t *idx = j->has_idx ? idx_at(&j->idx, plane, j->C, 0, 0) : NULL; /* the plane's first index */
+    const int64_t is0 = j->idx.strides[2], is1 = j->idx.strides[3];
     for (int64_t oh = 0; oh < j->OH; oh++) {
         int64_t h0 = oh * p->stride[0] - p->padding[0];
         int64_t h1 = h0 + (p->kernel[0] - 1) * p->dilation[0] + 1;
@@ -71,14 +73,19 @@ static void max_plane(const plane_job *j, const double *in, double *out, int64_t
             double m = -INFINITY;
             for (int64_t h = h0; h < h1; h += p->dilation[0])
                 for (int64_t w = w0; w < w1; w += p->dilation[1]) {
+                    /* branch-free (a bit mask; GCC turned ?: back into a
+                     * branch): on random data the branch was a coin toss,
+                     * and its misses most of the pool's time */
                     double v = in[h * IW + w];
-                    if (v > m || isnan(v)) {
-                        m = v;
-                        best = h * IW + w;
-                    }
+                    uint64_t take = -(uint64_t)((v > m) | (v != v)), vb, mb;
+                    memcpy(&vb, &v, 8);
+                    memcpy(&mb, &m, 8);
+                    mb = (vb & take) | (mb & ~take);
+                    memcpy(&m, &mb, 8);
+                    best = (int64_t)(((uint64_t)(h * IW + w) & take) | ((uint64_t)best & ~take));
                 }
             out[oh * j->OW + ow] = m;
-            if (j->has_idx) *idx_at(&j->idx, plane, j->C, oh, ow) = best;
+            if (idx) idx[oh * is0 + ow * is1] = best;
         }
     }
 }
