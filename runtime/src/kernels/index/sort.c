@@ -52,6 +52,11 @@ void vt_sort_keys(vt_dtype dt, const char *base, int64_t stride, int64_t n, int 
         for (int64_t i = 0; i < n; i++) keys[i] = key_f32(p[i * stride]) ^ flip;
         return;
     }
+    if (dt == VT_BF16) { /* vt_sort_key's bf16 keys, without a call and a switch per element */
+        const uint16_t *p = (const uint16_t *)base;
+        for (int64_t i = 0; i < n; i++) keys[i] = key_f32(vt_bf16_to_f32(p[i * stride])) ^ flip;
+        return;
+    }
     for (int64_t i = 0; i < n; i++) keys[i] = vt_sort_key(dt, base + i * stride * (int64_t)es) ^ flip;
 }
 
