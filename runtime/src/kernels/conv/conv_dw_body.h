@@ -162,21 +162,26 @@ static inline int64_t dw_base(const vt_dw_geom *d, int64_t z0, int64_t z1, int64
  * the MXU's order (pass by pass, taps in order), then hi * hi. A weight is
  * the MXU's A operand, the input its B (passes' a and b). Four positions
  * of a row at a time: four independent sums keep the adder busy. */
+/* Four positions step floats apart, each += its T taps (x at off[t], the
+ * weight's lane vector t of w), taps in order. */
+static inline void DW_NAME(dw_taps_4_)(const float *x, const float *w, const int64_t *off, int64_t T, int64_t step,
+                                       dw_vf *a0, dw_vf *a1, dw_vf *a2, dw_vf *a3) {
+    for (int64_t t = 0; t < T; t++) {
+        const dw_vf wt = dw_ld(w + t * VT_DW_LANES);
+        const float *p = x + off[t];
+        *a0 += dw_ld(p) * wt;
+        *a1 += dw_ld(p + step) * wt;
+        *a2 += dw_ld(p + 2 * step) * wt;
+        *a3 += dw_ld(p + 3 * step) * wt;
+    }
+}
+
 static inline void DW_NAME(dw_forward_4_)(const vt_dw_geom *d, const vt_mxu_pass *ps, const float *const x[3],
                                           const float *const w[3], int64_t b, int64_t step, float *y) {
-    const int64_t *off = d->toff, T = d->taps;
     dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     for (int g = 0; g <= d->nlow; g++) {
         if (g == d->nlow && d->nlow) a0 = dw_guard(a0), a1 = dw_guard(a1), a2 = dw_guard(a2), a3 = dw_guard(a3);
-        const float *xs = x[ps[g].b] + b, *ws = w[ps[g].a];
-        for (int64_t t = 0; t < T; t++) {
-            dw_vf wt = dw_ld(ws + t * VT_DW_LANES);
-            const float *p = xs + off[t];
-            a0 += dw_ld(p) * wt;
-            a1 += dw_ld(p + step) * wt;
-            a2 += dw_ld(p + 2 * step) * wt;
-            a3 += dw_ld(p + 3 * step) * wt;
-        }
+        DW_NAME(dw_taps_4_)(x[ps[g].b] + b, w[ps[g].a], d->toff, d->taps, step, &a0, &a1, &a2, &a3);
     }
     dw_st(y, a0), dw_st(y + VT_DW_LANES, a1), dw_st(y + 2 * VT_DW_LANES, a2), dw_st(y + 3 * VT_DW_LANES, a3);
 }
@@ -403,14 +408,7 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
             int64_t z2 = 0;
             for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step, y += 4 * W) {
                 dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-                for (int64_t t = 0; t < T; t++) {
-                    const dw_vf wt = dw_ld(w + t * VT_DW_LANES);
-                    const float *p = x + toff[t];
-                    a0 += dw_ld(p) * wt;
-                    a1 += dw_ld(p + step) * wt;
-                    a2 += dw_ld(p + 2 * step) * wt;
-                    a3 += dw_ld(p + 3 * step) * wt;
-                }
+                DW_NAME(dw_taps_4_)(x, w, toff, T, step, &a0, &a1, &a2, &a3);
                 dw_st(y, a0), dw_st(y + W, a1), dw_st(y + 2 * W, a2), dw_st(y + 3 * W, a3);
             }
             for (; z2 < g->out[2]; z2++, x += step, y += W) {
