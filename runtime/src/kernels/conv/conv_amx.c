@@ -307,8 +307,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
                     const uint16_t *x0 = a[0] + j->toff[t] * Cp, *x1 = a[1] + j->toff[t] * Cp;
                     const uint16_t *w0 = b0 + t * ncc * 512, *w1 = b1 + t * ncc * 512;
                     for (int64_t cc = 0; cc < ncc; cc++)
-                        vt_amx_step(x0 + cc * 32, as[0], x1 + cc * 32, as[1], w0 + cc * 512, w1 + cc * 512, 64,
-                                    VT_AMX_STREAM_B); /* the pair's x tiles are reused across q */
+                        vt_amx_step(x0 + cc * 32, as[0], x1 + cc * 32, as[1], w0 + cc * 512, w1 + cc * 512, 64);
                 }
                 vt_amx_c_store(c, c + 512, 128); /* C as 32 x 32 floats */
                 for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, img[h], &tr[h], q * 16);
@@ -534,7 +533,7 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
                 int64_t b = k * 32 / w->Vp, v0 = k * 32 % w->Vp, pos = b * j->img + v0 + j->toff[t];
                 const uint32_t *x = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) +
                                     cc * w->npairs * 32;
-                vt_amx_step(a0 + k * 512, 64, a1 + k * 512, 64, x, x + 16, 128, VT_AMX_STREAM_B);
+                vt_amx_step(a0 + k * 512, 64, a1 + k * 512, 64, x, x + 16, 128);
             }
             vt_amx_c_store(c0, c1, ldc);
         }

@@ -21,7 +21,7 @@ static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restri
             vt_amx_c_start(c0, c1, ldcb, acc);
             for (int64_t ch = 0; ch < kc; ch++) {
                 int64_t o = ch * VT_MXU_CHUNK;
-                vt_amx_step(a0 + o, 64, a1 + o, 64, b0 + o, b1 + o, 64, VT_AMX_STREAM_B);
+                vt_amx_step(a0 + o, 64, a1 + o, 64, b0 + o, b1 + o, 64);
             }
             vt_amx_c_store(c0, c1, ldcb);
         }
@@ -88,8 +88,8 @@ static void direct_amx(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint
             float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc;
             vt_amx_c_start(c0, c1, ldcb, acc);
             for (int64_t ch = 0; ch < kc; ch++)
-                vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK, 64,
-                            VT_AMX_STREAM_B);
+                vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK,
+                            64);
             if (sink) {
                 vt_amx_c_store(q.buf[q.cur], q.buf[q.cur] + 16 * 32, 32 * sizeof(float));
                 sink_push(&q, sink, m, n, 32);
@@ -110,7 +110,7 @@ static void direct_amx(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint
                 vt_amx_c_start(c0, c1, ldcb, acc);
                 for (int64_t ch = 0; ch < kc; ch++)
                     vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK,
-                                b1 + ch * VT_MXU_CHUNK, 64, VT_AMX_STREAM_B);
+                                b1 + ch * VT_MXU_CHUNK, 64);
                 if (sink) {
                     vt_amx_c_store(q.buf[q.cur], q.buf[q.cur] + 16 * 32, 32 * sizeof(float));
                     sink_push(&q, sink, mfull, n, r);

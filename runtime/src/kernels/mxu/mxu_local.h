@@ -87,26 +87,17 @@ static inline void vt_amx_c_start(float *c0, float *c1, size_t ldc, int acc) {
         _tile_zero(3);
     }
 }
-/* Which operand of a step streams past (loaded with the T1 hint, so it
- * does not evict the other, reused from L1 across the steps' blocks). */
-typedef enum { VT_AMX_STREAM_B = 0, VT_AMX_STREAM_A = 1 } vt_amx_stream;
 /* One 32-wide K step: C += [A0; A1] x [B0 B1] (A rows as0 / as1 bytes
- * apart, B rows bs). */
+ * apart, B rows bs). B's tiles stream past (every caller reuses its A tiles
+ * across B's blocks): loaded with the T1 hint, they do not evict A from L1. */
 static inline void vt_amx_step(const void *a0, size_t as0, const void *a1, size_t as1, const void *b0, const void *b1,
-                               size_t bs, vt_amx_stream stream) {
-    if (stream == VT_AMX_STREAM_A) {
-        _tile_stream_loadd(4, a0, as0);
-        _tile_loadd(6, b0, bs);
-        _tile_loadd(7, b1, bs);
-    } else {
-        _tile_loadd(4, a0, as0);
-        _tile_stream_loadd(6, b0, bs);
-        _tile_stream_loadd(7, b1, bs);
-    }
+                               size_t bs) {
+    _tile_loadd(4, a0, as0);
+    _tile_stream_loadd(6, b0, bs);
+    _tile_stream_loadd(7, b1, bs);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
-    if (stream == VT_AMX_STREAM_A) _tile_stream_loadd(5, a1, as1);
-    else _tile_loadd(5, a1, as1);
+    _tile_loadd(5, a1, as1);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
 }
