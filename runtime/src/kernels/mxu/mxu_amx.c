@@ -44,11 +44,6 @@ static vt_amx_tile_config strip_tiles(int64_t r, int pairs) {
     return t;
 }
 
-/* A read in place: a bf16 row-major matrix whose rows are lda apart is
- * already in the A tiles' format (16 rows of 32 k, one row stride), so only
- * B is packed. Whole 32-row strips as block_amx; the last strip of fewer
- * rows under its own tile configuration, so no row past mb is read (and,
- * with K < 32, tiles of `pairs` k-pairs, so no k past K either). */
 /* Finished blocks on their way to the sink, two deep: a block's tiles are
  * stored to one buffer while the block before is read from the other, so
  * the vector loads never wait on the tile stores just issued (with K = 16
@@ -72,75 +67,53 @@ static void sink_push(sink_queue *q, const vt_mxu_sink *sink, int64_t m, int64_t
     q->cur ^= 1;
 }
 
+/* A read in place: a bf16 row-major matrix whose rows are lda apart is
+ * already in the A tiles' format (16 rows of 32 k, one row stride), so only
+ * B is packed. Strips of 32 rows as block_amx, each under strip_tiles: the
+ * last strip's fewer rows, and K < 32's `pairs`, so no row past mb and no k
+ * past K is read; a strip of at most 16 rows uses half the tiles. */
 static void direct_amx(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t lda,
                        const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
                        const vt_mxu_sink *sink) {
     const size_t ldcb = (size_t)ldc * sizeof(float), ldab = (size_t)lda * sizeof(uint16_t);
     sink_queue q;
     q.cur = q.have = 0;
-    const int64_t mfull = mb & ~(int64_t)31;
-    const vt_amx_tile_config whole = strip_tiles(32, pairs);
-    _tile_loadconfig(pairs == 16 ? &vt_amx_tiles16 : &whole);
-    for (int64_t m = 0; m < mfull; m += 32) {
+    for (int64_t m = 0; m < mb; m += 32) {
+        const int64_t r = mb - m < 32 ? mb - m : 32;
+        if (m == 0 || r < 32) { /* the whole strips' configuration, then the last strip's */
+            const vt_amx_tile_config t = strip_tiles(r, pairs);
+            _tile_loadconfig(&t);
+        }
         const uint16_t *a0 = a + m * lda, *a1 = a0 + 16 * lda;
         for (int64_t n = 0; n < nb; n += 32) {
             const uint16_t *b0 = b + (n / 16) * bs, *b1 = b0 + bs;
-            float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc;
-            vt_amx_c_start(c0, c1, ldcb, acc);
-            for (int64_t ch = 0; ch < kc; ch++)
-                vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK, b1 + ch * VT_MXU_CHUNK,
-                            64);
-            if (sink) {
-                vt_amx_c_store(q.buf[q.cur], q.buf[q.cur] + 16 * 32, 32 * sizeof(float));
-                sink_push(&q, sink, m, n, 32);
-            } else {
-                vt_amx_c_store(c0, c1, ldcb);
-            }
-        }
-    }
-    if (mb > mfull) {
-        const int64_t r = mb - mfull;
-        const vt_amx_tile_config tail = strip_tiles(r, pairs);
-        _tile_loadconfig(&tail);
-        const uint16_t *a0 = a + mfull * lda, *a1 = a0 + 16 * lda;
-        for (int64_t n = 0; n < nb; n += 32) {
-            const uint16_t *b0 = b + (n / 16) * bs, *b1 = b0 + bs;
-            float *c0 = c + mfull * ldc + n, *c1 = c0 + 16 * ldc;
+            float *c0 = c + m * ldc + n, *c1 = c0 + 16 * ldc, *s = sink ? q.buf[q.cur] : c0;
+            const size_t ls = sink ? 32 * sizeof(float) : ldcb;
             if (r > 16) {
                 vt_amx_c_start(c0, c1, ldcb, acc);
                 for (int64_t ch = 0; ch < kc; ch++)
                     vt_amx_step(a0 + ch * 32, ldab, a1 + ch * 32, ldab, b0 + ch * VT_MXU_CHUNK,
                                 b1 + ch * VT_MXU_CHUNK, 64);
-                if (sink) {
-                    vt_amx_c_store(q.buf[q.cur], q.buf[q.cur] + 16 * 32, 32 * sizeof(float));
-                    sink_push(&q, sink, mfull, n, r);
+                vt_amx_c_store(s, sink ? s + 16 * 32 : c1, ls);
+            } else {
+                if (acc) {
+                    _tile_loadd(0, c0, ldcb);
+                    _tile_loadd(1, c0 + 16, ldcb);
                 } else {
-                    vt_amx_c_store(c0, c1, ldcb);
+                    _tile_zero(0);
+                    _tile_zero(1);
                 }
-                continue;
+                for (int64_t ch = 0; ch < kc; ch++) {
+                    _tile_loadd(4, a0 + ch * 32, ldab);
+                    _tile_stream_loadd(6, b0 + ch * VT_MXU_CHUNK, 64);
+                    _tile_stream_loadd(7, b1 + ch * VT_MXU_CHUNK, 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                }
+                _tile_stored(0, s, ls);
+                _tile_stored(1, s + 16, ls);
             }
-            if (acc) {
-                _tile_loadd(0, c0, ldcb);
-                _tile_loadd(1, c0 + 16, ldcb);
-            } else {
-                _tile_zero(0);
-                _tile_zero(1);
-            }
-            for (int64_t ch = 0; ch < kc; ch++) {
-                _tile_loadd(4, a0 + ch * 32, ldab);
-                _tile_stream_loadd(6, b0 + ch * VT_MXU_CHUNK, 64);
-                _tile_stream_loadd(7, b1 + ch * VT_MXU_CHUNK, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_dpbf16ps(1, 4, 7);
-            }
-            if (sink) {
-                _tile_stored(0, q.buf[q.cur], 32 * sizeof(float));
-                _tile_stored(1, q.buf[q.cur] + 16, 32 * sizeof(float));
-                sink_push(&q, sink, mfull, n, r);
-            } else {
-                _tile_stored(0, c0, ldcb);
-                _tile_stored(1, c0 + 16, ldcb);
-            }
+            if (sink) sink_push(&q, sink, m, n, r);
         }
     }
     if (sink) sink_drain(&q, sink);
