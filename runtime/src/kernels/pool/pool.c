@@ -54,6 +54,19 @@ static int64_t *idx_at(const vt_tensor *t, int64_t plane, int64_t C, int64_t h, 
 
 /* ---------------------------------------------------------------- forward planes */
 
+/* The window's maximum so far (m at best) meets v at `at`: v wins when
+ * greater or NaN (a later NaN too, as PyTorch's CPU loop), chosen with a bit
+ * mask (GCC turned ?: back into a branch): on random data the branch was a
+ * coin toss, and its misses most of the pool's time. */
+static inline void max_take(double *m, int64_t *best, double v, int64_t at) {
+    uint64_t take = -(uint64_t)((v > *m) | (v != v)), vb, mb;
+    memcpy(&vb, &v, 8);
+    memcpy(&mb, m, 8);
+    mb = (vb & take) | (mb & ~take);
+    memcpy(m, &mb, 8);
+    *best = (int64_t)(((uint64_t)at & take) | ((uint64_t)*best & ~take));
+}
+
 static void max_plane(const plane_job *j, const double *in, double *out, int64_t plane) {
     const vt_pool2d_params *p = &j->p;
     int64_t IH = j->IH, IW = j->IW;
@@ -72,18 +85,7 @@ static void max_plane(const plane_job *j, const double *in, double *out, int64_t
             int64_t best = h0 * IW + w0;
             double m = -INFINITY;
             for (int64_t h = h0; h < h1; h += p->dilation[0])
-                for (int64_t w = w0; w < w1; w += p->dilation[1]) {
-                    /* branch-free (a bit mask; GCC turned ?: back into a
-                     * branch): on random data the branch was a coin toss,
-                     * and its misses most of the pool's time */
-                    double v = in[h * IW + w];
-                    uint64_t take = -(uint64_t)((v > m) | (v != v)), vb, mb;
-                    memcpy(&vb, &v, 8);
-                    memcpy(&mb, &m, 8);
-                    mb = (vb & take) | (mb & ~take);
-                    memcpy(&m, &mb, 8);
-                    best = (int64_t)(((uint64_t)(h * IW + w) & take) | ((uint64_t)best & ~take));
-                }
+                for (int64_t w = w0; w < w1; w += p->dilation[1]) max_take(&m, &best, in[h * IW + w], h * IW + w);
             out[oh * j->OW + ow] = m;
             if (idx) idx[oh * is0 + ow * is1] = best;
         }
@@ -130,13 +132,7 @@ static void adaptive_plane(const plane_job *j, const double *in, double *out, in
                 int64_t best = h0 * j->IW + w0;
                 double m = -INFINITY;
                 for (int64_t h = h0; h < h1; h++)
-                    for (int64_t w = w0; w < w1; w++) {
-                        double v = in[h * j->IW + w];
-                        if (v > m || isnan(v)) {
-                            m = v;
-                            best = h * j->IW + w;
-                        }
-                    }
+                    for (int64_t w = w0; w < w1; w++) max_take(&m, &best, in[h * j->IW + w], h * j->IW + w);
                 out[oh * j->OW + ow] = m;
                 if (j->has_idx) *idx_at(&j->idx, plane, j->C, oh, ow) = best;
             } else {
