@@ -158,10 +158,6 @@ static inline int64_t dw_base(const vt_dw_geom *d, int64_t z0, int64_t z1, int64
     return ((z0 * d->stride[0] * d->E[1] + z1 * d->stride[1]) * d->E[2] + z2 * d->stride[2]) * VT_DW_LANES;
 }
 
-/* y[z] = sum over taps of w * x at z's window: the guarded low passes in
- * the MXU's order (pass by pass, taps in order), then hi * hi. A weight is
- * the MXU's A operand, the input its B (passes' a and b). Four positions
- * of a row at a time: four independent sums keep the adder busy. */
 /* Four positions step floats apart, each += its T taps (x at off[t], the
  * weight's lane vector t of w), taps in order. */
 static inline void DW_NAME(dw_taps_4_)(const float *x, const float *w, const int64_t *off, int64_t T, int64_t step,
@@ -176,6 +172,10 @@ static inline void DW_NAME(dw_taps_4_)(const float *x, const float *w, const int
     }
 }
 
+/* y[z] = sum over taps of w * x at z's window: the guarded low passes in
+ * the MXU's order (pass by pass, taps in order), then hi * hi. A weight is
+ * the MXU's A operand, the input its B (passes' a and b). Four positions
+ * of a row at a time: four independent sums keep the adder busy. */
 static inline void DW_NAME(dw_forward_4_)(const vt_dw_geom *d, const vt_mxu_pass *ps, const float *const x[3],
                                           const float *const w[3], int64_t b, int64_t step, float *y) {
     dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};

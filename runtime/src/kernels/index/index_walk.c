@@ -131,11 +131,11 @@ typedef int64_t (*ix_inner_fn)(const ix_walk *w, const int64_t *off, int64_t n, 
         }                                                                                                         \
         T0 *dd = b0 + ((G) ? i * d0 : k * xs);                                                                    \
         const T0 *ss = b1 + ((G) ? k * xs : i * d1);                                                              \
-        if ((CP) && r0 == 1 && r1 == 1 &&                                                                         \
-            ((uintptr_t)(dd + n) <= (uintptr_t)ss || (uintptr_t)(ss + n) <= (uintptr_t)dd)) {                     \
+        const int disjoint = r0 == 1 && r1 == 1 &&                                                                \
+                             ((uintptr_t)(dd + n) <= (uintptr_t)ss || (uintptr_t)(ss + n) <= (uintptr_t)dd);     \
+        if ((CP) && disjoint) {                                                                                   \
             memcpy(dd, ss, (size_t)n * sizeof(T0)); /* a disjoint row of a copy: the element loop's result */    \
-        } else if (ix_has_row(ROW) && r0 == 1 && r1 == 1 &&                                                       \
-                   ((uintptr_t)(dd + n) <= (uintptr_t)ss || (uintptr_t)(ss + n) <= (uintptr_t)dd)) {              \
+        } else if (ix_has_row(ROW) && disjoint) {                                                                 \
             ix_row_fn row_ = (ROW); /* a disjoint row of a reduction: its lanes, the element loop's bits */       \
             row_(dd, ss, n, alpha);                                                                               \
         } else if (r0 == 1 && r1 == 1) {                                                                          \
