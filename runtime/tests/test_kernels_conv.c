@@ -60,6 +60,14 @@ static const conv_case cases[] = {
     {"1d amx", 1, 3, 64, 48, 1, {50}, {5}, {1}, {2}, {1}, 1},
     {"3d amx", 3, 1, 20, 24, 1, {3, 5, 6}, {2, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 0},
     {"2d amx 1x3 s2", 2, 2, 24, 20, 1, {9, 10}, {1, 3}, {2, 2}, {0, 1}, {1, 1}, 1},
+    /* fewer channels: merged taps (a window's taps along the last dim as
+     * one K chunk of k2 * Cq <= 32), channels padded to even Cq where k2
+     * is odd: an RGB stem (7x7/2, pad 3), one channel with an even k2 and
+     * dilation in the other dims, 3-d, 1-d with stride 3 */
+    {"2d amx stem", 2, 2, 3, 20, 1, {23, 30}, {7, 7}, {2, 2}, {3, 3}, {1, 1}, 1},
+    {"2d amx 1ch dil", 2, 1, 1, 17, 1, {12, 19}, {5, 4}, {1, 1}, {2, 1}, {2, 1}, 0},
+    {"3d amx merged", 3, 1, 5, 16, 1, {4, 6, 9}, {2, 3, 5}, {1, 2, 1}, {1, 1, 2}, {1, 1, 1}, 1},
+    {"1d amx merged", 1, 3, 6, 18, 1, {40}, {5}, {3}, {2}, {1}, 1},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -318,22 +326,25 @@ TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
         const conv_case *c = case_named(rows[i]);
         vt_conv_geom g = case_geom(c);
         conv_tensors t = make_tensors(c, VT_F32, LAYOUT_CHANNELS_LAST);
-        CHECK_MSG(vt_conv_rows_takes(&g, &t.x.t), "%s", rows[i]);
+        CHECK_MSG(vt_conv_rows_takes(&g, &t.x.t, VT_CONV_FORWARD), "%s", rows[i]);
         free_tensors(&t);
         t = make_tensors(c, VT_F32, LAYOUT_CONTIGUOUS);
-        CHECK_MSG(!vt_conv_rows_takes(&g, &t.x.t), "%s contiguous", rows[i]);
+        CHECK_MSG(!vt_conv_rows_takes(&g, &t.x.t, VT_CONV_FORWARD), "%s contiguous", rows[i]);
         free_tensors(&t);
     }
 }
 
 /* On the AMX engine the implicit GEMM takes these forwards (and the
- * stride-1 input gradients, which run as forwards), whatever the layout;
- * not HIGH / HIGHEST F32, groups, or an RGB stem. */
+ * stride-1 input gradients, which run as forwards), whatever the layout,
+ * fewer than 16 channels with merged taps; not HIGH / HIGHEST F32, groups,
+ * few channels whose window along the last dim is over 32 values or
+ * dilated. The weight gradient: 16 channels or more, stride 1. */
 TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
 #if VT_X86
     if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return;
-    static const char *const amx[] = {"2d amx grid", "2d amx s2 rows", "2d amx dil2", "1d amx", "3d amx",
-                                      "2d amx 1x3 s2", "1d depthwise s2 d2"};
+    static const char *const amx[] = {"2d amx grid",   "2d amx s2 rows", "2d amx dil2",    "1d amx",
+                                      "3d amx",        "2d amx 1x3 s2",  "1d depthwise s2 d2", "2d amx stem",
+                                      "2d amx 1ch dil", "3d amx merged", "1d amx merged",  "2d bigger"};
     for (size_t i = 0; i < sizeof amx / sizeof amx[0]; i++) {
         vt_conv_geom g = case_geom(case_named(amx[i]));
         if (vt_conv_dw_takes(&g)) continue; /* depthwise goes first */
@@ -342,7 +353,11 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
     }
     vt_conv_geom g = case_geom(case_named("2d groups2 wide"));
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
-    g = case_geom(case_named("2d bigger")); /* 8 channels */
+    g = case_geom(case_named("2d bigger")); /* 8 channels: 3 taps of 8 merge */
+    g.k[2] = 5;                               /* 5 taps of 8 are 40 values */
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d amx stem"));
+    g.dil[2] = 2; /* dilated taps do not lie back to back */
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
     g = case_geom(case_named("2d 1x1")); /* a plain product */
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
@@ -353,6 +368,8 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
         CHECK_MSG(vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", wg[i]);
     }
     g = case_geom(case_named("2d amx s2 rows"));
+    CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d bigger"));
     CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
 #endif
 }
@@ -398,13 +415,63 @@ TEST(kernels_conv_weight_gradient_inf_input) {
     }
 }
 
+/* A NaN and an inf in the input reach exactly the outputs whose windows
+ * read them (the reference's NaN and inf outputs, the same finite values
+ * elsewhere): merged taps read a window's values and nothing past them,
+ * and the tiles' rows past the valid positions are never written. Small
+ * integers otherwise: exact, on whatever path the case takes. */
+TEST(kernels_conv_forward_nonfinite_input_stays_in_its_windows) {
+    static const char *const names[] = {"2d amx stem", "2d amx 1ch dil", "3d amx merged", "1d amx merged",
+                                        "2d bigger", "2d amx s2 rows", "2d"};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int layout = 0; layout < 2; layout++)
+            for (size_t d = 0; d < 2; d++) {
+                const conv_case *c = case_named(names[i]);
+                conv_tensors t = make_tensors(c, dts[d], layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+                fill_values(&t.x, 1), fill_values(&t.w, 1), fill_values(&t.b, 1);
+                /* image 0: a NaN at the middle of the last dim of channel 0,
+                 * an inf at its last position of the last channel */
+                const int nd = t.x.t.ndim;
+                const double bad[2] = {NAN, INFINITY};
+                const int64_t pos[2] = {c->in[c->sp - 1] / 2, c->in[c->sp - 1] - 1}, ch[2] = {0, c->C - 1};
+                for (int b = 0; b < 2; b++)
+                    vt_convert(VT_F64, &bad[b], 1, dts[d],
+                               (char *)t.x.t.data + (t.x.t.offset + ch[b] * t.x.t.strides[1] +
+                                                     pos[b] * t.x.t.strides[nd - 1]) *
+                                                        (int64_t)vt_dtype_size(dts[d]),
+                               1, 1);
+                vt_conv_params p = case_params(c);
+                const vt_tensor *bias = c->bias ? &t.b.t : NULL;
+                host_tensor yr = ht_new(dts[d], t.y.t.ndim, t.y.t.sizes);
+                CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                host_tensor a = to_f64(&t.y.t, 0), r = to_f64(&yr.t, 0);
+                const double *pa = a.block, *pr = r.block;
+                int64_t wrong = 0, nonfinite = 0, n = vt_tensor_numel(&yr.t);
+                for (int64_t e = 0; e < n; e++) {
+                    nonfinite += !isfinite(pr[e]);
+                    int same = isnan(pr[e]) ? isnan(pa[e]) : pa[e] == pr[e];
+                    if (!same && wrong++ < 3)
+                        CHECK_MSG(0, "%s %s layout %d element %lld: %g vs reference %g", names[i],
+                                  vt_dtype_name(dts[d]), layout, (long long)e, pa[e], pr[e]);
+                }
+                CHECK(wrong == 0);
+                CHECK_MSG(nonfinite > 0 && nonfinite < n / 2, "%s: %lld of %lld non-finite", names[i],
+                          (long long)nonfinite, (long long)n);
+                ht_free(&a), ht_free(&r), ht_free(&yr);
+                free_tensors(&t);
+            }
+}
+
 /* The AMX implicit GEMMs over several chunks of images (a padded input
  * buffer of a few KiB): each chunk's fill, the weight gradient's sums going
  * on across chunks from the f32 buffer (the path a K of several blocks
  * takes too), the last chunk short. */
 TEST(kernels_conv_amx_chunks) {
 #if VT_X86
-    static const char *const names[] = {"2d amx grid", "2d amx s2 rows", "1d amx", "3d amx"};
+    static const char *const names[] = {"2d amx grid", "2d amx s2 rows", "1d amx", "3d amx", "2d amx stem",
+                                        "1d amx merged"};
     vt_conv_amx_force_chunk_bytes(14 << 10); /* 1-d: forwards 2 images a chunk (3: the last short), the rest 1 */
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         check_case(case_named(names[i]), VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);

@@ -189,7 +189,7 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
 #if VT_X86
     if (vt_conv_amx_takes(&g, prec)) return vt_conv_amx_forward(&g, out, input, weight, bias);
 #endif
-    if (vt_conv_rows_takes(&g, input)) return vt_conv_rows_forward(&g, out, input, weight, bias, prec);
+    if (vt_conv_rows_takes(&g, input, VT_CONV_FORWARD)) return vt_conv_rows_forward(&g, out, input, weight, bias, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = vt_conv_product_precision(g.dtype, prec);
     vt_tensor x5 = vt_conv_view5(input, g.spatial), y5 = vt_conv_view5(out, g.spatial);
@@ -349,7 +349,7 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     vt_conv_params tp;
     if (input_grad_is_conv(&g, &tp)) return input_grad_as_conv(&g, &tp, grad_input, grad_out, weight, prec);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
-    if (vt_conv_rows_takes(&g, grad_input))
+    if (vt_conv_rows_takes(&g, grad_input, VT_CONV_BACKWARD_INPUT))
         return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = vt_conv_product_precision(g.dtype, prec);
@@ -398,7 +398,7 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
         if (s != VT_OK || !declined) return s;
     }
 #endif
-    if (vt_conv_rows_takes(&g, input))
+    if (vt_conv_rows_takes(&g, input, VT_CONV_BACKWARD_WEIGHT))
         return vt_conv_rows_backward_weight(&g, grad_weight, grad_out, input, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);
     vt_precision mp = vt_conv_product_precision(g.dtype, prec);

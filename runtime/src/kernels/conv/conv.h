@@ -64,7 +64,8 @@ int64_t vt_conv_chunk_images(const vt_conv_geom *g, vt_dtype dt);
  * output position, K ordered (group, tap, channel) so each tap is one run
  * of channels, and the products' rows are output positions: the
  * channels-last output is the MXU's own. */
-int vt_conv_rows_takes(const vt_conv_geom *g, const vt_tensor *x);
+/* kind: which pass asks (the input gradient takes fewer cases). */
+int vt_conv_rows_takes(const vt_conv_geom *g, const vt_tensor *x, vt_conv_kind kind);
 vt_status vt_conv_rows_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
                                const vt_tensor *weight, const vt_tensor *bias, vt_precision prec);
 vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,

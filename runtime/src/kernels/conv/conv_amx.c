@@ -34,26 +34,43 @@ void vt_conv_amx_force_chunk_bytes(int64_t bytes) { atomic_store(&xbuf_bytes, by
 #define WEIGHT_L2_BYTES ((int64_t)1 << 20)
 
 /* What both directions need: the AMX engine, one bf16 pass (F32 at DEFAULT,
- * BF16, F16), groups 1, and more than one tap of at least 16 channels.
- * Fewer channels (an RGB stem) would be mostly the padding to 32; a 1x1
- * convolution is a plain product of the input, which the drivers run as
- * one (long K loops, no copy). */
+ * BF16, F16), groups 1, and more than one tap. A 1x1 convolution is a
+ * plain product of the input, which the drivers run as one (long K loops,
+ * no copy). */
 static int takes_shape(const vt_conv_geom *g, vt_precision prec) {
     if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return 0;
     int dt_ok = g->dtype == VT_BF16 || g->dtype == VT_F16 || (g->dtype == VT_F32 && prec == VT_PRECISION_DEFAULT);
-    return dt_ok && g->G == 1 && g->C >= 16 && g->k_prod > 1;
+    return dt_ok && g->G == 1 && g->k_prod > 1;
+}
+
+/* Merged taps, for fewer than 16 channels (an RGB stem), which padded to
+ * 32 would be mostly padding: each position's channels padded to Cq (even
+ * where the last dim has an odd number of taps), a window's k2 taps along
+ * the undilated last dim lie back to back in the padded buffer, so they
+ * are one K chunk of k2 * Cq <= 32 values, read by A tiles exactly that
+ * wide (no value outside the window enters a sum). Returns Cq, or 0 where
+ * the taps do not merge. */
+static int64_t merged_channels(const vt_conv_geom *g) {
+    int64_t cq = g->k[2] % 2 ? g->C + g->C % 2 : g->C;
+    return g->C < 16 && g->dil[2] == 1 && g->k[2] * cq <= 32 ? cq : 0;
 }
 
 int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec) {
     /* few positions per output channel (a late layer: 4 images of 7x7
      * against 512 outputs) do not pay for packing the weight into tiles */
-    return takes_shape(g, prec) && g->N * g->out_prod >= 2 * g->O;
+    return takes_shape(g, prec) && (g->C >= 16 || merged_channels(g)) && g->N * g->out_prod >= 2 * g->O;
 }
 
 typedef struct amx_job {
     const vt_conv_geom *g;
     const vt_tensor *x5, *w5;
     int64_t Cp, ncc, Op, taps;
+    /* merged taps (merged_channels): Cp is Cq, taps are (k0, k1), each one
+     * chunk of Kq = k2 * Cq values (otherwise Kq is Cp: ncc chunks of 32),
+     * and cfg the tiles' shapes */
+    int merged;
+    int64_t Kq;
+    vt_amx_tile_config cfg;
     int64_t E[3];       /* padded input extents */
     int64_t *toff;      /* per tap: offset from a position's first input, in grid positions */
     int linear;         /* stride 1 everywhere: tiles run over the padded grid */
@@ -119,13 +136,38 @@ static int any_nonfinite(const uint16_t *p, int64_t n) {
     return bad != 0;
 }
 
+/* One input row (from element base) of a merged-taps buffer at dst: in[2]
+ * positions of Cq, each its C channels' parts and zeros. tmp: room for
+ * 2 * C * in[2] floats and 64 bytes. */
+static void merged_row(const amx_job *j, int64_t base, float *tmp, uint16_t *dst) {
+    const vt_conv_geom *g = j->g;
+    const vt_tensor *x = j->x5;
+    const int64_t C = g->C, n = g->in[2], Cq = j->Cp;
+    uint16_t *parts = (uint16_t *)(tmp + C * n); /* [position][C] */
+    if (x->strides[1] == 1 && x->strides[4] == C) { /* channels-last: the row is one run */
+        if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, n * C, parts);
+        else parts_line(x, base, 1, n * C, n * C, tmp, parts);
+    } else {
+        uint16_t *line = parts + n * C + 16; /* one channel's, then spread */
+        for (int64_t c = 0; c < C; c++) {
+            parts_line(x, base + c * x->strides[1], x->strides[4], n, n, tmp, line);
+            for (int64_t i = 0; i < n; i++) parts[i * C + c] = line[i];
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t c = 0; c < C; c++) dst[i * Cq + c] = parts[i * C + c];
+        for (int64_t c = C; c < Cq; c++) dst[i * Cq + c] = 0;
+    }
+}
+
 /* Rows [begin, end) of the padded buffer: row r = (b, e0, e1) of the
  * chunk, E2 positions of Cp parts; zero outside the input. */
 static void fill_rows(void *ctx, int64_t begin, int64_t end) {
     amx_job *j = ctx;
     const vt_conv_geom *g = j->g;
     const vt_tensor *x = j->x5;
-    float *tmp = malloc((size_t)(g->C * g->in[2]) * sizeof(float) + 64);
+    /* the row's floats, then (merged taps) its parts and one channel's */
+    float *tmp = malloc((size_t)(g->C * g->in[2]) * sizeof(float) * (j->merged ? 3 : 1) + 256);
     if (!tmp) {
         atomic_store(&j->oom, 1);
         return;
@@ -142,7 +184,9 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
         memset(dst, 0, (size_t)(g->pad[2] * Cp) * 2);
         memset(dst + (g->pad[2] + g->in[2]) * Cp, 0, (size_t)((E2 - g->pad[2] - g->in[2]) * Cp) * 2);
         int64_t base = x->offset + (j->n0 + b) * x->strides[0] + i0 * x->strides[2] + i1 * x->strides[3];
-        if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
+        if (j->merged) {
+            merged_row(j, base, tmp, dst + g->pad[2] * Cp);
+        } else if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
             uint16_t *row = dst + g->pad[2] * Cp;
             if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, row);
             else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, row);
@@ -156,13 +200,14 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* Output panels [begin, end) of the packed weight: word (k-pair p, output
- * o) of tile (panel, tap, chunk) holds the parts of channels 2p, 2p + 1. */
+ * o) of tile (panel, tap, chunk) holds the parts of K values 2p, 2p + 1 of
+ * the chunk: channels, or (merged taps) (k2, channel) pairs. */
 static void pack_weight(void *ctx, int64_t begin, int64_t end) {
     amx_job *j = ctx;
     const vt_conv_geom *g = j->g;
     const vt_tensor *w = j->w5;
-    int64_t Cp = j->Cp, taps = j->taps, ncc = j->ncc;
-    uint16_t *line = malloc((size_t)(taps * Cp) * 2 + 64);
+    int64_t Cp = j->Cp, taps = j->taps, ncc = j->ncc, Kq = j->Kq, k2n = j->merged ? g->k[2] : 1;
+    uint16_t *line = malloc((size_t)(taps * Kq) * 2 + 64);
     float *tmp = malloc((size_t)g->C * sizeof(float) + 64);
     if (!line || !tmp) {
         free(line), free(tmp);
@@ -174,9 +219,12 @@ static void pack_weight(void *ctx, int64_t begin, int64_t end) {
         for (int64_t o16 = 0; o16 < 16; o16++) {
             int64_t o = panel * 16 + o16;
             if (o >= g->O) {
-                memset(line, 0, (size_t)(taps * Cp) * 2);
+                memset(line, 0, (size_t)(taps * Kq) * 2);
             } else {
-                for (int64_t t = 0; t < taps; t++) {
+                /* the weight's taps in order (k2 inner): what a tap's
+                 * parts write past its Cp values the next tap's overwrite */
+                for (int64_t t = 0; t < taps * k2n; t++) {
+                    /* t: the weight's tap (k0, k1, k2) */
                     int64_t k0 = t / (g->k[1] * g->k[2]), k1 = t / g->k[2] % g->k[1], k2 = t % g->k[2];
                     int64_t off = w->offset + o * w->strides[0] + k0 * w->strides[2] + k1 * w->strides[3] +
                                   k2 * w->strides[4];
@@ -187,8 +235,8 @@ static void pack_weight(void *ctx, int64_t begin, int64_t end) {
             for (int64_t t = 0; t < taps; t++)
                 for (int64_t cc = 0; cc < ncc; cc++) {
                     uint32_t *tile = dst + (t * ncc + cc) * 256;
-                    const uint32_t *src = pairs + (t * Cp + cc * 32) / 2;
-                    for (int64_t p = 0; p < 16; p++) tile[p * 16 + o16] = src[p];
+                    const uint32_t *src = pairs + (t * Kq + cc * 32) / 2;
+                    for (int64_t p = 0; p < (Kq < 32 ? Kq : 32) / 2; p++) tile[p * 16 + o16] = src[p];
                 }
         }
     }
@@ -284,7 +332,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
         atomic_store(&j->oom, 1);
         return;
     }
-    _tile_loadconfig(&vt_amx_tiles16);
+    _tile_loadconfig(j->merged ? &j->cfg : &vt_amx_tiles16);
     for (int64_t pb = 0; pb < npanel; pb += j->ob) {
         int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
         for (int64_t p = begin; p < end; p++) {
@@ -322,20 +370,31 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* The padded grid both directions walk: channels and outputs padded to 32,
- * the padded extents, and each tap's offset in grid positions (toff, which
- * the caller frees). */
-static vt_status grid_setup(amx_job *j, const vt_conv_geom *g, const char *fn) {
+/* The padded grid both directions walk: channels padded to 32 (or, merged
+ * taps, to Cq), outputs to 32, the padded extents, and each tap's offset in
+ * grid positions (toff, which the caller frees). */
+static vt_status grid_setup(amx_job *j, const vt_conv_geom *g, int64_t merged_cq, const char *fn) {
     j->g = g;
-    j->Cp = round_up(g->C, 32), j->ncc = j->Cp / 32, j->Op = round_up(g->O, 32), j->taps = g->k_prod;
+    j->merged = merged_cq > 0;
+    j->Cp = j->merged ? merged_cq : round_up(g->C, 32), j->ncc = j->merged ? 1 : j->Cp / 32;
+    j->Op = round_up(g->O, 32);
+    j->taps = j->merged ? g->k[0] * g->k[1] : g->k_prod;
+    j->Kq = j->merged ? g->k[2] * merged_cq : j->Cp;
+    if (j->merged) { /* A tiles Kq values wide, B tiles Kq / 2 pairs deep */
+        vt_amx_tile_config c = vt_amx_tiles16;
+        c.colsb[4] = c.colsb[5] = (uint16_t)(2 * j->Kq);
+        c.rows[6] = c.rows[7] = (uint8_t)(j->Kq / 2);
+        j->cfg = c;
+    }
     for (int d = 0; d < 3; d++) j->E[d] = g->in[d] + 2 * g->pad[d];
     j->img = j->E[0] * j->E[1] * j->E[2];
     vt_status s = VT_OK;
     j->toff = vt_conv_scratch(j->taps, VT_I64, fn, "tap offsets", &s);
     if (s != VT_OK) return s;
+    const int64_t k2n = j->merged ? 1 : g->k[2]; /* merged: a tap starts at its window's first position */
     for (int64_t k0 = 0, t = 0; k0 < g->k[0]; k0++)
         for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
+            for (int64_t k2 = 0; k2 < k2n; k2++, t++)
                 j->toff[t] = (k0 * g->dil[0] * j->E[1] + k1 * g->dil[1]) * j->E[2] + k2 * g->dil[2];
     return VT_OK;
 }
@@ -356,7 +415,7 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
     amx_job j;
     memset(&j, 0, sizeof j);
     j.x5 = &x5, j.w5 = &w5;
-    vt_status s = grid_setup(&j, g, fn);
+    vt_status s = grid_setup(&j, g, g->C >= 16 ? 0 : merged_channels(g), fn);
     j.linear = g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1;
     if (j.linear) {
         j.V = ((g->out[0] - 1) * j.E[1] + g->out[1] - 1) * j.E[2] + g->out[2];
@@ -369,8 +428,9 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
     j.ob = WEIGHT_L2_BYTES / panel_bytes / 2 * 2;
     if (j.ob < 2) j.ob = 2;
     if (j.ob > npanel) j.ob = npanel;
-    /* a tile's rows past the valid ones read up to 16 steps and a row on */
-    int64_t margin = 16 * g->stride[2] + j.E[2] + 16;
+    /* a tile's rows past the valid ones read up to 16 steps and a row on
+     * (and merged taps a window of up to 16 positions) */
+    int64_t margin = 16 * g->stride[2] + j.E[2] + 32;
     int64_t nb = atomic_load(&xbuf_bytes) / (j.img * j.Cp * 2);
     nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
     int direct = y5.strides[1] == 1 || g->O == 1;
@@ -542,7 +602,7 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
 }
 
 int vt_conv_amx_wgrad_takes(const vt_conv_geom *g, vt_precision prec) {
-    if (!takes_shape(g, prec)) return 0;
+    if (!takes_shape(g, prec) || g->C < 16) return 0;
     for (int d = 0; d < 3; d++)
         if (g->stride[d] != 1) return 0;
     return 1;
@@ -557,7 +617,7 @@ vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *gr
     memset(&w, 0, sizeof w);
     amx_job *j = &w.f;
     j->x5 = &x5, w.y5 = &y5;
-    vt_status s = grid_setup(j, g, fn);
+    vt_status s = grid_setup(j, g, 0, fn);
     j->check = 1;
     *declined = 0;
     int64_t V = ((g->out[0] - 1) * j->E[1] + g->out[1] - 1) * j->E[2] + g->out[2];

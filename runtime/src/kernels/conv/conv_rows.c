@@ -18,12 +18,17 @@
 /* Rows per parallel task of the movers. */
 #define ROW_GRAIN 64
 
-int vt_conv_rows_takes(const vt_conv_geom *g, const vt_tensor *x) {
+int vt_conv_rows_takes(const vt_conv_geom *g, const vt_tensor *x, vt_conv_kind kind) {
     vt_tensor x5 = vt_conv_view5(x, g->spatial);
-    /* F16 goes through f32 columns and the NCHW drivers' rounding */
-    /* runs of fewer channels (an RGB stem) cost more per element than the
-     * NCHW drivers' rows of positions */
-    return (g->dtype == VT_F32 || g->dtype == VT_BF16) && g->Cg >= 8 && x5.strides[1] == 1;
+    /* F16 goes through f32 columns and the NCHW drivers' rounding. Runs
+     * of fewer channels cost more per element than the NCHW drivers' rows
+     * of positions, unless a window's taps along the last dim join into
+     * one run (im2row_one: an RGB stem's 7 taps of 3 channels), which the
+     * forward and the weight gradient read; the input gradient sums its
+     * rows back tap by tap (row2im) */
+    const int joined = kind != VT_CONV_BACKWARD_INPUT && g->G == 1 && g->dil[2] == 1 && x5.strides[4] == g->C &&
+                       g->k[2] * g->Cg >= 8;
+    return (g->dtype == VT_F32 || g->dtype == VT_BF16) && (g->Cg >= 8 || joined) && x5.strides[1] == 1;
 }
 
 /* The tensor t5 [N, C, s0, s1, s2] as rows (n, z): 1 with *row_stride
@@ -79,28 +84,51 @@ static void position_of(const vt_conv_geom *g, int64_t z, int64_t zz[3]) {
     zz[0] = z / (g->out[2] * g->out[1]);
 }
 
+/* n elements of dt at src into dst as cdt. */
+static void move_run(vt_dtype dt, const char *src, vt_dtype cdt, char *dst, int64_t n) {
+    if (n <= 0) return;
+    if (dt == cdt) memcpy(dst, src, (size_t)n * vt_dtype_size(cdt));
+    else vt_convert(dt, src, 1, cdt, dst, 1, n);
+}
+
 /* Group `group` of row m (image m / Z, position m % Z) of the im2col
  * matrix at dst as [tap][Cg] of cdt: each tap's Cg channels, or 0 where the
- * window reads padding. */
+ * window reads padding. Where a position's channels follow the previous
+ * position's (one group, undilated last dim) the window's taps along the
+ * last dim are one run of input: a stem's 7 taps of 3 channels move as 21
+ * elements, not 7 runs of 3. */
 static void im2row_one(const vt_conv_geom *g, const vt_tensor *x, vt_dtype cdt, int64_t m, int64_t group, char *dst) {
-    size_t es = vt_dtype_size(x->dtype), run = (size_t)g->Cg * vt_dtype_size(cdt);
+    size_t es = vt_dtype_size(x->dtype), cs = vt_dtype_size(cdt), run = (size_t)g->Cg * cs;
     int64_t n = m / g->out_prod, zz[3], t = 0;
     position_of(g, m % g->out_prod, zz);
+    const int joined = g->dil[2] == 1 && x->strides[4] == g->Cg;
+    const int64_t first2 = zz[2] * g->stride[2] - g->pad[2];
+    /* taps [lo2, hi2) of the last dim read inside the input */
+    const int64_t lo2 = first2 < 0 ? (-first2 + g->dil[2] - 1) / g->dil[2] : 0;
+    int64_t hi2 = g->in[2] - first2 <= 0 ? 0 : (g->in[2] - first2 + g->dil[2] - 1) / g->dil[2];
+    hi2 = hi2 < g->k[2] ? hi2 : g->k[2];
     for (int64_t k0 = 0; k0 < g->k[0]; k0++)
-        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
-            for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++) {
-                int64_t i0 = zz[0] * g->stride[0] - g->pad[0] + k0 * g->dil[0];
-                int64_t i1 = zz[1] * g->stride[1] - g->pad[1] + k1 * g->dil[1];
-                int64_t i2 = zz[2] * g->stride[2] - g->pad[2] + k2 * g->dil[2];
-                int inside = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 && i2 < g->in[2];
-                const char *src = (const char *)x->data + (x->offset + n * x->strides[0] + i0 * x->strides[2] +
-                                                           i1 * x->strides[3] + i2 * x->strides[4]) * (int64_t)es;
-                char *d = dst + t * (int64_t)run;
-                const char *sg = src + group * g->Cg * (int64_t)es;
-                if (!inside) memset(d, 0, run);
-                else if (x->dtype == cdt) memcpy(d, sg, run);
-                else vt_convert(x->dtype, sg, 1, cdt, d, 1, g->Cg);
+        for (int64_t k1 = 0; k1 < g->k[1]; k1++, t += g->k[2]) {
+            int64_t i0 = zz[0] * g->stride[0] - g->pad[0] + k0 * g->dil[0];
+            int64_t i1 = zz[1] * g->stride[1] - g->pad[1] + k1 * g->dil[1];
+            char *d = dst + t * (int64_t)run;
+            if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1] || lo2 >= hi2) {
+                memset(d, 0, run * (size_t)g->k[2]);
+                continue;
             }
+            const char *line = (const char *)x->data + (x->offset + n * x->strides[0] + i0 * x->strides[2] +
+                                                        i1 * x->strides[3] + group * g->Cg) * (int64_t)es;
+            memset(d, 0, run * (size_t)lo2);
+            if (joined) {
+                move_run(x->dtype, line + (first2 + lo2) * x->strides[4] * (int64_t)es, cdt, d + lo2 * (int64_t)run,
+                         (hi2 - lo2) * g->Cg);
+            } else {
+                for (int64_t k2 = lo2; k2 < hi2; k2++)
+                    move_run(x->dtype, line + (first2 + k2 * g->dil[2]) * x->strides[4] * (int64_t)es, cdt,
+                             d + k2 * (int64_t)run, g->Cg);
+            }
+            memset(d + hi2 * (int64_t)run, 0, run * (size_t)(g->k[2] - hi2));
+        }
 }
 
 /* The im2col rows of one group as an MXU operand produced row by row
