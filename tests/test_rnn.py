@@ -129,3 +129,77 @@ def test_bad_sizes_and_dtypes_raise_as_errors():
     with pytest.raises(RuntimeError):  # wrong feature size, as on CPU
         lstm(torch.randn(5, 2, 3, device="tpu"))
     assert lstm(torch.randn(5, 2, 4, device="tpu"))[0].shape == (5, 2, 8)
+
+
+def aten_steps(x, h, c, params, has_biases, lstm):
+    """One layer and direction as ATen runs it on an accelerator, step by
+    step: each step's input projection a matmul of its own, then the hidden
+    matmul and the fused cell."""
+    w_ih, w_hh = params[0], params[1]
+    b_ih, b_hh = (params[2], params[3]) if has_biases else (None, None)
+    outs = []
+    for t in range(x.shape[0]):
+        ig, hg = torch.matmul(x[t], w_ih.t()), torch.matmul(h, w_hh.t())
+        if lstm:
+            h, c, _ = torch.ops.aten._thnn_fused_lstm_cell(ig, hg, c, b_ih, b_hh)
+        else:
+            h, _ = torch.ops.aten._thnn_fused_gru_cell(ig, hg, h, b_ih, b_hh)
+        outs.append(h)
+    return torch.stack(outs), h, c
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU])
+@pytest.mark.parametrize("bias", [True, False])
+def test_layers_project_every_step_at_once_with_the_same_values(cls, dtype, bias):
+    """The layers project all steps' inputs in one product (its rows are the
+    per-step products' rows: the same bits), then run ATen's step loop: the
+    outputs and states equal ATen's accelerator loop exactly, two
+    bidirectional layers (the second fed by both directions of the first),
+    batch_first."""
+    torch.manual_seed(0)
+    m = cls(8, 16, num_layers=2, bias=bias, batch_first=True, bidirectional=True).to(dtype).to("tpu")
+    x = torch.randn(3, 5, 8).to(dtype).to("tpu")
+    lstm = cls is torch.nn.LSTM
+    y, state = m(x)
+    per = 4 if bias else 2
+    flat = list(m._flat_weights)
+    layer_in = x.transpose(0, 1)
+    hs, cs = [], []
+    for layer in range(2):
+        outs = []
+        for d in range(2):
+            h0 = torch.zeros(3, 16, dtype=dtype, device="tpu")
+            w = flat[(2 * layer + d) * per:(2 * layer + d + 1) * per]
+            src = layer_in.flip(0) if d else layer_in  # the reverse direction walks the steps backwards
+            out, h, c = aten_steps(src, h0, h0 if lstm else None, w, bias, lstm)
+            outs.append(out.flip(0) if d else out)
+            hs.append(h), cs.append(c)
+        layer_in = torch.cat(outs, -1)
+    assert torch.equal(y.cpu(), layer_in.transpose(0, 1).cpu())
+    if lstm:
+        assert torch.equal(state[0].cpu(), torch.stack(hs).cpu())
+        assert torch.equal(state[1].cpu(), torch.stack(cs).cpu())
+    else:
+        assert torch.equal(state.cpu(), torch.stack(hs).cpu())
+
+
+def test_layer_dropout_and_inference_mode():
+    """Dropout between layers draws from the device generator (the same
+    seed, the same output; another seed, another; eval mode none); under
+    inference mode (no autograd key) the layers give what they give with
+    autograd."""
+    torch.manual_seed(0)
+    m = torch.nn.LSTM(8, 16, num_layers=3, dropout=0.5).to("tpu")
+    x = torch.randn(5, 3, 8).to("tpu")
+    runs = []
+    for seed in (7, 7, 8):
+        torch.manual_seed(seed)
+        runs.append(m(x)[0].cpu())
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
+    m.eval()
+    want = m(x)[0]
+    assert not torch.equal(want.cpu(), runs[0])
+    with torch.inference_mode():
+        got = m(x)[0]
+    assert torch.equal(got.cpu(), want.cpu())

@@ -8,6 +8,8 @@
 // tensors mean the same as on any device. Nothing here queues a kernel of
 // its own: ordering, device checks and errors are the composed ops'.
 #include <ATen/ATen.h>
+#include <ATen/ops/gru_native.h>
+#include <ATen/ops/lstm_native.h>
 #include <torch/library.h>
 
 #include "common.h"
@@ -169,9 +171,118 @@ T5 gru_cell_backward(const at::Tensor& ghy, const at::Tensor& ws, bool has_bias)
   return {gi, gh, ghx, gbi, gbh};
 }
 
+// ------------------------------------------------------------------ layers
+// ATen's nn.LSTM / nn.GRU on an accelerator (RNN.cpp) computes each time
+// step's input projection as a matmul of its own: two small products a
+// step, and in the backward T small weight-gradient products for w_ih.
+// These run ATen's layer loop on tpu with the input projection of all
+// steps as one product up front (as RNN.cpp does for CPU tensors only):
+// the same ops on the same values otherwise (per step the hidden matmul
+// and the fused cell, biases added by the cell), so autograd records them
+// and the backward needs nothing of its own. Registered for autograd and
+// below it (inference mode). What they do not cover (LSTM projections,
+// other ranks) goes to PyTorch's composite.
+
+// The weights of layer l, direction d: w_ih, w_hh, b_ih, b_hh (biases
+// undefined without them).
+struct Weights {
+  at::Tensor w_ih, w_hh, b_ih, b_hh;
+};
+Weights weights(at::TensorList params, bool has_biases, int64_t index) {
+  const int64_t per = has_biases ? 4 : 2;
+  Weights w{params[index * per], params[index * per + 1], at::Tensor(), at::Tensor()};
+  if (has_biases) w.b_ih = params[index * per + 2], w.b_hh = params[index * per + 3];
+  return w;
+}
+
+// One direction of one layer over x [T, B, I] from state h (and c, LSTM):
+// the outputs [T, B, H] in time order; h, c end as the last step's.
+at::Tensor run_direction(const at::Tensor& x, const Weights& w, bool reverse, bool lstm, at::Tensor& h,
+                         at::Tensor& c) {
+  const auto gates = at::matmul(x, w.w_ih.t()).unbind(0);  // every step's input projection at once
+  const int64_t T = x.size(0);
+  std::vector<at::Tensor> outs(static_cast<size_t>(T));
+  const at::Tensor w_hh_t = w.w_hh.t();
+  for (int64_t i = 0; i < T; i++) {
+    const int64_t t = reverse ? T - 1 - i : i;
+    at::Tensor hg = at::matmul(h, w_hh_t);
+    if (lstm) {
+      auto r = at::_thnn_fused_lstm_cell(gates[t], hg, c, w.b_ih, w.b_hh);
+      h = std::get<0>(r), c = std::get<1>(r);
+    } else {
+      h = std::get<0>(at::_thnn_fused_gru_cell(gates[t], hg, h, w.b_ih, w.b_hh));
+    }
+    outs[static_cast<size_t>(t)] = h;
+  }
+  return at::stack(outs, 0);
+}
+
+// The layer stack: output, and the final states (h; c for LSTM) [L*D, B, H].
+std::vector<at::Tensor> run_layers(const at::Tensor& input, const at::Tensor& h0, const at::Tensor& c0,
+                                   at::TensorList params, bool has_biases, int64_t num_layers, double dropout,
+                                   bool train, bool bidirectional, bool batch_first, bool lstm) {
+  const int64_t D = bidirectional ? 2 : 1;
+  at::Tensor x = batch_first ? input.transpose(0, 1) : input;
+  std::vector<at::Tensor> hn, cn;
+  for (int64_t l = 0; l < num_layers; l++) {
+    std::vector<at::Tensor> outs;
+    for (int64_t d = 0; d < D; d++) {
+      at::Tensor h = h0[l * D + d], c = lstm ? c0[l * D + d] : at::Tensor();
+      outs.push_back(run_direction(x, weights(params, has_biases, l * D + d), d == 1, lstm, h, c));
+      hn.push_back(h);
+      if (lstm) cn.push_back(c);
+    }
+    x = D == 2 ? at::cat(outs, outs[0].dim() - 1) : outs[0];
+    if (dropout != 0 && train && l < num_layers - 1) x = at::dropout(x, dropout, train);
+  }
+  std::vector<at::Tensor> r{batch_first ? x.transpose(0, 1) : x, at::stack(hn, 0)};
+  if (lstm) r.push_back(at::stack(cn, 0));
+  return r;
+}
+
+// Whether the layers above take these arguments: a batched 3-D input and
+// 3-D states, w_ih / w_hh / biases per layer and direction, no LSTM
+// projection weights (w_hr).
+bool layers_take(const at::Tensor& input, at::TensorList hx, at::TensorList params, bool has_biases,
+                 int64_t num_layers, bool bidirectional) {
+  const int64_t per = has_biases ? 4 : 2;
+  if (input.dim() != 3 || num_layers < 1 ||
+      static_cast<int64_t>(params.size()) != num_layers * (bidirectional ? 2 : 1) * per)
+    return false;
+  for (const at::Tensor& t : hx)
+    if (t.dim() != 3) return false;
+  return true;
+}
+
+T3 lstm_layers(const at::Tensor& input, at::TensorList hx, at::TensorList params, bool has_biases, int64_t num_layers,
+               double dropout, bool train, bool bidirectional, bool batch_first) {
+  if (hx.size() != 2 || !layers_take(input, hx, params, has_biases, num_layers, bidirectional))
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  auto r = run_layers(input, hx[0], hx[1], params, has_biases, num_layers, dropout, train, bidirectional,
+                      batch_first, true);
+  return {r[0], r[1], r[2]};
+}
+
+std::tuple<at::Tensor, at::Tensor> gru_layers(const at::Tensor& input, const at::Tensor& hx, at::TensorList params,
+                                              bool has_biases, int64_t num_layers, double dropout, bool train,
+                                              bool bidirectional, bool batch_first) {
+  if (!layers_take(input, {hx}, params, has_biases, num_layers, bidirectional))
+    return at::native::gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first);
+  auto r = run_layers(input, hx, at::Tensor(), params, has_biases, num_layers, dropout, train, bidirectional,
+                      batch_first, false);
+  return {r[0], r[1]};
+}
+
 }  // namespace
 
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("lstm.input", lstm_layers);
+  m.impl("gru.input", gru_layers);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("lstm.input", lstm_layers);
+  m.impl("gru.input", gru_layers);
   VT_IMPL(m, "_thnn_fused_lstm_cell", lstm_cell);
   VT_IMPL(m, "_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward);
   VT_IMPL(m, "_thnn_fused_gru_cell", gru_cell);
