@@ -203,3 +203,38 @@ def test_layer_dropout_and_inference_mode():
     with torch.inference_mode():
         got = m(x)[0]
     assert torch.equal(got.cpu(), want.cpu())
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU])
+def test_layer_backward_states_and_double_backward_match_cpu(cls):
+    """A layer is one autograd node per direction whose backward sums the
+    weight gradients over all steps at once: in float64 against CPU, the
+    gradients of the input, the given initial states and every weight, for
+    a loss on the outputs and the final states, on the final state alone
+    (no output gradient), and a double backward (create_graph records
+    ATen's step loop again)."""
+    lstm = cls is torch.nn.LSTM
+    cpu, tpu = pair(cls, torch.float64, input_size=5, hidden_size=6, num_layers=2, bidirectional=True)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+    h0 = torch.randn(4, 3, 6, generator=g, dtype=torch.float64)
+    c0 = torch.randn(4, 3, 6, generator=g, dtype=torch.float64)
+
+    def grads(m, dev, which):
+        xs = x.to(dev).requires_grad_()
+        states = (h0.to(dev).requires_grad_(), c0.to(dev).requires_grad_()) if lstm else (h0.to(dev).requires_grad_(),)
+        y, st = m(xs, states if lstm else states[0])
+        st = st if lstm else (st,)
+        leaves = [xs, *states, *m.parameters()]
+        if which == "states only":
+            loss = sum(s.sin().sum() for s in st)
+        else:
+            loss = y.square().sum() + sum(s.sin().sum() for s in st)
+        if which != "double":
+            return [t.cpu() for t in torch.autograd.grad(loss, leaves)]
+        (gx,) = torch.autograd.grad(loss, xs, create_graph=True)
+        return [t.cpu() for t in torch.autograd.grad(gx.square().sum(), leaves)]
+
+    for which in ("outputs and states", "states only", "double"):
+        for got, want in zip(grads(tpu, "tpu", which), grads(cpu, "cpu", which)):
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=lambda m: f"{which}: {m}")

@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "common.h"
@@ -172,16 +174,23 @@ T5 gru_cell_backward(const at::Tensor& ghy, const at::Tensor& ws, bool has_bias)
 }
 
 // ------------------------------------------------------------------ layers
-// ATen's nn.LSTM / nn.GRU on an accelerator (RNN.cpp) computes each time
-// step's input projection as a matmul of its own: two small products a
-// step, and in the backward T small weight-gradient products for w_ih.
-// These run ATen's layer loop on tpu with the input projection of all
-// steps as one product up front (as RNN.cpp does for CPU tensors only):
-// the same ops on the same values otherwise (per step the hidden matmul
-// and the fused cell, biases added by the cell), so autograd records them
-// and the backward needs nothing of its own. Registered for autograd and
-// below it (inference mode). What they do not cover (LSTM projections,
-// other ranks) goes to PyTorch's composite.
+// ATen's nn.LSTM / nn.GRU on an accelerator (RNN.cpp) runs each time step
+// as ops autograd records one by one: the step's input projection and
+// hidden matmul, the fused cell. Its backward then runs, per step, the
+// cell's backward, two products for the gates' inputs and two small
+// weight-gradient products whose sums add into w_ih's and w_hh's gradients
+// (a weight-sized add per step). Here one direction of one layer is one
+// autograd node (Direction): the forward projects every step's input in
+// one product up front (as RNN.cpp does for CPU tensors only), then per
+// step the hidden matmul and the fused cell, the same ops on the same
+// values as ATen's loop; the backward walks the steps back with the
+// cells' backward and one product per step (the gradient reaching the
+// previous state), then computes the input gradient and the weight and
+// bias gradients each as one product or sum over all steps. A backward
+// that itself records a graph (create_graph: a double backward) runs
+// ATen's step loop again, recorded, and differentiates that. Registered
+// for autograd and below it (inference mode); LSTM projections (w_hr) and
+// other ranks go to PyTorch's composite.
 
 // The weights of layer l, direction d: w_ih, w_hh, b_ih, b_hh (biases
 // undefined without them).
@@ -195,27 +204,130 @@ Weights weights(at::TensorList params, bool has_biases, int64_t index) {
   return w;
 }
 
-// One direction of one layer over x [T, B, I] from state h (and c, LSTM):
-// the outputs [T, B, H] in time order; h, c end as the last step's.
-at::Tensor run_direction(const at::Tensor& x, const Weights& w, bool reverse, bool lstm, at::Tensor& h,
-                         at::Tensor& c) {
+// The step loop of one direction over x [T, B, I] from h0 (and c0, LSTM),
+// ATen's ops: the outputs, cell states (LSTM) and workspaces of every step
+// [T, ...] in time order, and the last walked step's h and c.
+struct Walk {
+  at::Tensor y, c, ws, h_last, c_last;
+};
+Walk walk(const at::Tensor& x, const at::Tensor& h0, const at::Tensor& c0, const Weights& w, bool reverse,
+          bool lstm) {
   const auto gates = at::matmul(x, w.w_ih.t()).unbind(0);  // every step's input projection at once
   const int64_t T = x.size(0);
-  std::vector<at::Tensor> outs(static_cast<size_t>(T));
+  std::vector<at::Tensor> ys(static_cast<size_t>(T)), cs(lstm ? static_cast<size_t>(T) : 0),
+      wss(static_cast<size_t>(T));
   const at::Tensor w_hh_t = w.w_hh.t();
+  at::Tensor h = h0, c = c0;
   for (int64_t i = 0; i < T; i++) {
-    const int64_t t = reverse ? T - 1 - i : i;
-    at::Tensor hg = at::matmul(h, w_hh_t);
+    const auto t = static_cast<size_t>(reverse ? T - 1 - i : i);
+    const at::Tensor hg = at::matmul(h, w_hh_t);
     if (lstm) {
       auto r = at::_thnn_fused_lstm_cell(gates[t], hg, c, w.b_ih, w.b_hh);
-      h = std::get<0>(r), c = std::get<1>(r);
+      h = std::get<0>(r), c = std::get<1>(r), wss[t] = std::get<2>(r);
+      cs[t] = c;
     } else {
-      h = std::get<0>(at::_thnn_fused_gru_cell(gates[t], hg, h, w.b_ih, w.b_hh));
+      auto r = at::_thnn_fused_gru_cell(gates[t], hg, h, w.b_ih, w.b_hh);
+      h = std::get<0>(r), wss[t] = std::get<1>(r);
     }
-    outs[static_cast<size_t>(t)] = h;
+    ys[t] = h;
   }
-  return at::stack(outs, 0);
+  return {at::stack(ys, 0), lstm ? at::stack(cs, 0) : at::Tensor(), at::stack(wss, 0), h, c};
 }
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct Direction : public torch::autograd::Function<Direction> {
+  // Outputs: y [T, B, H], the last h, and (LSTM) the last c.
+  // (c0, b_ih, b_hh: absent for GRU, without biases; as optionals, which
+  // autograd leaves out of the graph when absent.)
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& h0, const Opt& c0_,
+                               const at::Tensor& w_ih, const at::Tensor& w_hh, const Opt& b_ih_, const Opt& b_hh_,
+                               bool reverse, bool lstm) {
+    const at::Tensor c0 = value(c0_), b_ih = value(b_ih_), b_hh = value(b_hh_);
+    Walk r = walk(x, h0, c0, Weights{w_ih, w_hh, b_ih, b_hh}, reverse, lstm);
+    ctx->save_for_backward({x, h0, c0, w_ih, w_hh, b_ih, b_hh, r.y});
+    ctx->saved_data["c"] = r.c;
+    ctx->saved_data["ws"] = r.ws;
+    ctx->saved_data["reverse"] = reverse;
+    ctx->saved_data["lstm"] = lstm;
+    if (!lstm) return {r.y, r.h_last};
+    return {r.y, r.h_last, r.c_last};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto sv = ctx->get_saved_variables();
+    const at::Tensor &x = sv[0], &h0 = sv[1], &c0 = sv[2], &w_ih = sv[3], &w_hh = sv[4], &b_ih = sv[5],
+                     &b_hh = sv[6], &y = sv[7];
+    const bool reverse = ctx->saved_data["reverse"].toBool(), lstm = ctx->saved_data["lstm"].toBool();
+    if (at::GradMode::is_enabled()) return recorded_backward(sv, grads, reverse, lstm);
+    const at::Tensor C = ctx->saved_data["c"].toTensor(), WS = ctx->saved_data["ws"].toTensor();
+    const at::Tensor &dy = grads[0], &dh_last = grads[1];
+    const int64_t T = x.size(0), B = x.size(1), H = h0.size(1);
+    at::Tensor dh = dh_last.defined() ? dh_last : at::zeros_like(h0), dc;
+    if (lstm) dc = grads[2].defined() ? grads[2] : at::zeros_like(c0);
+    std::vector<at::Tensor> dgi(static_cast<size_t>(T)), dgh(lstm ? 0 : static_cast<size_t>(T));
+    for (int64_t i = 0; i < T; i++) {  // the walk's steps, last first
+      const int64_t t = reverse ? i : T - 1 - i, prev = reverse ? t + 1 : t - 1;
+      const at::Tensor g = dy.defined() ? at::add(dh, dy[t]) : dh;
+      if (lstm) {
+        const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0;
+        auto r = at::_thnn_fused_lstm_cell_backward_impl(g, dc, cx, C[t], WS[t], false);
+        dgi[static_cast<size_t>(t)] = std::get<0>(r);
+        dc = std::get<1>(r);
+        dh = at::mm(std::get<0>(r), w_hh);
+      } else {
+        auto r = at::_thnn_fused_gru_cell_backward(g, WS[t], false);
+        dgi[static_cast<size_t>(t)] = std::get<0>(r);
+        dgh[static_cast<size_t>(t)] = std::get<1>(r);
+        dh = at::mm(std::get<1>(r), w_hh).add_(std::get<2>(r));
+      }
+    }
+    const at::Tensor dGi = at::stack(dgi, 0), dGh = lstm ? dGi : at::stack(dgh, 0);
+    const int64_t GH = dGi.size(2);
+    // the state each step read: h0 for the first walked step
+    const at::Tensor hprev = reverse ? at::cat({y.slice(0, 1), h0.unsqueeze(0)}, 0)
+                                     : at::cat({h0.unsqueeze(0), y.slice(0, 0, T - 1)}, 0);
+    // whether argument k (x, h0, c0, w_ih, w_hh, b_ih, b_hh) wants a
+    // gradient: autograd numbers only the tensors given (absent optionals
+    // are not inputs of the node)
+    auto needs = [&](int k) {
+      if (!sv[static_cast<size_t>(k)].defined()) return false;
+      int var = 0;
+      for (int j = 0; j < k; j++) var += sv[static_cast<size_t>(j)].defined();
+      return ctx->needs_input_grad(var);
+    };
+    at::Tensor dx, dw_ih, dw_hh, db_ih, db_hh;
+    if (needs(0)) dx = at::matmul(dGi, w_ih);
+    if (needs(3)) dw_ih = dGi.reshape({T * B, GH}).t().mm(x.reshape({T * B, x.size(2)}));
+    if (needs(4)) dw_hh = dGh.reshape({T * B, GH}).t().mm(hprev.reshape({T * B, H}));
+    if (needs(5)) db_ih = dGi.sum({0, 1});
+    if (needs(6)) db_hh = dGh.sum({0, 1});
+    return {dx, dh, dc, dw_ih, dw_hh, db_ih, db_hh, at::Tensor(), at::Tensor()};
+  }
+
+  // The backward as a graph of its own: ATen's step loop recorded again
+  // from the saved inputs, differentiated with create_graph.
+  static variable_list recorded_backward(const variable_list& sv, const variable_list& grads, bool reverse,
+                                         bool lstm) {
+    Walk r = walk(sv[0], sv[1], sv[2], Weights{sv[3], sv[4], sv[5], sv[6]}, reverse, lstm);
+    const at::Tensor outs[3] = {r.y, r.h_last, r.c_last};
+    variable_list os, gs, ins;
+    for (int k = 0; k < static_cast<int>(grads.size()); k++)
+      if (grads[static_cast<size_t>(k)].defined() && outs[k].defined() && outs[k].requires_grad())
+        os.push_back(outs[k]), gs.push_back(grads[static_cast<size_t>(k)]);
+    std::vector<int> at_input;
+    for (int k = 0; k < 7; k++)
+      if (sv[static_cast<size_t>(k)].defined() && sv[static_cast<size_t>(k)].requires_grad())
+        ins.push_back(sv[static_cast<size_t>(k)]), at_input.push_back(k);
+    variable_list result(9);
+    if (os.empty() || ins.empty()) return result;
+    const auto g = torch::autograd::grad(os, ins, gs, /*retain_graph=*/true, /*create_graph=*/true,
+                                         /*allow_unused=*/true);
+    for (size_t i = 0; i < at_input.size(); i++) result[static_cast<size_t>(at_input[i])] = g[i];
+    return result;
+  }
+};
 
 // The layer stack: output, and the final states (h; c for LSTM) [L*D, B, H].
 std::vector<at::Tensor> run_layers(const at::Tensor& input, const at::Tensor& h0, const at::Tensor& c0,
@@ -227,10 +339,13 @@ std::vector<at::Tensor> run_layers(const at::Tensor& input, const at::Tensor& h0
   for (int64_t l = 0; l < num_layers; l++) {
     std::vector<at::Tensor> outs;
     for (int64_t d = 0; d < D; d++) {
-      at::Tensor h = h0[l * D + d], c = lstm ? c0[l * D + d] : at::Tensor();
-      outs.push_back(run_direction(x, weights(params, has_biases, l * D + d), d == 1, lstm, h, c));
-      hn.push_back(h);
-      if (lstm) cn.push_back(c);
+      const Weights w = weights(params, has_biases, l * D + d);
+      auto opt = [](const at::Tensor& t) { return t.defined() ? Opt(t) : Opt(); };
+      auto r = Direction::apply(x, h0[l * D + d], lstm ? Opt(c0[l * D + d]) : Opt(), w.w_ih, w.w_hh, opt(w.b_ih),
+                                opt(w.b_hh), d == 1, lstm);
+      outs.push_back(r[0]);
+      hn.push_back(r[1]);
+      if (lstm) cn.push_back(r[2]);
     }
     x = D == 2 ? at::cat(outs, outs[0].dim() - 1) : outs[0];
     if (dropout != 0 && train && l < num_layers - 1) x = at::dropout(x, dropout, train);
@@ -246,7 +361,7 @@ std::vector<at::Tensor> run_layers(const at::Tensor& input, const at::Tensor& h0
 bool layers_take(const at::Tensor& input, at::TensorList hx, at::TensorList params, bool has_biases,
                  int64_t num_layers, bool bidirectional) {
   const int64_t per = has_biases ? 4 : 2;
-  if (input.dim() != 3 || num_layers < 1 ||
+  if (input.dim() != 3 || input.size(0) == 0 || num_layers < 1 ||
       static_cast<int64_t>(params.size()) != num_layers * (bidirectional ? 2 : 1) * per)
     return false;
   for (const at::Tensor& t : hx)
