@@ -238,3 +238,68 @@ def test_layer_backward_states_and_double_backward_match_cpu(cls):
     for which in ("outputs and states", "states only", "double"):
         for got, want in zip(grads(tpu, "tpu", which), grads(cpu, "cpu", which)):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=lambda m: f"{which}: {m}")
+
+
+def composed_lstm_cell(ig, hg, cx, bi, bh):
+    """The LSTM cell as tpu elementwise ops in PyTorch's order."""
+    ws = ig + hg
+    if bi is not None:
+        ws.add_(bi).add_(bh)
+    i, f, g, o = ws.chunk(4, 1)
+    i.sigmoid_(), f.sigmoid_(), g.tanh_(), o.sigmoid_()
+    cy = torch.mul(f, cx).addcmul_(i, g)
+    return o * cy.tanh(), cy, ws
+
+
+def composed_gru_cell(ig, hg, hx, bi, bh):
+    """The GRU cell as tpu elementwise ops in PyTorch's order."""
+    B, H = hx.shape
+    ws = torch.empty(B, 5 * H, dtype=hx.dtype, device=hx.device)
+    w = ws.chunk(5, 1)
+    ic, hc = ig.chunk(3, 1), hg.chunk(3, 1)
+    bic = bi.chunk(3) if bi is not None else None
+    bhc = bh.chunk(3) if bh is not None else None
+    for k in range(2):
+        torch.add(ic[k], hc[k], out=w[k])
+        if bi is not None:
+            w[k].add_(bic[k]).add_(bhc[k])
+        w[k].sigmoid_()
+    w[3].copy_(hx)
+    if bh is not None:
+        torch.add(hc[2], bhc[2], out=w[4])
+    else:
+        w[4].copy_(hc[2])
+    torch.mul(w[0], w[4], out=w[2]).add_(ic[2])
+    if bi is not None:
+        w[2].add_(bic[2])
+    w[2].tanh_()
+    return torch.sub(hx, w[2]).mul_(w[1]).add_(w[2]), ws
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_cells_give_the_composed_ops_bits(dtype, bias):
+    """A cell is one kernel (vtpu/rnn.h) that walks the composed cell's ops
+    with the same microkernels, rounding each to the dtype: the same bits
+    as the ops one by one, on gates that are strided views (a step of a
+    [T, B, 4H] projection, a transposed hidden product), 37 units (odd
+    lengths: vector tails), values large enough to saturate."""
+    g = torch.Generator().manual_seed(3)
+    B, H = 5, 37
+
+    def r(*shape):
+        return (torch.randn(*shape, generator=g) * 3).to(dtype).to("tpu")
+
+    ig = r(3, B, 4 * H)[1]
+    hg = r(4 * H, B).t()
+    cx = r(B, 2 * H)[:, ::2]
+    bi, bh = (r(4 * H), r(4 * H)) if bias else (None, None)
+    got = torch.ops.aten._thnn_fused_lstm_cell(ig, hg, cx, bi, bh)
+    for a, b in zip(got, composed_lstm_cell(ig, hg, cx, bi, bh)):
+        assert torch.equal(a.cpu(), b.cpu())
+    ig, hg = r(B, 3 * H), r(3 * H, B).t()
+    bi, bh = (r(3 * H), r(3 * H)) if bias else (None, None)
+    hx = r(B, H)
+    got = torch.ops.aten._thnn_fused_gru_cell(ig, hg, hx, bi, bh)
+    for a, b in zip(got, composed_gru_cell(ig, hg, hx, bi, bh)):
+        assert torch.equal(a.cpu(), b.cpu())

@@ -427,6 +427,7 @@ unsigned vt_mxu_select_isa(unsigned mask);
 unsigned vt_attn_select_isa(unsigned mask);
 unsigned vt_optim_select_isa(unsigned mask);
 unsigned vt_conv_dw_select_isa(unsigned mask);
+unsigned vt_rnn_select_isa(unsigned mask);
 
 /* Elements per parallel chunk for memory-bound elementwise work: below it
  * the pool costs more than it gains. */

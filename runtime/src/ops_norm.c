@@ -1,6 +1,7 @@
-/* ops_norm.c — queued normalisation ops: each fills a node of kind
- * VT_NODE_NORM (kernels/norm/norm.def), which vt_node_submit checks at the
- * op and queues packed (each descriptor cut to its dims). */
+/* ops_norm.c — queued normalisation ops and recurrent cells: each fills a
+ * node of kind VT_NODE_NORM (kernels/norm/norm.def) or VT_NODE_RNN
+ * (kernels/rnn/rnn.def), which vt_node_submit checks at the op and queues
+ * packed (each descriptor cut to its dims). */
 #include "graph/node.h"
 #include "internal.h"
 
@@ -76,4 +77,22 @@ vt_status vt_op_batch_norm_backward(int dev, const char *name, const vt_tensor *
     const vt_tensor *s[] = {grad_out, in, weight, running_mean, running_var, save_mean, save_invstd};
     return submit(dev, name ? name : "vt_op_batch_norm_backward", VT_NORM_BATCH_BACKWARD, o, 3, s, 7, 0, 0, training,
                   eps, 0);
+}
+
+/* ------------------------------------------------------------ recurrent cells (VT_NODE_RNN) */
+
+vt_status vt_op_lstm_cell(int dev, const char *name, const vt_tensor *hy, const vt_tensor *cy,
+                          const vt_tensor *workspace, const vt_tensor *input_gates, const vt_tensor *hidden_gates,
+                          const vt_tensor *cx, const vt_tensor *b_ih, const vt_tensor *b_hh) {
+    const vt_tensor *o[] = {hy, cy, workspace}, *s[] = {input_gates, hidden_gates, cx, b_ih, b_hh};
+    return vt_node_submit_op(dev, VT_NODE_RNN, VT_RNN_LSTM_CELL, name ? name : "vt_op_lstm_cell", o, 3, s, 5, NULL,
+                             0, NULL, 0);
+}
+
+vt_status vt_op_gru_cell(int dev, const char *name, const vt_tensor *hy, const vt_tensor *workspace,
+                         const vt_tensor *input_gates, const vt_tensor *hidden_gates, const vt_tensor *hx,
+                         const vt_tensor *b_ih, const vt_tensor *b_hh) {
+    const vt_tensor *o[] = {hy, workspace}, *s[] = {input_gates, hidden_gates, hx, b_ih, b_hh};
+    return vt_node_submit_op(dev, VT_NODE_RNN, VT_RNN_GRU_CELL, name ? name : "vt_op_gru_cell", o, 2, s, 5, NULL, 0,
+                             NULL, 0);
 }

@@ -75,6 +75,19 @@ inline vt_tensor view_of(const at::Tensor& t) {
   return d;
 }
 
+// The C view of an optional tensor for a kernel: p is nullptr for an
+// undefined one (view_of's fallback rule otherwise).
+struct Desc {
+  vt_tensor d{};
+  const vt_tensor* p = nullptr;
+  Desc() = default;
+  explicit Desc(const at::Tensor& t) {
+    if (!t.defined()) return;
+    d = view_of(t);
+    p = &d;
+  }
+};
+
 // The op `name` ("add.Tensor"; namespace aten unless given).
 c10::OperatorHandle op_handle(const char* name);
 // What the next cpu_fallback call on this thread reports as the reason the

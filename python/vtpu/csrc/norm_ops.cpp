@@ -17,18 +17,6 @@ namespace {
 using Opt = std::optional<at::Tensor>;
 using T3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
-// Descriptor of a defined tensor, nullptr for an undefined one.
-struct Desc {
-  vt_tensor d{};
-  const vt_tensor* p = nullptr;
-  Desc() = default;
-  explicit Desc(const at::Tensor& t) {
-    if (!t.defined()) return;
-    VT_FALLBACK_UNLESS(describe(t, &d), lacking({t}));
-    p = &d;
-  }
-};
-
 bool is_float(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ||
          t.scalar_type() == at::kDouble;

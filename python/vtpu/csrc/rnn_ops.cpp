@@ -66,6 +66,14 @@ T3 lstm_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& cx, c
   check_cell("_thnn_fused_lstm_cell", ig, hg, bi, bh, 4, cx);
   TORCH_CHECK(cx.scalar_type() == ig.scalar_type(), "_thnn_fused_lstm_cell: expected cx of dtype ",
               ig.scalar_type(), ", got ", cx.scalar_type());
+  if (ig.scalar_type() != at::kDouble) {  // one node: the composed ops' bits (vtpu/rnn.h)
+    const int64_t B = ig.size(0), H = ig.size(1) / 4;
+    auto opts = ig.options().memory_format(at::MemoryFormat::Contiguous);
+    at::Tensor hy = at::empty({B, H}, opts), cy = at::empty({B, H}, opts), ws = at::empty({B, 4 * H}, opts);
+    Desc h(hy), c(cy), w(ws), i(ig), g(hg), x(cx), b1(bi), b2(bh);
+    check(vt_op_lstm_cell(device_index(ig), "aten::_thnn_fused_lstm_cell", h.p, c.p, w.p, i.p, g.p, x.p, b1.p, b2.p));
+    return {hy, cy, ws};
+  }
   auto ws = gate_sum(ig, hg, bi, bh);
   auto g = ws.chunk(4, 1);
   g[0].sigmoid_();
@@ -123,6 +131,12 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& ig, const at::Tens
   check_cell("_thnn_fused_gru_cell", ig, hg, bi, bh, 3, hx);
   const int64_t B = hx.size(0), H = hx.size(1);
   auto ws = at::empty({B, 5 * H}, hx.options().memory_format(at::MemoryFormat::Contiguous));
+  if (ig.scalar_type() != at::kDouble) {  // one node: the composed ops' bits (vtpu/rnn.h)
+    at::Tensor hy = at::empty({B, H}, ws.options());
+    Desc h(hy), w(ws), i(ig), g(hg), x(hx), b1(bi), b2(bh);
+    check(vt_op_gru_cell(device_index(ig), "aten::_thnn_fused_gru_cell", h.p, w.p, i.p, g.p, x.p, b1.p, b2.p));
+    return {hy, ws};
+  }
   auto w = ws.chunk(5, 1);
   const auto ic = ig.chunk(3, 1), hc = hg.chunk(3, 1);
   const auto bic = bi.defined() ? bi.chunk(3, 0) : std::vector<at::Tensor>(3);
@@ -206,13 +220,43 @@ Weights weights(at::TensorList params, bool has_biases, int64_t index) {
 
 // The step loop of one direction over x [T, B, I] from h0 (and c0, LSTM),
 // ATen's ops: the outputs, cell states (LSTM) and workspaces of every step
-// [T, ...] in time order, and the last walked step's h and c.
+// [T, ...] in time order, and the last walked step's h and c. in_place:
+// each step's cell writes its results straight into those [T, ...]
+// tensors (no autograd records the steps: the forward of Direction).
 struct Walk {
   at::Tensor y, c, ws, h_last, c_last;
 };
+Walk walk_in_place(const at::Tensor& gates, const at::Tensor& h0, const at::Tensor& c0, const Weights& w,
+                   bool reverse, bool lstm) {
+  const int64_t T = gates.size(0), B = gates.size(1), H = h0.size(1);
+  const auto opts = gates.options().memory_format(at::MemoryFormat::Contiguous);
+  const at::Tensor y = at::empty({T, B, H}, opts), ws = at::empty({T, B, (lstm ? 4 : 5) * H}, opts);
+  const at::Tensor cs = lstm ? at::empty({T, B, H}, opts) : at::Tensor();
+  const at::Tensor w_hh_t = w.w_hh.t();
+  const int dev = device_index(gates);
+  const Desc bi(w.b_ih), bh(w.b_hh);
+  at::Tensor h = h0, c = c0;
+  for (int64_t i = 0; i < T; i++) {
+    const int64_t t = reverse ? T - 1 - i : i;
+    const at::Tensor hg = at::mm(h, w_hh_t), ht = y[t], wt = ws[t], gt = gates[t];
+    const Desc dh(ht), dw(wt), dg(gt), dhg(hg), dprev(lstm ? c : h);
+    if (lstm) {
+      const at::Tensor ct = cs[t];
+      const Desc dc(ct);
+      check(vt_op_lstm_cell(dev, "aten::_thnn_fused_lstm_cell", dh.p, dc.p, dw.p, dg.p, dhg.p, dprev.p, bi.p, bh.p));
+      c = ct;
+    } else {
+      check(vt_op_gru_cell(dev, "aten::_thnn_fused_gru_cell", dh.p, dw.p, dg.p, dhg.p, dprev.p, bi.p, bh.p));
+    }
+    h = ht;
+  }
+  return {y, cs, ws, h, c};
+}
 Walk walk(const at::Tensor& x, const at::Tensor& h0, const at::Tensor& c0, const Weights& w, bool reverse,
-          bool lstm) {
-  const auto gates = at::matmul(x, w.w_ih.t()).unbind(0);  // every step's input projection at once
+          bool lstm, bool in_place) {
+  const at::Tensor projected = at::matmul(x, w.w_ih.t());  // every step's input projection at once
+  if (in_place && x.scalar_type() != at::kDouble) return walk_in_place(projected, h0, c0, w, reverse, lstm);
+  const auto gates = projected.unbind(0);
   const int64_t T = x.size(0);
   std::vector<at::Tensor> ys(static_cast<size_t>(T)), cs(lstm ? static_cast<size_t>(T) : 0),
       wss(static_cast<size_t>(T));
@@ -245,7 +289,7 @@ struct Direction : public torch::autograd::Function<Direction> {
                                const at::Tensor& w_ih, const at::Tensor& w_hh, const Opt& b_ih_, const Opt& b_hh_,
                                bool reverse, bool lstm) {
     const at::Tensor c0 = value(c0_), b_ih = value(b_ih_), b_hh = value(b_hh_);
-    Walk r = walk(x, h0, c0, Weights{w_ih, w_hh, b_ih, b_hh}, reverse, lstm);
+    Walk r = walk(x, h0, c0, Weights{w_ih, w_hh, b_ih, b_hh}, reverse, lstm, true);
     ctx->save_for_backward({x, h0, c0, w_ih, w_hh, b_ih, b_hh, r.y});
     ctx->saved_data["c"] = r.c;
     ctx->saved_data["ws"] = r.ws;
@@ -310,7 +354,7 @@ struct Direction : public torch::autograd::Function<Direction> {
   // from the saved inputs, differentiated with create_graph.
   static variable_list recorded_backward(const variable_list& sv, const variable_list& grads, bool reverse,
                                          bool lstm) {
-    Walk r = walk(sv[0], sv[1], sv[2], Weights{sv[3], sv[4], sv[5], sv[6]}, reverse, lstm);
+    Walk r = walk(sv[0], sv[1], sv[2], Weights{sv[3], sv[4], sv[5], sv[6]}, reverse, lstm, false);
     const at::Tensor outs[3] = {r.y, r.h_last, r.c_last};
     variable_list os, gs, ins;
     for (int k = 0; k < static_cast<int>(grads.size()); k++)

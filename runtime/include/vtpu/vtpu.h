@@ -645,6 +645,8 @@ vt_status vt_op_scan(int dev, const char *name, vt_scan_op op, const vt_tensor *
 
 #include "norm.h"
 
+#include "rnn.h"
+
 #include "index.h"
 
 #include "attention.h"

@@ -59,6 +59,7 @@ typedef enum vt_node_kind {
                           tensor of the op's lists; iparams[1]: the op is in place (vt_foreach_in_place) */
     VT_NODE_SHAPE,     /* op: vt_shape_op (kernels/shape/shape.def) */
     VT_NODE_INDEX,     /* op: vt_index_op (kernels/index/index.def) */
+    VT_NODE_RNN,       /* op: vt_rnn_op (kernels/rnn/rnn.def) */
     VT_NODE_KIND_COUNT
 } vt_node_kind;
 
@@ -109,6 +110,14 @@ typedef enum vt_index_op {
     VT_INDEX_OP_COUNT
 } vt_index_op;
 const char *vt_index_op_name(vt_index_op op);
+
+typedef enum vt_rnn_op {
+#define VT_RNN_OP(e, name, nout, nsrc) VT_RNN_##e,
+#include "kernels/rnn/rnn.def"
+#undef VT_RNN_OP
+    VT_RNN_OP_COUNT
+} vt_rnn_op;
+const char *vt_rnn_op_name(vt_rnn_op op);
 
 typedef struct vt_node {
     vt_node_kind kind;

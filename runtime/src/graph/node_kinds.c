@@ -10,6 +10,7 @@
 #include "kernels/conv/conv.h"
 #include "kernels/index/index.h"
 #include "kernels/norm/norm.h"
+#include "kernels/rnn/rnn.h"
 #include "kernels/pool/pool.h"
 #include "kernels/shape/shape.h"
 #include "kernels/softmax/softmax.h"
@@ -395,6 +396,33 @@ static vt_status norm_run_from(const vt_node *n, const vt_source *src) {
                             n->op == VT_NORM_RMS ? NULL : src_opt(n, 2), (int32_t)n->iparams[0], n->params[0], src);
 }
 
+/* ------------------------------------------------------------ recurrent cells */
+
+static const tensor_row rnn_rows[VT_RNN_OP_COUNT] = {
+#define VT_RNN_OP(e, name, nout, nsrc) {#name, nout, nsrc},
+#include "kernels/rnn/rnn.def"
+#undef VT_RNN_OP
+};
+const char *vt_rnn_op_name(vt_rnn_op op) { return row_name(rnn_rows, VT_RNN_OP_COUNT, op); }
+
+static vt_status rnn_check(const vt_node *n) {
+    if ((unsigned)n->op >= VT_RNN_OP_COUNT)
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid recurrent cell op %d", n->name, (int)n->op);
+    vt_status s = vt_node_check_counts(n, rnn_rows[n->op].nout, rnn_rows[n->op].nsrc);
+    if (s != VT_OK) return s;
+    const int lstm = n->op == VT_RNN_LSTM_CELL;
+    return vt_rnn_cell_check(n->name, lstm, out_opt(n, 0), lstm ? out_opt(n, 1) : NULL, out_opt(n, lstm ? 2 : 1),
+                             src_opt(n, 0), src_opt(n, 1), src_opt(n, 2), src_opt(n, 3), src_opt(n, 4));
+}
+
+static vt_status rnn_run(const vt_node *n) {
+    if (n->op == VT_RNN_LSTM_CELL)
+        return vt_lstm_cell(out_opt(n, 0), out_opt(n, 1), out_opt(n, 2), src_opt(n, 0), src_opt(n, 1),
+                            src_opt(n, 2), src_opt(n, 3), src_opt(n, 4));
+    return vt_gru_cell(out_opt(n, 0), out_opt(n, 1), src_opt(n, 0), src_opt(n, 1), src_opt(n, 2), src_opt(n, 3),
+                       src_opt(n, 4));
+}
+
 /* ------------------------------------------------------------ losses */
 
 static const tensor_row loss_rows[VT_LOSS_OP_COUNT] = {
@@ -701,4 +729,6 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
      * ops that update out in place read it (vt_index_node_use) */
     [VT_NODE_INDEX] = {"index", vt_index_node_check, vt_index_node_run, vt_index_node_ref, NULL, VT_USE_READ,
                        VT_USE_WRITE, .use = vt_index_node_use},
+    /* a row's inputs are read while its outputs are written: overlaps are copied */
+    [VT_NODE_RNN] = {"rnn", rnn_check, rnn_run, NULL, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
 };

@@ -9,7 +9,7 @@
 static unsigned (*const pickers[])(unsigned mask) = {
     vt_convert_select_isa, vt_elementwise_select_isa, vt_elementwise_act_select_isa, vt_reduce_select_isa,
     vt_norm_select_isa,    vt_softmax_select_isa,     vt_rng_select_isa,             vt_mxu_select_isa,
-    vt_attn_select_isa,    vt_optim_select_isa,   vt_conv_dw_select_isa,
+    vt_attn_select_isa,    vt_optim_select_isa,   vt_conv_dw_select_isa,         vt_rnn_select_isa,
 };
 
 static void pick_all(unsigned mask) {

@@ -1,0 +1,30 @@
+/* rnn.h — what the node kind of the recurrent cells (graph/node_kinds.c)
+ * needs of kernels/rnn/rnn.c. */
+#ifndef VTPU_KERNELS_RNN_H
+#define VTPU_KERNELS_RNN_H
+
+#include "internal.h"
+
+/* The cell's argument checks alone, messages prefixed with name (lstm: 1,
+ * else GRU; cy NULL for GRU). */
+vt_status vt_rnn_cell_check(const char *name, int lstm, const vt_tensor *hy, const vt_tensor *cy,
+                            const vt_tensor *ws, const vt_tensor *ig, const vt_tensor *hg, const vt_tensor *prev,
+                            const vt_tensor *bi, const vt_tensor *bh);
+
+/* One cell call's rows (rnn.c): what each ISA's row loop reads. */
+typedef struct vt_rnn_cell_job {
+    int lstm;
+    int64_t H;
+    vt_dtype dt;
+    const vt_tensor *hy, *cy, *ws, *ig, *hg, *prev;
+    const float *bi, *bh; /* the biases in float ([k*H] each), or NULL */
+    _Atomic int oom;
+} vt_rnn_cell_job;
+/* Rows [b0, b1) of the job ctx (rnn_body.h, per ISA). */
+void vt_rnn_cell_rows_portable(void *ctx, int64_t b0, int64_t b1);
+#if VT_X86
+void vt_rnn_cell_rows_avx2(void *ctx, int64_t b0, int64_t b1);
+void vt_rnn_cell_rows_avx512(void *ctx, int64_t b0, int64_t b1);
+#endif
+
+#endif
