@@ -1,12 +1,10 @@
-/* norm_avx2.c — AVX2 f32 microkernels of the normalisation family. The 16
- * lanes of the portable and AVX-512 kernels (element i in lane i % 16) are
- * two vectors here, with the same pairwise fold and no fused multiply-adds,
- * so they give the portable kernels' results bit for bit. */
+/* norm_avx2.c — AVX2 f32 microkernels of the normalisation family. The 64
+ * lanes of the portable and AVX-512 kernels' sums (element i in lane
+ * i % 64) are eight vectors here, with the same pairwise fold and no fused
+ * multiply-adds, so they give the portable kernels' results bit for bit. */
 #include "kernels/norm/norm.h"
 #include "kernels/vmath_avx2.h"
 
-/* Lanes 0-7 and 8-15 of the 16-lane accumulator, and their masks. */
-#define LANES16(i, n) const __m256i k0 = vt_avx2_tail((n) - (i)), k1 = vt_avx2_tail((n) - (i) - 8)
 #define LD(p, k) vt_avx2_load(p, k)
 #define MASKED(v, k) _mm256_and_ps(v, _mm256_castsi256_ps(k))
 
@@ -18,25 +16,30 @@ static inline float fold(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(q);
 }
 
+/* The 64 lanes' sum (eight vectors of 8): lanes l and l + 32, then l and
+ * l + 16, then fold. */
+static inline float fold8(__m256 *a) {
+    for (int q = 0; q < 4; q++) a[q] = _mm256_add_ps(a[q], a[q + 4]);
+    for (int q = 0; q < 2; q++) a[q] = _mm256_add_ps(a[q], a[q + 2]);
+    return fold(a[0], a[1]);
+}
+
 static float sum(const float *x, int64_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    for (int64_t i = 0; i < n; i += 16) {
-        LANES16(i, n);
-        a0 = _mm256_add_ps(a0, LD(x + i, k0));
-        a1 = _mm256_add_ps(a1, LD(x + i + 8, k1));
-    }
-    return fold(a0, a1);
+    __m256 a[8];
+    for (int q = 0; q < 8; q++) a[q] = _mm256_setzero_ps();
+    for (int64_t i = 0, q = 0; i < n; i += 8, q = (q + 1) & 7) a[q] = _mm256_add_ps(a[q], LD(x + i, vt_avx2_tail(n - i)));
+    return fold8(a);
 }
 
 static float sqdev(const float *x, int64_t n, float m) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, vm = _mm256_set1_ps(m);
-    for (int64_t i = 0; i < n; i += 16) {
-        LANES16(i, n);
-        __m256 d0 = MASKED(_mm256_sub_ps(LD(x + i, k0), vm), k0), d1 = MASKED(_mm256_sub_ps(LD(x + i + 8, k1), vm), k1);
-        a0 = _mm256_add_ps(a0, _mm256_mul_ps(d0, d0));
-        a1 = _mm256_add_ps(a1, _mm256_mul_ps(d1, d1));
+    __m256 a[8], vm = _mm256_set1_ps(m);
+    for (int q = 0; q < 8; q++) a[q] = _mm256_setzero_ps();
+    for (int64_t i = 0, q = 0; i < n; i += 8, q = (q + 1) & 7) {
+        const __m256i k = vt_avx2_tail(n - i);
+        __m256 d = MASKED(_mm256_sub_ps(LD(x + i, k), vm), k);
+        a[q] = _mm256_add_ps(a[q], _mm256_mul_ps(d, d));
     }
-    return fold(a0, a1);
+    return fold8(a);
 }
 
 static void scale_shift(float *y, const float *x, int64_t n, float a, float b) {
@@ -59,18 +62,17 @@ static void affine(float *y, const float *x, int64_t n, float m, float r, const 
 }
 
 static void grad_sums(const float *dy, const float *x, const float *w, int64_t n, float m, float *sg, float *sgx) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, vm = _mm256_set1_ps(m);
-    for (int64_t i = 0; i < n; i += 16) {
-        LANES16(i, n);
-        __m256 g0 = LD(dy + i, k0), g1 = LD(dy + i + 8, k1);
-        if (w) g0 = _mm256_mul_ps(g0, LD(w + i, k0)), g1 = _mm256_mul_ps(g1, LD(w + i + 8, k1));
-        a0 = _mm256_add_ps(a0, g0);
-        a1 = _mm256_add_ps(a1, g1);
-        b0 = _mm256_add_ps(b0, _mm256_mul_ps(g0, MASKED(_mm256_sub_ps(LD(x + i, k0), vm), k0)));
-        b1 = _mm256_add_ps(b1, _mm256_mul_ps(g1, MASKED(_mm256_sub_ps(LD(x + i + 8, k1), vm), k1)));
+    __m256 a[8], b[8], vm = _mm256_set1_ps(m);
+    for (int q = 0; q < 8; q++) a[q] = b[q] = _mm256_setzero_ps();
+    for (int64_t i = 0, q = 0; i < n; i += 8, q = (q + 1) & 7) {
+        const __m256i k = vt_avx2_tail(n - i);
+        __m256 g = LD(dy + i, k);
+        if (w) g = _mm256_mul_ps(g, LD(w + i, k));
+        a[q] = _mm256_add_ps(a[q], g);
+        b[q] = _mm256_add_ps(b[q], _mm256_mul_ps(g, MASKED(_mm256_sub_ps(LD(x + i, k), vm), k)));
     }
-    *sg = fold(a0, a1);
-    *sgx = fold(b0, b1);
+    *sg = fold8(a);
+    *sgx = fold8(b);
 }
 
 static void grad_in(float *dx, const float *dy, const float *x, const float *w, int64_t n, float a, float m, float c2,

@@ -79,6 +79,10 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
             }
             xu = row, xo = 0;
         }
+        /* a unit of one chunk (a layer-norm row) is loaded (converted from
+         * bf16 / f16) once for its three passes */
+        const T *whole = g->R == 1 && g->L <= NORM_CH ? N_(load)(xu, c->xdt, xo, g->L, xb) : NULL;
+#define N_CHUNK(rr, j, n) (whole ? whole + (j) : N_(load)(xu, c->xdt, xo + (rr) * g->rstride + (j), n, xb))
         T m, r;
         if (c->have_stats) {
             m = c->mean[u];
@@ -89,14 +93,14 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
                 for (int64_t rr = 0; rr < g->R; rr++)
                     for (int64_t j = 0; j < g->L; j += NORM_CH) {
                         int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH;
-                        s += (double)k->sum(N_(load)(xu, c->xdt, xo + rr * g->rstride + j, n, xb), n);
+                        s += (double)k->sum(N_CHUNK(rr, j, n), n);
                     }
                 mean = s / (double)g->count;
             }
             for (int64_t rr = 0; rr < g->R; rr++)
                 for (int64_t j = 0; j < g->L; j += NORM_CH) {
                     int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH;
-                    q += (double)k->sqdev(N_(load)(xu, c->xdt, xo + rr * g->rstride + j, n, xb), n, (T)mean);
+                    q += (double)k->sqdev(N_CHUNK(rr, j, n), n, (T)mean);
                 }
             double var = q / (double)g->count;
             m = (T)mean;
@@ -114,13 +118,14 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
             }
             for (int64_t j = 0; j < g->L; j += NORM_CH) {
                 int64_t n = g->L - j < NORM_CH ? g->L - j : NORM_CH, off = ub + rr * g->rstride + j;
-                const T *xs = N_(load)(xu, c->xdt, xo + rr * g->rstride + j, n, xb);
+                const T *xs = N_CHUNK(rr, j, n);
                 T *ys = N_(target)(c->y, c->ydt, off, yb);
                 if (g->cmod) k->scale_shift(ys, xs, n, a, sh);
                 else k->affine(ys, xs, n, c->rms ? (T)0 : m, r, c->w ? c->w + j : NULL, c->b ? c->b + j : NULL);
                 N_(flush)(c->y, c->ydt, off, n, ys);
             }
         }
+#undef N_CHUNK
     }
     free(row);
 }

@@ -1,9 +1,10 @@
 /* norm_ukernels.c — portable microkernels of the normalisation family, for
- * float and double: 16 lanes for every sum (folded pairwise, as the AVX-512
- * versions do), plain loops for the elementwise passes. */
+ * float and double: 64 lanes for every sum (element i in lane i % 64,
+ * folded pairwise, as the AVX-512 versions' four vectors of 16 are),
+ * plain loops for the elementwise passes. */
 #include "kernels/norm/norm.h"
 
-#define LANES 16
+#define LANES 64
 
 #define DEFINE_NORM_UKERNELS(SFX, T)                                                                            \
     static T fold_##SFX(T *a) {                                                                                 \
