@@ -30,9 +30,13 @@
 #define RING_SLOTS 2048u    /* power of two */
 /* Polling loops yield the core (vt_poll_yield) rather than hold it, so the
  * waiter can poll for a whole short kernel: its wake-up from a sleep costs
- * about 30 us on a VM, more than many kernels take. */
+ * about 30 us on a VM, and going to sleep a process-wide barrier (an IPI
+ * to every CPU, tens of us more on a VM), more than many kernels take. A
+ * waiter that gave up after 200 us made ops of 0.2-2 ms about 70 us slower
+ * half the time (layer_norm of 2048x512: 0.19 or 0.27 ms, a 1024^2 f32
+ * product 1.1 or 1.4 ms); a yielding poll leaves the cores to the workers. */
 #define WORKER_SPIN_NS 50000 /* how long an idle worker polls before sleeping */
-#define WAITER_SPIN_NS 200000 /* how long a waiter polls before sleeping */
+#define WAITER_SPIN_NS 2000000 /* how long a waiter polls before sleeping */
 #define SLICE_MS 1000       /* longest single condvar sleep: waits re-check */
 #define ERR_LEN 1024
 
