@@ -303,3 +303,43 @@ def test_fused_cells_give_the_composed_ops_bits(dtype, bias):
     got = torch.ops.aten._thnn_fused_gru_cell(ig, hg, hx, bi, bh)
     for a, b in zip(got, composed_gru_cell(ig, hg, hx, bi, bh)):
         assert torch.equal(a.cpu(), b.cpu())
+
+
+def composed_lstm_cell_backward(ghy, gcy, cx, cy, ws):
+    """The LSTM cell's backward as tpu elementwise ops in PyTorch's order."""
+    i, f, g, o = ws.chunk(4, 1)
+    tcy = cy.tanh()
+    gc = (ghy * o).mul_((tcy * tcy).neg_().add_(1)) if ghy is not None else torch.zeros_like(cy)
+    if gcy is not None:
+        gc.add_(gcy)
+    gg = torch.empty_like(ws).chunk(4, 1)
+    torch.mul(gc, g, out=gg[0]).mul_(i * (1 - i))
+    torch.mul(gc, cx, out=gg[1]).mul_(f * (1 - f))
+    torch.mul(gc, i, out=gg[2]).mul_((g * g).neg_().add_(1))
+    if ghy is not None:
+        torch.mul(ghy, tcy, out=gg[3]).mul_(o * (1 - o))
+    else:
+        gg[3].zero_()
+    return torch.cat(gg, 1), gc * f
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fused_lstm_cell_backward_gives_the_composed_ops_bits(dtype):
+    """The LSTM cell's backward is one kernel too: the composed backward's
+    bits with grad_hy and grad_cy, either alone, strided gradients, and the
+    bias gradient as the gates' gradient summed over the batch."""
+    g = torch.Generator().manual_seed(4)
+    B, H = 6, 37
+
+    def r(*shape):
+        return (torch.randn(*shape, generator=g) * 2).to(dtype).to("tpu")
+
+    ig, hg, cx = r(B, 4 * H), r(B, 4 * H), r(B, H)
+    _, cy, ws = torch.ops.aten._thnn_fused_lstm_cell(ig, hg, cx, None, None)
+    ghy, gcy = r(B, 2 * H)[:, 1::2], r(H, B).t()
+    for a, b in ((ghy, gcy), (ghy, None), (None, gcy)):
+        got = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(a, b, cx, cy, ws, True)
+        want = composed_lstm_cell_backward(a, b, cx, cy, ws)
+        assert torch.equal(got[0].cpu(), want[0].cpu())
+        assert torch.equal(got[1].cpu(), want[1].cpu())
+        assert torch.equal(got[2].cpu(), want[0].sum(0).cpu())

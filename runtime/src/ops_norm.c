@@ -96,3 +96,11 @@ vt_status vt_op_gru_cell(int dev, const char *name, const vt_tensor *hy, const v
     return vt_node_submit_op(dev, VT_NODE_RNN, VT_RNN_GRU_CELL, name ? name : "vt_op_gru_cell", o, 2, s, 5, NULL, 0,
                              NULL, 0);
 }
+
+vt_status vt_op_lstm_cell_backward(int dev, const char *name, const vt_tensor *grad_gates, const vt_tensor *grad_cx,
+                                   const vt_tensor *grad_hy, const vt_tensor *grad_cy, const vt_tensor *cx,
+                                   const vt_tensor *cy, const vt_tensor *workspace) {
+    const vt_tensor *o[] = {grad_gates, grad_cx}, *s[] = {grad_hy, grad_cy, cx, cy, workspace};
+    return vt_node_submit_op(dev, VT_NODE_RNN, VT_RNN_LSTM_CELL_BACKWARD,
+                             name ? name : "vt_op_lstm_cell_backward", o, 2, s, 5, NULL, 0, NULL, 0);
+}

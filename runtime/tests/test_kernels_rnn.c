@@ -190,3 +190,124 @@ TEST(kernels_rnn_errors_and_queued_ops) {
     host_tensor *all[] = {&ig, &hg, &cx, &hy, &cy, &ws, &b8, &b7, &hg4, &cxh, &igi, &hy2, &cy2, &ws2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_free(all[i]);
 }
+
+/* The LSTM backward composed of elementwise kernels in PyTorch's order
+ * (rnn_ops.cpp's composition): gc = ghy * o * (1 - tanh(cy)^2) + gcy,
+ * the gates' gradients, grad_cx = gc * f. */
+static void composed_lstm_backward(const vt_tensor *gg, const vt_tensor *gcx, const vt_tensor *ghy,
+                                   const vt_tensor *gcy, const vt_tensor *cx, const vt_tensor *cy,
+                                   const vt_tensor *ws, int64_t H) {
+    const vt_dtype dt = cx->dtype;
+    const int64_t B = cx->sizes[0];
+    const vt_scalar one = vt_scalar_from_double(1);
+    host_tensor one_t = ht_new(dt, 0, NULL), tcy = mat(dt, B, H), gc = mat(dt, B, H), t1 = mat(dt, B, H),
+                t2 = mat(dt, B, H);
+    vt_convert(VT_F64, &(double){1.0}, 1, dt, one_t.block, 1, 1);
+    vt_tensor i = cols(ws, 0, H), f = cols(ws, H, H), g = cols(ws, 2 * H, H), o = cols(ws, 3 * H, H);
+    CHECK_OK(vt_unary(VT_TANH, &tcy.t, cy, dt));
+    /* 1 - s (rsub) and 1 - s^2 (mul, neg, add) into out */
+#define ONE_MINUS(out, s) CHECK_OK(vt_binary(VT_SUB, out, &one_t.t, s, dt, one))
+#define ONE_MINUS_SQ(out, s)                                                                                   \
+    do {                                                                                                       \
+        CHECK_OK(vt_binary(VT_MUL, out, s, s, dt, one));                                                       \
+        CHECK_OK(vt_unary(VT_NEG, out, out, dt));                                                              \
+        CHECK_OK(vt_binary(VT_ADD, out, out, &one_t.t, dt, one));                                              \
+    } while (0)
+    if (ghy) {
+        CHECK_OK(vt_binary(VT_MUL, &gc.t, ghy, &o, dt, one));
+        ONE_MINUS_SQ(&t1.t, &tcy.t);
+        CHECK_OK(vt_binary(VT_MUL, &gc.t, &gc.t, &t1.t, dt, one));
+    } else {
+        CHECK_OK(vt_fill(&gc.t, vt_scalar_from_double(0)));
+    }
+    if (gcy) CHECK_OK(vt_binary(VT_ADD, &gc.t, &gc.t, gcy, dt, one));
+    const vt_tensor *gate[3] = {&g, cx, &i}, *act_of[3] = {&i, &f, &g};
+    for (int k = 0; k < 3; k++) {
+        vt_tensor out = cols(gg, k * H, H);
+        CHECK_OK(vt_binary(VT_MUL, &out, &gc.t, gate[k], dt, one));
+        if (k < 2) {
+            ONE_MINUS(&t1.t, act_of[k]);
+            CHECK_OK(vt_binary(VT_MUL, &t2.t, act_of[k], &t1.t, dt, one));
+        } else {
+            ONE_MINUS_SQ(&t2.t, act_of[k]);
+        }
+        CHECK_OK(vt_binary(VT_MUL, &out, &out, &t2.t, dt, one));
+    }
+    vt_tensor o3 = cols(gg, 3 * H, H);
+    if (ghy) {
+        CHECK_OK(vt_binary(VT_MUL, &o3, ghy, &tcy.t, dt, one));
+        ONE_MINUS(&t1.t, &o);
+        CHECK_OK(vt_binary(VT_MUL, &t2.t, &o, &t1.t, dt, one));
+        CHECK_OK(vt_binary(VT_MUL, &o3, &o3, &t2.t, dt, one));
+    } else {
+        CHECK_OK(vt_fill(&o3, vt_scalar_from_double(0)));
+    }
+    CHECK_OK(vt_binary(VT_MUL, gcx, &gc.t, &f, dt, one));
+#undef ONE_MINUS
+#undef ONE_MINUS_SQ
+    host_tensor *all[] = {&one_t, &tcy, &gc, &t1, &t2};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) ht_free(all[k]);
+}
+
+/* The LSTM backward against its composition on the portable, AVX2 and
+ * active paths, every float dtype, with grad_hy and grad_cy, either alone
+ * (strided: every other column); values against double formulas in f32;
+ * errors. */
+TEST(kernels_rnn_lstm_backward_gives_the_composed_ops_bits_on_every_path) {
+    const unsigned active = vt_isa_active();
+    const unsigned paths[] = {0, VT_ISA_AVX2, active};
+    const int64_t B = 9, H = 37;
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if ((paths[p] & vt_isa_available()) != paths[p]) continue;
+        vt_isa_force(paths[p]);
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+            const vt_dtype dt = dts[d];
+            host_tensor ig = mat(dt, B, 4 * H), hg = mat(dt, B, 4 * H), cx = mat(dt, B, H), hy = mat(dt, B, H),
+                        cy = mat(dt, B, H), ws = mat(dt, B, 4 * H), ghb = mat(dt, B, 2 * H), gcy = mat(dt, B, H);
+            fill(&ig, -3, 3), fill(&hg, -3, 3), fill(&cx, -2, 2), fill(&ghb, -1, 1), fill(&gcy, -1, 1);
+            vt_tensor ghy = ghb.t;
+            ghy.sizes[1] = H, ghy.strides[1] = 2;
+            CHECK_OK(vt_lstm_cell(&hy.t, &cy.t, &ws.t, &ig.t, &hg.t, &cx.t, NULL, NULL));
+            for (int which = 0; which < 3; which++) {
+                const vt_tensor *gh = which != 2 ? &ghy : NULL, *gc = which != 1 ? &gcy.t : NULL;
+                host_tensor g0 = mat(dt, B, 4 * H), x0 = mat(dt, B, H), g1 = mat(dt, B, 4 * H), x1 = mat(dt, B, H);
+                CHECK_OK(vt_lstm_cell_backward(&g0.t, &x0.t, gh, gc, &cx.t, &cy.t, &ws.t));
+                composed_lstm_backward(&g1.t, &x1.t, gh, gc, &cx.t, &cy.t, &ws.t, H);
+                char what[96];
+                snprintf(what, sizeof what, "lstm backward %s grads %d isa %#x", vt_dtype_name(dt), which, paths[p]);
+                CHECK(ht_compare(what, &g0.t, &g1.t, -1) == 0);
+                CHECK(ht_compare(what, &x0.t, &x1.t, -1) == 0);
+                if (dt == VT_F32 && which == 0) { /* the formulas, in double */
+                    const float *pw = ws.block, *pc = cy.block, *px = cx.block, *ph = ghb.block, *pg = gcy.block;
+                    const float *pgg = g0.block, *pgx = x0.block;
+                    for (int64_t e = 0; e < B * H; e++) {
+                        const int64_t b = e / H, u = e % H;
+                        const double i = pw[b * 4 * H + u], f = pw[b * 4 * H + H + u],
+                                     g = pw[b * 4 * H + 2 * H + u], o = pw[b * 4 * H + 3 * H + u],
+                                     t = tanh((double)pc[e]), dh = ph[b * 2 * H + 2 * u];
+                        const double gcv = dh * o * (1 - t * t) + pg[e];
+                        const double want[5] = {gcv * g * i * (1 - i), gcv * px[e] * f * (1 - f),
+                                                gcv * i * (1 - g * g), dh * t * o * (1 - o), gcv * f};
+                        const double got[5] = {pgg[b * 4 * H + u], pgg[b * 4 * H + H + u],
+                                               pgg[b * 4 * H + 2 * H + u], pgg[b * 4 * H + 3 * H + u], pgx[e]};
+                        for (int q = 0; q < 5; q++)
+                            CHECK_MSG(fabs(got[q] - want[q]) <= 1e-5 * (1 + fabs(want[q])),
+                                      "element %lld part %d: %g vs %g", (long long)e, q, got[q], want[q]);
+                    }
+                }
+                ht_free(&g0), ht_free(&x0), ht_free(&g1), ht_free(&x1);
+            }
+            /* errors: neither gradient, a workspace of the wrong width, a grad_gates of the wrong width */
+            host_tensor g2 = mat(dt, B, 4 * H), x2 = mat(dt, B, H);
+            CHECK_STATUS(vt_lstm_cell_backward(&g2.t, &x2.t, NULL, NULL, &cx.t, &cy.t, &ws.t),
+                         VT_ERR_INVALID_ARGUMENT);
+            CHECK_STATUS(vt_lstm_cell_backward(&g2.t, &x2.t, &gcy.t, NULL, &cx.t, &cy.t, &cy.t),
+                         VT_ERR_INVALID_ARGUMENT);
+            CHECK_STATUS(vt_lstm_cell_backward(&x2.t, &x2.t, &gcy.t, NULL, &cx.t, &cy.t, &ws.t),
+                         VT_ERR_INVALID_ARGUMENT);
+            host_tensor *all[] = {&ig, &hg, &cx, &hy, &cy, &ws, &ghb, &gcy, &g2, &x2};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_free(all[i]);
+        }
+    }
+    vt_isa_force(active);
+}

@@ -1,12 +1,13 @@
 // rnn_ops.cpp — the fused recurrent cells ATen asks an accelerator for
 // (nn.LSTM / nn.GRU / LSTMCell / GRUCell route a non-CPU device's gate
-// arithmetic through _thnn_fused_lstm_cell and _thnn_fused_gru_cell; the
-// matmuls stay separate ops on the MXU). Each cell is composed of native
-// tpu elementwise ops on the gate tensors, in the gates' dtype as CPU's
-// unfused cells compute; the workspace layouts are PyTorch's ([i, f, g, o]
-// activations for LSTM, [r, z, n, hx, hn + b_hn] for GRU) so the saved
-// tensors mean the same as on any device. Nothing here queues a kernel of
-// its own: ordering, device checks and errors are the composed ops'.
+// arithmetic through _thnn_fused_lstm_cell and _thnn_fused_gru_cell), and
+// the nn.LSTM / nn.GRU layers themselves. The cells (and the LSTM cell's
+// backward) are one runtime node each in f32 / bf16 / f16
+// (runtime/src/kernels/rnn: the bits of the same cell composed of tpu
+// elementwise ops, which f64 and the GRU backward still are, in the gates'
+// dtype as CPU's unfused cells compute); the workspace layouts are
+// PyTorch's ([i, f, g, o] activations for LSTM, [r, z, n, hx, hn + b_hn]
+// for GRU) so the saved tensors mean the same as on any device.
 #include <ATen/ATen.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
@@ -100,6 +101,16 @@ T3 lstm_cell_backward(const Opt& ghy_, const Opt& gcy_, const at::Tensor& cx, co
   TORCH_CHECK(ws.dim() == 2 && ws.numel() == some.numel() * 4, op, ": expected a workspace of ", some.numel() * 4,
               " elements, got ", ws.sizes());
   check_float(op, ws);
+  if (ws.scalar_type() != at::kDouble) {  // one node: the composed ops' bits (vtpu/rnn.h)
+    const int64_t B = some.size(0), H = some.size(1);
+    auto opts = ws.options().memory_format(at::MemoryFormat::Contiguous);
+    at::Tensor grad_gates = at::empty({B, 4 * H}, opts), grad_cx = at::empty({B, H}, opts);
+    const at::Tensor w2 = ws.view({B, 4 * H});
+    const Desc gg(grad_gates), gx(grad_cx), gh(ghy), gc(gcy), x(cx), y(cy), w(w2);
+    check(vt_op_lstm_cell_backward(device_index(ws), "aten::_thnn_fused_lstm_cell_backward_impl", gg.p, gx.p, gh.p,
+                                   gc.p, x.p, y.p, w.p));
+    return {grad_gates, grad_cx, has_bias ? grad_gates.sum(0) : at::Tensor()};
+  }
   const auto g = ws.view({some.size(0), 4 * some.size(1)}).chunk(4, 1);
   const auto& i = g[0];
   const auto& f = g[1];
@@ -311,10 +322,24 @@ struct Direction : public torch::autograd::Function<Direction> {
     at::Tensor dh = dh_last.defined() ? dh_last : at::zeros_like(h0), dc;
     if (lstm) dc = grads[2].defined() ? grads[2] : at::zeros_like(c0);
     std::vector<at::Tensor> dgi(static_cast<size_t>(T)), dgh(lstm ? 0 : static_cast<size_t>(T));
+    // LSTM (not double): each step's cell backward writes its gate
+    // gradients straight into dG [T, B, 4H]
+    const bool in_place = lstm && x.scalar_type() != at::kDouble;
+    const at::Tensor dG =
+        in_place ? at::empty({T, B, 4 * H}, WS.options().memory_format(at::MemoryFormat::Contiguous)) : at::Tensor();
+    const int dev = device_index(x);
     for (int64_t i = 0; i < T; i++) {  // the walk's steps, last first
       const int64_t t = reverse ? i : T - 1 - i, prev = reverse ? t + 1 : t - 1;
       const at::Tensor g = dy.defined() ? at::add(dh, dy[t]) : dh;
-      if (lstm) {
+      if (in_place) {
+        const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0, gt = dG[t], ct = C[t], wt = WS[t];
+        const at::Tensor dc_prev = at::empty({B, H}, gt.options());
+        const Desc dgt(gt), ddc(dc_prev), dg(g), dcy(dc), dcx(cx), dct(ct), dwt(wt);
+        check(vt_op_lstm_cell_backward(dev, "aten::_thnn_fused_lstm_cell_backward_impl", dgt.p, ddc.p, dg.p, dcy.p,
+                                       dcx.p, dct.p, dwt.p));
+        dc = dc_prev;
+        dh = at::mm(gt, w_hh);
+      } else if (lstm) {
         const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0;
         auto r = at::_thnn_fused_lstm_cell_backward_impl(g, dc, cx, C[t], WS[t], false);
         dgi[static_cast<size_t>(t)] = std::get<0>(r);
@@ -327,7 +352,7 @@ struct Direction : public torch::autograd::Function<Direction> {
         dh = at::mm(std::get<1>(r), w_hh).add_(std::get<2>(r));
       }
     }
-    const at::Tensor dGi = at::stack(dgi, 0), dGh = lstm ? dGi : at::stack(dgh, 0);
+    const at::Tensor dGi = in_place ? dG : at::stack(dgi, 0), dGh = lstm ? dGi : at::stack(dgh, 0);
     const int64_t GH = dGi.size(2);
     // the state each step read: h0 for the first walked step
     const at::Tensor hprev = reverse ? at::cat({y.slice(0, 1), h0.unsqueeze(0)}, 0)

@@ -11,7 +11,8 @@
  * cell is one elementwise op computed in float and rounded to the dtype,
  * with the elementwise kernels' own microkernels (sigmoid, tanh, addcmul),
  * so the results are the bits the cell gives composed of vtpu's elementwise
- * ops (add, sigmoid, tanh, mul, addcmul, sub) in PyTorch's order. */
+ * ops (add, sigmoid, tanh, mul, addcmul, sub) in PyTorch's order; the
+ * LSTM backward likewise (mul, tanh, 1 - x, add). */
 #ifndef VTPU_RNN_H
 #define VTPU_RNN_H
 
@@ -25,6 +26,14 @@ vt_status vt_gru_cell(const vt_tensor *hy, const vt_tensor *workspace, const vt_
                       const vt_tensor *hidden_gates, const vt_tensor *hx, const vt_tensor *b_ih,
                       const vt_tensor *b_hh);
 
+/* The LSTM cell's gradients from its saved cx, cy and workspace (PyTorch's
+ * _thnn_fused_lstm_cell_backward_impl without the bias sum): grad_gates
+ * [B, 4H] (of the summed gates, so of either gate input and either bias),
+ * grad_cx [B, H]; an absent grad_hy or grad_cy counts as zeros. */
+vt_status vt_lstm_cell_backward(const vt_tensor *grad_gates, const vt_tensor *grad_cx, const vt_tensor *grad_hy,
+                                const vt_tensor *grad_cy, const vt_tensor *cx, const vt_tensor *cy,
+                                const vt_tensor *workspace);
+
 /* ---- queued (checks at the call, the kernel on dev's queue). */
 vt_status vt_op_lstm_cell(int dev, const char *name, const vt_tensor *hy, const vt_tensor *cy,
                           const vt_tensor *workspace, const vt_tensor *input_gates, const vt_tensor *hidden_gates,
@@ -32,5 +41,9 @@ vt_status vt_op_lstm_cell(int dev, const char *name, const vt_tensor *hy, const 
 vt_status vt_op_gru_cell(int dev, const char *name, const vt_tensor *hy, const vt_tensor *workspace,
                          const vt_tensor *input_gates, const vt_tensor *hidden_gates, const vt_tensor *hx,
                          const vt_tensor *b_ih, const vt_tensor *b_hh);
+
+vt_status vt_op_lstm_cell_backward(int dev, const char *name, const vt_tensor *grad_gates, const vt_tensor *grad_cx,
+                                   const vt_tensor *grad_hy, const vt_tensor *grad_cy, const vt_tensor *cx,
+                                   const vt_tensor *cy, const vt_tensor *workspace);
 
 #endif /* VTPU_RNN_H */

@@ -15,12 +15,14 @@
  * microseconds of passes over L1: worth both threads from a few rows). */
 #define CELL_GRAIN 4096
 
-static _Atomic(vt_range_fn) rows_active = vt_rnn_cell_rows_portable;
+static _Atomic(vt_range_fn) rows_active = vt_rnn_cell_rows_portable, back_active = vt_rnn_back_rows_portable;
 
 unsigned vt_rnn_select_isa(unsigned mask) {
     const unsigned isa = vt_isa_widest(mask);
     atomic_store(&rows_active, VT_ISA_TABLE(isa, vt_rnn_cell_rows_portable, vt_rnn_cell_rows_avx2,
                                             vt_rnn_cell_rows_avx512));
+    atomic_store(&back_active, VT_ISA_TABLE(isa, vt_rnn_back_rows_portable, vt_rnn_back_rows_avx2,
+                                            vt_rnn_back_rows_avx512));
     return isa;
 }
 
@@ -116,4 +118,53 @@ vt_status vt_rnn_cell_check(const char *name, int lstm, const vt_tensor *hy, con
                             const vt_tensor *bi, const vt_tensor *bh) {
     int64_t H;
     return cell_check(name, lstm ? 4 : 3, hy, cy, ws, ig, hg, prev, bi, bh, &H);
+}
+
+/* ------------------------------------------------------------ LSTM backward */
+
+static vt_status back_check(const char *fn, const vt_tensor *gg, const vt_tensor *gcx, const vt_tensor *ghy,
+                            const vt_tensor *gcy, const vt_tensor *cx, const vt_tensor *cy, const vt_tensor *ws) {
+    if (!ghy && !gcy) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy or grad_cy is required", fn);
+    if (!cx) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: cx is required", fn);
+    vt_status s = vt_tensor_validate(cx, "cx");
+    if (s != VT_OK) return vt_error_prefix(s, fn);
+    if (cx->ndim != 2) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: cx must be [B, H]", fn);
+    if (!is_float(cx->dtype))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: cx must be F32, BF16 or F16, got %s", fn,
+                            vt_dtype_name(cx->dtype));
+    const int64_t B = cx->sizes[0], H = cx->sizes[1];
+    const struct {
+        const char *what;
+        const vt_tensor *t;
+        int64_t cols;
+    } want[] = {{"grad_hy", ghy, H}, {"grad_cy", gcy, H},           {"cy", cy, H},
+                {"workspace", ws, 4 * H}, {"grad_gates", gg, 4 * H}, {"grad_cx", gcx, H}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0] && s == VT_OK; i++) {
+        if (i < 2 && !want[i].t) continue;
+        s = want_shape(fn, want[i].what, want[i].t, 2, B, want[i].cols);
+        if (s == VT_OK && want[i].t->dtype != cx->dtype)
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be %s like cx, got %s", fn, want[i].what,
+                             vt_dtype_name(cx->dtype), vt_dtype_name(want[i].t->dtype));
+    }
+    return s;
+}
+
+vt_status vt_rnn_cell_backward_check(const char *name, const vt_tensor *grad_gates, const vt_tensor *grad_cx,
+                                     const vt_tensor *grad_hy, const vt_tensor *grad_cy, const vt_tensor *cx,
+                                     const vt_tensor *cy, const vt_tensor *workspace) {
+    return back_check(name, grad_gates, grad_cx, grad_hy, grad_cy, cx, cy, workspace);
+}
+
+vt_status vt_lstm_cell_backward(const vt_tensor *grad_gates, const vt_tensor *grad_cx, const vt_tensor *grad_hy,
+                                const vt_tensor *grad_cy, const vt_tensor *cx, const vt_tensor *cy,
+                                const vt_tensor *workspace) {
+    const char *fn = "vt_lstm_cell_backward";
+    vt_status s = back_check(fn, grad_gates, grad_cx, grad_hy, grad_cy, cx, cy, workspace);
+    if (s != VT_OK) return s;
+    const int64_t B = cx->sizes[0], H = cx->sizes[1];
+    if (B == 0 || H == 0) return VT_OK;
+    vt_rnn_back_job j = {H, cx->dtype, grad_gates, grad_cx, grad_hy, grad_cy, cx, cy, workspace, 0};
+    vt_parallel_for(B, 4 * H >= CELL_GRAIN ? 1 : CELL_GRAIN / (4 * H), atomic_load(&back_active), &j);
+    if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    return VT_OK;
 }

@@ -143,3 +143,50 @@ void RNN_CAT(vt_rnn_cell_rows_, RNN_SFX)(void *ctx, int64_t b0, int64_t b1) {
     free(f), free(tmp);
 }
 
+
+/* ------------------------------------------------------------ LSTM backward */
+
+/* One row of the LSTM cell's backward, each op of the composed backward
+ * rounded by R: gc = ghy * o * (1 - tanh(cy)^2) (+ gcy), then the gates'
+ * gradients and grad_cx. w: the row's i, f, g, o; t: tanh(cy), rounded;
+ * x: cx; gh, gcv: the gradients (NULL: absent). */
+#define RNN_BACK_ROW(R)                                                                                        \
+    VLOOP(H, {                                                                                                 \
+        const float in = w[i], f = w[H + i], g = w[2 * H + i], o = w[3 * H + i], th = t[i];                    \
+        float gc = gh ? R(R(gh[i] * o) * R(1.0f - R(th * th))) : 0.0f;                                          \
+        if (gcv) gc = R(gc + gcv[i]);                                                                          \
+        out[i] = R(R(gc * g) * R(in * R(1.0f - in)));                                                          \
+        out[H + i] = R(R(gc * x[i]) * R(f * R(1.0f - f)));                                                     \
+        out[2 * H + i] = R(R(gc * in) * R(1.0f - R(g * g)));                                                   \
+        out[3 * H + i] = gh ? R(R(gh[i] * th) * R(o * R(1.0f - o))) : 0.0f;                                     \
+        ocx[i] = R(gc * f);                                                                                    \
+    })
+
+static inline float no_round(float v) { return v; }
+static inline float f16_round(float v) { return vt_f16_to_f32(vt_f32_to_f16(v)); }
+
+void RNN_CAT(vt_rnn_back_rows_, RNN_SFX)(void *ctx, int64_t b0, int64_t b1) {
+    vt_rnn_back_job *j = ctx;
+    const int64_t H = j->H;
+    /* w 4H, out 4H, t, x, gh, gcv, ocx: H each */
+    float *buf = malloc((size_t)(13 * H + 64) * sizeof(float));
+    uint16_t *tmp = malloc((size_t)(H + 64) * sizeof(uint16_t));
+    if (!buf || !tmp) {
+        free(buf), free(tmp);
+        atomic_store(&j->oom, 1);
+        return;
+    }
+    float *w = buf, *out = buf + 4 * H, *t = buf + 8 * H, *x = buf + 9 * H, *ocx = buf + 12 * H;
+    float *gh = j->ghy ? buf + 10 * H : NULL, *gcv = j->gcy ? buf + 11 * H : NULL;
+    for (int64_t b = b0; b < b1; b++) {
+        load(j->ws, b, 0, w, 4 * H), load(j->cy, b, 0, t, H), load(j->cx, b, 0, x, H);
+        if (gh) load(j->ghy, b, 0, gh, H);
+        if (gcv) load(j->gcy, b, 0, gcv, H);
+        act(VT_TANH, t, H), rnd(j->dt, t, H, tmp);
+        if (j->dt == VT_BF16) RNN_BACK_ROW(bf16_round);
+        else if (j->dt == VT_F16) RNN_BACK_ROW(f16_round);
+        else RNN_BACK_ROW(no_round);
+        store(j->gg, b, out, 4 * H), store(j->gcx, b, ocx, H);
+    }
+    free(buf), free(tmp);
+}
