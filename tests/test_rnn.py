@@ -343,3 +343,42 @@ def test_fused_lstm_cell_backward_gives_the_composed_ops_bits(dtype):
         assert torch.equal(got[0].cpu(), want[0].cpu())
         assert torch.equal(got[1].cpu(), want[1].cpu())
         assert torch.equal(got[2].cpu(), want[0].sum(0).cpu())
+
+
+def composed_gru_cell_backward(ghy, ws):
+    """The GRU cell's backward as tpu elementwise ops in PyTorch's order."""
+    r, z, n, hx, hn = ws.chunk(5, 1)
+    B, H = ghy.shape
+    gi = torch.empty(B, 3 * H, dtype=ws.dtype, device=ws.device)
+    gh = torch.empty_like(gi)
+    gic, ghc = gi.chunk(3, 1), gh.chunk(3, 1)
+    torch.sub(hx, n, out=gic[1]).mul_(ghy).mul_(z * (1 - z))
+    gic[2].copy_(1 - z).mul_(ghy).mul_((n * n).neg_().add_(1))
+    torch.mul(gic[2], hn, out=gic[0]).mul_(r * (1 - r))
+    ghc[0].copy_(gic[0])
+    ghc[1].copy_(gic[1])
+    torch.mul(gic[2], r, out=ghc[2])
+    return gi, gh, ghy * z
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_fused_gru_cell_backward_gives_the_composed_ops_bits(dtype):
+    """The GRU cell's backward is one kernel: the composed backward's bits
+    (a strided grad_hy), and the bias gradients as the gates' gradients
+    summed over the batch."""
+    g = torch.Generator().manual_seed(5)
+    B, H = 6, 37
+
+    def r(*shape):
+        return (torch.randn(*shape, generator=g) * 2).to(dtype).to("tpu")
+
+    ig, hg, hx = r(B, 3 * H), r(B, 3 * H), r(B, H)
+    bi, bh = r(3 * H), r(3 * H)
+    _, ws = torch.ops.aten._thnn_fused_gru_cell(ig, hg, hx, bi, bh)
+    ghy = r(H, B).t()
+    got = torch.ops.aten._thnn_fused_gru_cell_backward(ghy, ws, True)
+    want = composed_gru_cell_backward(ghy, ws)
+    for a, b in zip(got[:3], want):
+        assert torch.equal(a.cpu(), b.cpu())
+    assert torch.equal(got[3].cpu(), want[0].sum(0).cpu())
+    assert torch.equal(got[4].cpu(), want[1].sum(0).cpu())

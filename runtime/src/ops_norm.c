@@ -104,3 +104,11 @@ vt_status vt_op_lstm_cell_backward(int dev, const char *name, const vt_tensor *g
     return vt_node_submit_op(dev, VT_NODE_RNN, VT_RNN_LSTM_CELL_BACKWARD,
                              name ? name : "vt_op_lstm_cell_backward", o, 2, s, 5, NULL, 0, NULL, 0);
 }
+
+vt_status vt_op_gru_cell_backward(int dev, const char *name, const vt_tensor *grad_input_gates,
+                                  const vt_tensor *grad_hidden_gates, const vt_tensor *grad_hx,
+                                  const vt_tensor *grad_hy, const vt_tensor *workspace) {
+    const vt_tensor *o[] = {grad_input_gates, grad_hidden_gates, grad_hx}, *s[] = {grad_hy, workspace};
+    return vt_node_submit_op(dev, VT_NODE_RNN, VT_RNN_GRU_CELL_BACKWARD, name ? name : "vt_op_gru_cell_backward", o, 3,
+                             s, 2, NULL, 0, NULL, 0);
+}

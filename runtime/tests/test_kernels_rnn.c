@@ -311,3 +311,64 @@ TEST(kernels_rnn_lstm_backward_gives_the_composed_ops_bits_on_every_path) {
     }
     vt_isa_force(active);
 }
+
+/* The GRU backward: plain IEEE arithmetic, so the same bits on every path
+ * (the composed ops' order is held against the ops by the Python tests);
+ * f32 against double formulas; errors; the queued op. */
+TEST(kernels_rnn_gru_backward_on_every_path) {
+    const unsigned active = vt_isa_active();
+    const int64_t B = 7, H = 37;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        const vt_dtype dt = dts[d];
+        host_tensor ig = mat(dt, B, 3 * H), hg = mat(dt, B, 3 * H), hx = mat(dt, B, H), hy = mat(dt, B, H),
+                    ws = mat(dt, B, 5 * H), ghy = mat(dt, B, H), bi = ht_1d(dt, 3 * H), bh = ht_1d(dt, 3 * H);
+        fill(&ig, -3, 3), fill(&hg, -3, 3), fill(&hx, -2, 2), fill(&ghy, -1, 1), fill(&bi, -1, 1), fill(&bh, -1, 1);
+        CHECK_OK(vt_gru_cell(&hy.t, &ws.t, &ig.t, &hg.t, &hx.t, &bi.t, &bh.t));
+        host_tensor gi0 = mat(dt, B, 3 * H), gh0 = mat(dt, B, 3 * H), gx0 = mat(dt, B, H);
+        vt_isa_force(0);
+        CHECK_OK(vt_gru_cell_backward(&gi0.t, &gh0.t, &gx0.t, &ghy.t, &ws.t));
+        const unsigned paths[] = {VT_ISA_AVX2, active};
+        for (size_t p = 0; p < 2; p++) {
+            if ((paths[p] & vt_isa_available()) != paths[p]) continue;
+            vt_isa_force(paths[p]);
+            host_tensor gi1 = mat(dt, B, 3 * H), gh1 = mat(dt, B, 3 * H), gx1 = mat(dt, B, H);
+            CHECK_OK(vt_gru_cell_backward(&gi1.t, &gh1.t, &gx1.t, &ghy.t, &ws.t));
+            CHECK(ht_compare("gru backward gi", &gi1.t, &gi0.t, -1) == 0);
+            CHECK(ht_compare("gru backward gh", &gh1.t, &gh0.t, -1) == 0);
+            CHECK(ht_compare("gru backward ghx", &gx1.t, &gx0.t, -1) == 0);
+            ht_free(&gi1), ht_free(&gh1), ht_free(&gx1);
+        }
+        vt_isa_force(active);
+        if (dt == VT_F32) {
+            const float *w = ws.block, *pg = ghy.block, *pi = gi0.block, *ph = gh0.block, *px = gx0.block;
+            for (int64_t e = 0; e < B * H; e++) {
+                const int64_t b = e / H, u = e % H, o = b * 5 * H + u, q = b * 3 * H + u;
+                const double r = w[o], z = w[o + H], n = w[o + 2 * H], x = w[o + 3 * H], hn = w[o + 4 * H];
+                const double dz = (x - n) * pg[e] * z * (1 - z), dn = (1 - z) * pg[e] * (1 - n * n),
+                             dr = dn * hn * r * (1 - r);
+                const double want[6] = {dr, dz, dn, dn * r, pg[e] * z, dz};
+                const double got[6] = {pi[q], pi[q + H], pi[q + 2 * H], ph[q + 2 * H], px[e], ph[q + H]};
+                for (int k = 0; k < 6; k++)
+                    CHECK_MSG(fabs(got[k] - want[k]) <= 1e-5 * (1 + fabs(want[k])), "element %lld part %d: %g vs %g",
+                              (long long)e, k, got[k], want[k]);
+            }
+        }
+        /* errors: no grad_hy, a workspace of 4H */
+        CHECK_STATUS(vt_gru_cell_backward(&gi0.t, &gh0.t, &gx0.t, NULL, &ws.t), VT_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(vt_gru_cell_backward(&gi0.t, &gh0.t, &gx0.t, &ghy.t, &ig.t), VT_ERR_INVALID_ARGUMENT);
+        if (dt == VT_F32) { /* queued, on device memory: the same bits */
+            CHECK_OK(vt_init());
+            host_tensor gi2 = mat(dt, B, 3 * H), gh2 = mat(dt, B, 3 * H), gx2 = mat(dt, B, H);
+            host_tensor *dev[] = {&gi2, &gh2, &gx2, &ghy, &ws};
+            for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ht_device(dev[i]);
+            CHECK_OK(vt_op_gru_cell_backward(0, "aten::_thnn_fused_gru_cell_backward", &gi2.t, &gh2.t, &gx2.t,
+                                             &ghy.t, &ws.t));
+            CHECK_OK(vt_synchronize(0));
+            CHECK(ht_compare("queued gru backward", &gi2.t, &gi0.t, -1) == 0);
+            CHECK(ht_compare("queued gru backward hx", &gx2.t, &gx0.t, -1) == 0);
+            ht_free(&gi2), ht_free(&gh2), ht_free(&gx2);
+        }
+        host_tensor *all[] = {&ig, &hg, &hx, &hy, &ws, &ghy, &bi, &bh, &gi0, &gh0, &gx0};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ht_free(all[i]);
+    }
+}

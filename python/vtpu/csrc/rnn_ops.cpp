@@ -176,9 +176,20 @@ T5 gru_cell_backward(const at::Tensor& ghy, const at::Tensor& ws, bool has_bias)
   TORCH_CHECK(ws.dim() == 2 && ws.size(0) == ghy.size(0) && ws.size(1) == 5 * ghy.size(1), op,
               ": expected a workspace of size [", ghy.size(0), ", ", 5 * ghy.size(1), "], got ", ws.sizes());
   check_float(op, ws);
+  const int64_t B = ghy.size(0), H = ghy.size(1);
+  if (ws.scalar_type() != at::kDouble) {  // one node: the composed ops' bits (vtpu/rnn.h)
+    TORCH_CHECK(ghy.scalar_type() == ws.scalar_type(), op, ": expected grad_hy of dtype ", ws.scalar_type(),
+                ", got ", ghy.scalar_type());
+    auto opts = ws.options().memory_format(at::MemoryFormat::Contiguous);
+    at::Tensor gi = at::empty({B, 3 * H}, opts), gh = at::empty({B, 3 * H}, opts), ghx = at::empty({B, H}, opts);
+    const Desc di(gi), dh(gh), dx(ghx), dy(ghy), dw(ws);
+    check(vt_op_gru_cell_backward(device_index(ws), "aten::_thnn_fused_gru_cell_backward", di.p, dh.p, dx.p, dy.p,
+                                  dw.p));
+    if (!has_bias) return {gi, gh, ghx, at::Tensor(), at::Tensor()};
+    return {gi, gh, ghx, gi.sum(0), gh.sum(0)};
+  }
   const auto w = ws.chunk(5, 1);
   const auto &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
-  const int64_t B = ghy.size(0), H = ghy.size(1);
   auto gi = at::empty({B, 3 * H}, ws.options().memory_format(at::MemoryFormat::Contiguous));
   auto gh = at::empty_like(gi);
   auto gic = gi.chunk(3, 1), ghc = gh.chunk(3, 1);
@@ -322,16 +333,24 @@ struct Direction : public torch::autograd::Function<Direction> {
     at::Tensor dh = dh_last.defined() ? dh_last : at::zeros_like(h0), dc;
     if (lstm) dc = grads[2].defined() ? grads[2] : at::zeros_like(c0);
     std::vector<at::Tensor> dgi(static_cast<size_t>(T)), dgh(lstm ? 0 : static_cast<size_t>(T));
-    // LSTM (not double): each step's cell backward writes its gate
-    // gradients straight into dG [T, B, 4H]
-    const bool in_place = lstm && x.scalar_type() != at::kDouble;
-    const at::Tensor dG =
-        in_place ? at::empty({T, B, 4 * H}, WS.options().memory_format(at::MemoryFormat::Contiguous)) : at::Tensor();
+    // not double: each step's cell backward writes its gate gradients
+    // straight into dG [T, B, 4H] (GRU: the input gates' into dG, the
+    // hidden gates' into dGh_all, [T, B, 3H] each)
+    const bool in_place = x.scalar_type() != at::kDouble;
+    const auto cont = WS.options().memory_format(at::MemoryFormat::Contiguous);
+    const at::Tensor dG = in_place ? at::empty({T, B, (lstm ? 4 : 3) * H}, cont) : at::Tensor();
+    const at::Tensor dGh_all = in_place && !lstm ? at::empty({T, B, 3 * H}, cont) : at::Tensor();
     const int dev = device_index(x);
     for (int64_t i = 0; i < T; i++) {  // the walk's steps, last first
       const int64_t t = reverse ? i : T - 1 - i, prev = reverse ? t + 1 : t - 1;
       const at::Tensor g = dy.defined() ? at::add(dh, dy[t]) : dh;
-      if (in_place) {
+      if (in_place && !lstm) {
+        const at::Tensor gt = dG[t], ght = dGh_all[t], wt = WS[t], dhx = at::empty({B, H}, gt.options());
+        const Desc dgt(gt), dght(ght), ddhx(dhx), dg(g), dwt(wt);
+        check(vt_op_gru_cell_backward(dev, "aten::_thnn_fused_gru_cell_backward", dgt.p, dght.p, ddhx.p, dg.p,
+                                      dwt.p));
+        dh = at::mm(ght, w_hh).add_(dhx);
+      } else if (in_place) {
         const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0, gt = dG[t], ct = C[t], wt = WS[t];
         const at::Tensor dc_prev = at::empty({B, H}, gt.options());
         const Desc dgt(gt), ddc(dc_prev), dg(g), dcy(dc), dcx(cx), dct(ct), dwt(wt);
@@ -352,7 +371,8 @@ struct Direction : public torch::autograd::Function<Direction> {
         dh = at::mm(std::get<1>(r), w_hh).add_(std::get<2>(r));
       }
     }
-    const at::Tensor dGi = in_place ? dG : at::stack(dgi, 0), dGh = lstm ? dGi : at::stack(dgh, 0);
+    const at::Tensor dGi = in_place ? dG : at::stack(dgi, 0);
+    const at::Tensor dGh = lstm ? dGi : in_place ? dGh_all : at::stack(dgh, 0);
     const int64_t GH = dGi.size(2);
     // the state each step read: h0 for the first walked step
     const at::Tensor hprev = reverse ? at::cat({y.slice(0, 1), h0.unsqueeze(0)}, 0)

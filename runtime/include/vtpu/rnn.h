@@ -12,7 +12,7 @@
  * with the elementwise kernels' own microkernels (sigmoid, tanh, addcmul),
  * so the results are the bits the cell gives composed of vtpu's elementwise
  * ops (add, sigmoid, tanh, mul, addcmul, sub) in PyTorch's order; the
- * LSTM backward likewise (mul, tanh, 1 - x, add). */
+ * backwards likewise (mul, tanh, 1 - x, add, sub). */
 #ifndef VTPU_RNN_H
 #define VTPU_RNN_H
 
@@ -34,6 +34,13 @@ vt_status vt_lstm_cell_backward(const vt_tensor *grad_gates, const vt_tensor *gr
                                 const vt_tensor *grad_cy, const vt_tensor *cx, const vt_tensor *cy,
                                 const vt_tensor *workspace);
 
+/* The GRU cell's gradients from its workspace (PyTorch's
+ * _thnn_fused_gru_cell_backward without the bias sums): of the input gates
+ * and of the hidden gates [B, 3H] (they differ in the new gate, which the
+ * reset gate scales on the hidden side), and of hx [B, H]. */
+vt_status vt_gru_cell_backward(const vt_tensor *grad_input_gates, const vt_tensor *grad_hidden_gates,
+                               const vt_tensor *grad_hx, const vt_tensor *grad_hy, const vt_tensor *workspace);
+
 /* ---- queued (checks at the call, the kernel on dev's queue). */
 vt_status vt_op_lstm_cell(int dev, const char *name, const vt_tensor *hy, const vt_tensor *cy,
                           const vt_tensor *workspace, const vt_tensor *input_gates, const vt_tensor *hidden_gates,
@@ -45,5 +52,9 @@ vt_status vt_op_gru_cell(int dev, const char *name, const vt_tensor *hy, const v
 vt_status vt_op_lstm_cell_backward(int dev, const char *name, const vt_tensor *grad_gates, const vt_tensor *grad_cx,
                                    const vt_tensor *grad_hy, const vt_tensor *grad_cy, const vt_tensor *cx,
                                    const vt_tensor *cy, const vt_tensor *workspace);
+
+vt_status vt_op_gru_cell_backward(int dev, const char *name, const vt_tensor *grad_input_gates,
+                                  const vt_tensor *grad_hidden_gates, const vt_tensor *grad_hx,
+                                  const vt_tensor *grad_hy, const vt_tensor *workspace);
 
 #endif /* VTPU_RNN_H */

@@ -410,6 +410,9 @@ static vt_status rnn_check(const vt_node *n) {
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: invalid recurrent cell op %d", n->name, (int)n->op);
     vt_status s = vt_node_check_counts(n, rnn_rows[n->op].nout, rnn_rows[n->op].nsrc);
     if (s != VT_OK) return s;
+    if (n->op == VT_RNN_GRU_CELL_BACKWARD)
+        return vt_rnn_gru_backward_check(n->name, out_opt(n, 0), out_opt(n, 1), out_opt(n, 2), src_opt(n, 0),
+                                         src_opt(n, 1));
     if (n->op == VT_RNN_LSTM_CELL_BACKWARD)
         return vt_rnn_cell_backward_check(n->name, out_opt(n, 0), out_opt(n, 1), src_opt(n, 0), src_opt(n, 1),
                                           src_opt(n, 2), src_opt(n, 3), src_opt(n, 4));
@@ -419,6 +422,8 @@ static vt_status rnn_check(const vt_node *n) {
 }
 
 static vt_status rnn_run(const vt_node *n) {
+    if (n->op == VT_RNN_GRU_CELL_BACKWARD)
+        return vt_gru_cell_backward(out_opt(n, 0), out_opt(n, 1), out_opt(n, 2), src_opt(n, 0), src_opt(n, 1));
     if (n->op == VT_RNN_LSTM_CELL_BACKWARD)
         return vt_lstm_cell_backward(out_opt(n, 0), out_opt(n, 1), src_opt(n, 0), src_opt(n, 1), src_opt(n, 2),
                                      src_opt(n, 3), src_opt(n, 4));

@@ -163,8 +163,55 @@ vt_status vt_lstm_cell_backward(const vt_tensor *grad_gates, const vt_tensor *gr
     if (s != VT_OK) return s;
     const int64_t B = cx->sizes[0], H = cx->sizes[1];
     if (B == 0 || H == 0) return VT_OK;
-    vt_rnn_back_job j = {H, cx->dtype, grad_gates, grad_cx, grad_hy, grad_cy, cx, cy, workspace, 0};
+    vt_rnn_back_job j = {0, H, cx->dtype, grad_gates, NULL, grad_cx, grad_hy, grad_cy, cx, cy, workspace, 0};
     vt_parallel_for(B, 4 * H >= CELL_GRAIN ? 1 : CELL_GRAIN / (4 * H), atomic_load(&back_active), &j);
+    if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------ GRU backward */
+
+static vt_status gru_back_check(const char *fn, const vt_tensor *gi, const vt_tensor *gh, const vt_tensor *ghx,
+                                const vt_tensor *ghy, const vt_tensor *ws) {
+    if (!ghy) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy is required", fn);
+    vt_status s = vt_tensor_validate(ghy, "grad_hy");
+    if (s != VT_OK) return vt_error_prefix(s, fn);
+    if (ghy->ndim != 2) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy must be [B, H]", fn);
+    if (!is_float(ghy->dtype))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy must be F32, BF16 or F16, got %s", fn,
+                            vt_dtype_name(ghy->dtype));
+    const int64_t B = ghy->sizes[0], H = ghy->sizes[1];
+    const struct {
+        const char *what;
+        const vt_tensor *t;
+        int64_t cols;
+    } want[] = {{"workspace", ws, 5 * H}, {"grad_input_gates", gi, 3 * H}, {"grad_hidden_gates", gh, 3 * H},
+                {"grad_hx", ghx, H}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0] && s == VT_OK; i++) {
+        s = want_shape(fn, want[i].what, want[i].t, 2, B, want[i].cols);
+        if (s == VT_OK && want[i].t->dtype != ghy->dtype)
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be %s like grad_hy, got %s", fn, want[i].what,
+                             vt_dtype_name(ghy->dtype), vt_dtype_name(want[i].t->dtype));
+    }
+    return s;
+}
+
+vt_status vt_rnn_gru_backward_check(const char *name, const vt_tensor *grad_input_gates,
+                                    const vt_tensor *grad_hidden_gates, const vt_tensor *grad_hx,
+                                    const vt_tensor *grad_hy, const vt_tensor *workspace) {
+    return gru_back_check(name, grad_input_gates, grad_hidden_gates, grad_hx, grad_hy, workspace);
+}
+
+vt_status vt_gru_cell_backward(const vt_tensor *grad_input_gates, const vt_tensor *grad_hidden_gates,
+                               const vt_tensor *grad_hx, const vt_tensor *grad_hy, const vt_tensor *workspace) {
+    const char *fn = "vt_gru_cell_backward";
+    vt_status s = gru_back_check(fn, grad_input_gates, grad_hidden_gates, grad_hx, grad_hy, workspace);
+    if (s != VT_OK) return s;
+    const int64_t B = grad_hy->sizes[0], H = grad_hy->sizes[1];
+    if (B == 0 || H == 0) return VT_OK;
+    vt_rnn_back_job j = {1,    H,       grad_hy->dtype, grad_input_gates, grad_hidden_gates, grad_hx, grad_hy,
+                         NULL, NULL,    NULL,           workspace,        0};
+    vt_parallel_for(B, 3 * H >= CELL_GRAIN ? 1 : CELL_GRAIN / (3 * H), atomic_load(&back_active), &j);
     if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     return VT_OK;
 }

@@ -11,10 +11,13 @@ vt_status vt_rnn_cell_check(const char *name, int lstm, const vt_tensor *hy, con
                             const vt_tensor *ws, const vt_tensor *ig, const vt_tensor *hg, const vt_tensor *prev,
                             const vt_tensor *bi, const vt_tensor *bh);
 
-/* The LSTM backward's checks alone, messages prefixed with name. */
+/* The backwards' checks alone, messages prefixed with name. */
 vt_status vt_rnn_cell_backward_check(const char *name, const vt_tensor *grad_gates, const vt_tensor *grad_cx,
                                      const vt_tensor *grad_hy, const vt_tensor *grad_cy, const vt_tensor *cx,
                                      const vt_tensor *cy, const vt_tensor *workspace);
+vt_status vt_rnn_gru_backward_check(const char *name, const vt_tensor *grad_input_gates,
+                                    const vt_tensor *grad_hidden_gates, const vt_tensor *grad_hx,
+                                    const vt_tensor *grad_hy, const vt_tensor *workspace);
 
 /* One cell call's rows (rnn.c): what each ISA's row loop reads. */
 typedef struct vt_rnn_cell_job {
@@ -25,12 +28,14 @@ typedef struct vt_rnn_cell_job {
     const float *bi, *bh; /* the biases in float ([k*H] each), or NULL */
     _Atomic int oom;
 } vt_rnn_cell_job;
-/* The LSTM cell backward's rows: outputs gg [B, 4H] and gcx [B, H]; ghy,
- * gcy nullable. */
+/* A cell backward's rows. LSTM: outputs gg [B, 4H] and gcx [B, H]; ghy,
+ * gcy nullable. GRU (gru): outputs gg, ggh [B, 3H] (input and hidden
+ * gates), gcx [B, H] (of hx); ghy and ws. */
 typedef struct vt_rnn_back_job {
+    int gru;
     int64_t H;
     vt_dtype dt;
-    const vt_tensor *gg, *gcx, *ghy, *gcy, *cx, *cy, *ws;
+    const vt_tensor *gg, *ggh, *gcx, *ghy, *gcy, *cx, *cy, *ws;
     _Atomic int oom;
 } vt_rnn_back_job;
 /* Rows [b0, b1) of the job ctx (rnn_body.h, per ISA). */

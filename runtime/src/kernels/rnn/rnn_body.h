@@ -165,6 +165,33 @@ void RNN_CAT(vt_rnn_cell_rows_, RNN_SFX)(void *ctx, int64_t b0, int64_t b1) {
 static inline float no_round(float v) { return v; }
 static inline float f16_round(float v) { return vt_f16_to_f32(vt_f32_to_f16(v)); }
 
+/* One row of the GRU cell's backward (pure IEEE arithmetic, each op
+ * rounded by R): through hy = n + z (hx - n), n = tanh(i_n + r hn), r, z
+ * sigmoids. w: the row's r, z, n, hx, hn; gy: grad_hy; out: dr, dz, dn
+ * (the input gates'), outh: the hidden gates' (dn scaled by r). */
+#define RNN_GRU_BACK_ROW(R)                                                                                    \
+    VLOOP(H, {                                                                                                 \
+        const float r = w[i], z = w[H + i], n = w[2 * H + i], hx = w[3 * H + i], hn = w[4 * H + i], g = gy[i];  \
+        const float dz = R(R(R(hx - n) * g) * R(z * R(1.0f - z)));                                             \
+        const float dn = R(R(R(1.0f - z) * g) * R(1.0f - R(n * n)));                                           \
+        const float dr = R(R(dn * hn) * R(r * R(1.0f - r)));                                                   \
+        out[i] = dr, out[H + i] = dz, out[2 * H + i] = dn;                                                     \
+        outh[i] = dr, outh[H + i] = dz, outh[2 * H + i] = R(dn * r);                                           \
+        ocx[i] = R(g * z);                                                                                     \
+    })
+
+static void gru_back_rows(vt_rnn_back_job *j, int64_t b0, int64_t b1, float *buf) {
+    const int64_t H = j->H;
+    float *w = buf, *out = buf + 5 * H, *outh = buf + 8 * H, *gy = buf + 11 * H, *ocx = buf + 12 * H;
+    for (int64_t b = b0; b < b1; b++) {
+        load(j->ws, b, 0, w, 5 * H), load(j->ghy, b, 0, gy, H);
+        if (j->dt == VT_BF16) RNN_GRU_BACK_ROW(bf16_round);
+        else if (j->dt == VT_F16) RNN_GRU_BACK_ROW(f16_round);
+        else RNN_GRU_BACK_ROW(no_round);
+        store(j->gg, b, out, 3 * H), store(j->ggh, b, outh, 3 * H), store(j->gcx, b, ocx, H);
+    }
+}
+
 void RNN_CAT(vt_rnn_back_rows_, RNN_SFX)(void *ctx, int64_t b0, int64_t b1) {
     vt_rnn_back_job *j = ctx;
     const int64_t H = j->H;
@@ -174,6 +201,11 @@ void RNN_CAT(vt_rnn_back_rows_, RNN_SFX)(void *ctx, int64_t b0, int64_t b1) {
     if (!buf || !tmp) {
         free(buf), free(tmp);
         atomic_store(&j->oom, 1);
+        return;
+    }
+    if (j->gru) {
+        gru_back_rows(j, b0, b1, buf);
+        free(buf), free(tmp);
         return;
     }
     float *w = buf, *out = buf + 4 * H, *t = buf + 8 * H, *x = buf + 9 * H, *ocx = buf + 12 * H;
