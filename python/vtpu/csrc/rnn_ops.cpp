@@ -1,13 +1,13 @@
 // rnn_ops.cpp — the fused recurrent cells ATen asks an accelerator for
 // (nn.LSTM / nn.GRU / LSTMCell / GRUCell route a non-CPU device's gate
 // arithmetic through _thnn_fused_lstm_cell and _thnn_fused_gru_cell), and
-// the nn.LSTM / nn.GRU layers themselves. The cells (and the LSTM cell's
-// backward) are one runtime node each in f32 / bf16 / f16
-// (runtime/src/kernels/rnn: the bits of the same cell composed of tpu
-// elementwise ops, which f64 and the GRU backward still are, in the gates'
-// dtype as CPU's unfused cells compute); the workspace layouts are
-// PyTorch's ([i, f, g, o] activations for LSTM, [r, z, n, hx, hn + b_hn]
-// for GRU) so the saved tensors mean the same as on any device.
+// the nn.LSTM / nn.GRU layers themselves. The cells and their backwards
+// are one runtime node each in f32 / bf16 / f16 (runtime/src/kernels/rnn:
+// the bits of the same cell composed of tpu elementwise ops, which f64
+// still is, in the gates' dtype as CPU's unfused cells compute); the
+// workspace layouts are PyTorch's ([i, f, g, o] activations for LSTM,
+// [r, z, n, hx, hn + b_hn] for GRU) so the saved tensors mean the same as
+// on any device.
 #include <ATen/ATen.h>
 #include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
