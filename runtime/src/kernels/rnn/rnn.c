@@ -124,31 +124,47 @@ vt_status vt_rnn_cell_check(const char *name, int lstm, const vt_tensor *hy, con
 
 /* ------------------------------------------------------------ LSTM backward */
 
+/* A backward's tensors: ref (what) a float [B, H], each of want [B, cols]
+ * of ref's dtype (an absent optional one skipped). */
+typedef struct want_rows {
+    const char *what;
+    const vt_tensor *t;
+    int64_t cols;
+    int optional;
+} want_rows;
+
+static vt_status ref_rows(const char *fn, const char *what, const vt_tensor *ref) {
+    if (!ref) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s is required", fn, what);
+    vt_status s = vt_tensor_validate(ref, what);
+    if (s != VT_OK) return vt_error_prefix(s, fn);
+    if (ref->ndim != 2) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be [B, H]", fn, what);
+    if (!is_float(ref->dtype))
+        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be F32, BF16 or F16, got %s", fn, what,
+                            vt_dtype_name(ref->dtype));
+    return VT_OK;
+}
+
+static vt_status rows_like(const char *fn, const char *ref_what, const vt_tensor *ref, const want_rows *want, size_t n) {
+    vt_status s = VT_OK;
+    for (size_t i = 0; i < n && s == VT_OK; i++) {
+        if (want[i].optional && !want[i].t) continue;
+        s = want_shape(fn, want[i].what, want[i].t, 2, ref->sizes[0], want[i].cols);
+        if (s == VT_OK && want[i].t->dtype != ref->dtype)
+            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be %s like %s, got %s", fn, want[i].what,
+                             vt_dtype_name(ref->dtype), ref_what, vt_dtype_name(want[i].t->dtype));
+    }
+    return s;
+}
+
 static vt_status back_check(const char *fn, const vt_tensor *gg, const vt_tensor *gcx, const vt_tensor *ghy,
                             const vt_tensor *gcy, const vt_tensor *cx, const vt_tensor *cy, const vt_tensor *ws) {
     if (!ghy && !gcy) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy or grad_cy is required", fn);
-    if (!cx) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: cx is required", fn);
-    vt_status s = vt_tensor_validate(cx, "cx");
-    if (s != VT_OK) return vt_error_prefix(s, fn);
-    if (cx->ndim != 2) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: cx must be [B, H]", fn);
-    if (!is_float(cx->dtype))
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: cx must be F32, BF16 or F16, got %s", fn,
-                            vt_dtype_name(cx->dtype));
-    const int64_t B = cx->sizes[0], H = cx->sizes[1];
-    const struct {
-        const char *what;
-        const vt_tensor *t;
-        int64_t cols;
-    } want[] = {{"grad_hy", ghy, H}, {"grad_cy", gcy, H},           {"cy", cy, H},
-                {"workspace", ws, 4 * H}, {"grad_gates", gg, 4 * H}, {"grad_cx", gcx, H}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0] && s == VT_OK; i++) {
-        if (i < 2 && !want[i].t) continue;
-        s = want_shape(fn, want[i].what, want[i].t, 2, B, want[i].cols);
-        if (s == VT_OK && want[i].t->dtype != cx->dtype)
-            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be %s like cx, got %s", fn, want[i].what,
-                             vt_dtype_name(cx->dtype), vt_dtype_name(want[i].t->dtype));
-    }
-    return s;
+    vt_status s = ref_rows(fn, "cx", cx);
+    if (s != VT_OK) return s;
+    const int64_t H = cx->sizes[1];
+    const want_rows want[] = {{"grad_hy", ghy, H, 1},       {"grad_cy", gcy, H, 1},         {"cy", cy, H, 0},
+                              {"workspace", ws, 4 * H, 0}, {"grad_gates", gg, 4 * H, 0}, {"grad_cx", gcx, H, 0}};
+    return rows_like(fn, "cx", cx, want, sizeof want / sizeof want[0]);
 }
 
 vt_status vt_rnn_cell_backward_check(const char *name, const vt_tensor *grad_gates, const vt_tensor *grad_cx,
@@ -175,27 +191,14 @@ vt_status vt_lstm_cell_backward(const vt_tensor *grad_gates, const vt_tensor *gr
 
 static vt_status gru_back_check(const char *fn, const vt_tensor *gi, const vt_tensor *gh, const vt_tensor *ghx,
                                 const vt_tensor *ghy, const vt_tensor *ws) {
-    if (!ghy) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy is required", fn);
-    vt_status s = vt_tensor_validate(ghy, "grad_hy");
-    if (s != VT_OK) return vt_error_prefix(s, fn);
-    if (ghy->ndim != 2) return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy must be [B, H]", fn);
-    if (!is_float(ghy->dtype))
-        return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: grad_hy must be F32, BF16 or F16, got %s", fn,
-                            vt_dtype_name(ghy->dtype));
-    const int64_t B = ghy->sizes[0], H = ghy->sizes[1];
-    const struct {
-        const char *what;
-        const vt_tensor *t;
-        int64_t cols;
-    } want[] = {{"workspace", ws, 5 * H}, {"grad_input_gates", gi, 3 * H}, {"grad_hidden_gates", gh, 3 * H},
-                {"grad_hx", ghx, H}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0] && s == VT_OK; i++) {
-        s = want_shape(fn, want[i].what, want[i].t, 2, B, want[i].cols);
-        if (s == VT_OK && want[i].t->dtype != ghy->dtype)
-            s = vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: %s must be %s like grad_hy, got %s", fn, want[i].what,
-                             vt_dtype_name(ghy->dtype), vt_dtype_name(want[i].t->dtype));
-    }
-    return s;
+    vt_status s = ref_rows(fn, "grad_hy", ghy);
+    if (s != VT_OK) return s;
+    const int64_t H = ghy->sizes[1];
+    const want_rows want[] = {{"workspace", ws, 5 * H, 0},
+                              {"grad_input_gates", gi, 3 * H, 0},
+                              {"grad_hidden_gates", gh, 3 * H, 0},
+                              {"grad_hx", ghx, H, 0}};
+    return rows_like(fn, "grad_hy", ghy, want, sizeof want / sizeof want[0]);
 }
 
 vt_status vt_rnn_gru_backward_check(const char *name, const vt_tensor *grad_input_gates,
