@@ -18,26 +18,36 @@ static inline float fold(__m256 lo, __m256 hi) {
 
 /* The 64 lanes' sum (eight vectors of 8): lanes l and l + 32, then l and
  * l + 16, then fold. */
-static inline float fold8(__m256 *a) {
-    for (int q = 0; q < 4; q++) a[q] = _mm256_add_ps(a[q], a[q + 4]);
-    for (int q = 0; q < 2; q++) a[q] = _mm256_add_ps(a[q], a[q + 2]);
-    return fold(a[0], a[1]);
+static inline float fold8(const __m256 *a) {
+    /* read only (and inlined): the caller's array stays in registers */
+    const __m256 b0 = _mm256_add_ps(a[0], a[4]), b1 = _mm256_add_ps(a[1], a[5]), b2 = _mm256_add_ps(a[2], a[6]),
+                 b3 = _mm256_add_ps(a[3], a[7]);
+    return fold(_mm256_add_ps(b0, b2), _mm256_add_ps(b1, b3));
 }
 
+/* The loops below take 64 elements a step, vector q of them into a[q]
+ * (unrolled, so the accumulators stay in registers; masked-out lanes past
+ * n add +0). */
 static float sum(const float *x, int64_t n) {
     __m256 a[8];
     for (int q = 0; q < 8; q++) a[q] = _mm256_setzero_ps();
-    for (int64_t i = 0, q = 0; i < n; i += 8, q = (q + 1) & 7) a[q] = _mm256_add_ps(a[q], LD(x + i, vt_avx2_tail(n - i)));
+    for (int64_t i = 0; i < n; i += 64) {
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) a[q] = _mm256_add_ps(a[q], LD(x + i + 8 * q, vt_avx2_tail(n - i - 8 * q)));
+    }
     return fold8(a);
 }
 
 static float sqdev(const float *x, int64_t n, float m) {
     __m256 a[8], vm = _mm256_set1_ps(m);
     for (int q = 0; q < 8; q++) a[q] = _mm256_setzero_ps();
-    for (int64_t i = 0, q = 0; i < n; i += 8, q = (q + 1) & 7) {
-        const __m256i k = vt_avx2_tail(n - i);
-        __m256 d = MASKED(_mm256_sub_ps(LD(x + i, k), vm), k);
-        a[q] = _mm256_add_ps(a[q], _mm256_mul_ps(d, d));
+    for (int64_t i = 0; i < n; i += 64) {
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m256i k = vt_avx2_tail(n - i - 8 * q);
+            __m256 d = MASKED(_mm256_sub_ps(LD(x + i + 8 * q, k), vm), k);
+            a[q] = _mm256_add_ps(a[q], _mm256_mul_ps(d, d));
+        }
     }
     return fold8(a);
 }
@@ -64,12 +74,16 @@ static void affine(float *y, const float *x, int64_t n, float m, float r, const 
 static void grad_sums(const float *dy, const float *x, const float *w, int64_t n, float m, float *sg, float *sgx) {
     __m256 a[8], b[8], vm = _mm256_set1_ps(m);
     for (int q = 0; q < 8; q++) a[q] = b[q] = _mm256_setzero_ps();
-    for (int64_t i = 0, q = 0; i < n; i += 8, q = (q + 1) & 7) {
-        const __m256i k = vt_avx2_tail(n - i);
-        __m256 g = LD(dy + i, k);
-        if (w) g = _mm256_mul_ps(g, LD(w + i, k));
-        a[q] = _mm256_add_ps(a[q], g);
-        b[q] = _mm256_add_ps(b[q], _mm256_mul_ps(g, MASKED(_mm256_sub_ps(LD(x + i, k), vm), k)));
+    for (int64_t i = 0; i < n; i += 64) {
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const int64_t e = i + 8 * q;
+            const __m256i k = vt_avx2_tail(n - e);
+            __m256 g = LD(dy + e, k);
+            if (w) g = _mm256_mul_ps(g, LD(w + e, k));
+            a[q] = _mm256_add_ps(a[q], g);
+            b[q] = _mm256_add_ps(b[q], _mm256_mul_ps(g, MASKED(_mm256_sub_ps(LD(x + e, k), vm), k)));
+        }
     }
     *sg = fold8(a);
     *sgx = fold8(b);
