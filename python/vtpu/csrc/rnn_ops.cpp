@@ -61,6 +61,31 @@ at::Tensor gate_sum(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor
   return gates;
 }
 
+// The cells and their backwards as runtime nodes (f32 / bf16 / f16),
+// writing the given outputs.
+void lstm_cell_node(const at::Tensor& hy, const at::Tensor& cy, const at::Tensor& ws, const at::Tensor& ig,
+                    const at::Tensor& hg, const at::Tensor& cx, const at::Tensor& bi, const at::Tensor& bh) {
+  const Desc h(hy), c(cy), w(ws), i(ig), g(hg), x(cx), b1(bi), b2(bh);
+  check(vt_op_lstm_cell(device_index(ig), "aten::_thnn_fused_lstm_cell", h.p, c.p, w.p, i.p, g.p, x.p, b1.p, b2.p));
+}
+void gru_cell_node(const at::Tensor& hy, const at::Tensor& ws, const at::Tensor& ig, const at::Tensor& hg,
+                   const at::Tensor& hx, const at::Tensor& bi, const at::Tensor& bh) {
+  const Desc h(hy), w(ws), i(ig), g(hg), x(hx), b1(bi), b2(bh);
+  check(vt_op_gru_cell(device_index(ig), "aten::_thnn_fused_gru_cell", h.p, w.p, i.p, g.p, x.p, b1.p, b2.p));
+}
+void lstm_backward_node(const at::Tensor& grad_gates, const at::Tensor& grad_cx, const at::Tensor& ghy,
+                        const at::Tensor& gcy, const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& ws) {
+  const Desc gg(grad_gates), gx(grad_cx), gh(ghy), gc(gcy), x(cx), y(cy), w(ws);
+  check(vt_op_lstm_cell_backward(device_index(ws), "aten::_thnn_fused_lstm_cell_backward_impl", gg.p, gx.p, gh.p,
+                                 gc.p, x.p, y.p, w.p));
+}
+void gru_backward_node(const at::Tensor& gi, const at::Tensor& gh, const at::Tensor& ghx, const at::Tensor& ghy,
+                       const at::Tensor& ws) {
+  const Desc di(gi), dh(gh), dx(ghx), dy(ghy), dw(ws);
+  check(vt_op_gru_cell_backward(device_index(ws), "aten::_thnn_fused_gru_cell_backward", di.p, dh.p, dx.p, dy.p,
+                                dw.p));
+}
+
 // hy, cy, workspace = sigmoid/tanh activations [i, f, g, o].
 T3 lstm_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& cx, const Opt& bi_, const Opt& bh_) {
   const auto bi = value(bi_), bh = value(bh_);
@@ -71,8 +96,7 @@ T3 lstm_cell(const at::Tensor& ig, const at::Tensor& hg, const at::Tensor& cx, c
     const int64_t B = ig.size(0), H = ig.size(1) / 4;
     auto opts = ig.options().memory_format(at::MemoryFormat::Contiguous);
     at::Tensor hy = at::empty({B, H}, opts), cy = at::empty({B, H}, opts), ws = at::empty({B, 4 * H}, opts);
-    Desc h(hy), c(cy), w(ws), i(ig), g(hg), x(cx), b1(bi), b2(bh);
-    check(vt_op_lstm_cell(device_index(ig), "aten::_thnn_fused_lstm_cell", h.p, c.p, w.p, i.p, g.p, x.p, b1.p, b2.p));
+    lstm_cell_node(hy, cy, ws, ig, hg, cx, bi, bh);
     return {hy, cy, ws};
   }
   auto ws = gate_sum(ig, hg, bi, bh);
@@ -105,10 +129,7 @@ T3 lstm_cell_backward(const Opt& ghy_, const Opt& gcy_, const at::Tensor& cx, co
     const int64_t B = some.size(0), H = some.size(1);
     auto opts = ws.options().memory_format(at::MemoryFormat::Contiguous);
     at::Tensor grad_gates = at::empty({B, 4 * H}, opts), grad_cx = at::empty({B, H}, opts);
-    const at::Tensor w2 = ws.view({B, 4 * H});
-    const Desc gg(grad_gates), gx(grad_cx), gh(ghy), gc(gcy), x(cx), y(cy), w(w2);
-    check(vt_op_lstm_cell_backward(device_index(ws), "aten::_thnn_fused_lstm_cell_backward_impl", gg.p, gx.p, gh.p,
-                                   gc.p, x.p, y.p, w.p));
+    lstm_backward_node(grad_gates, grad_cx, ghy, gcy, cx, cy, ws.view({B, 4 * H}));
     return {grad_gates, grad_cx, has_bias ? grad_gates.sum(0) : at::Tensor()};
   }
   const auto g = ws.view({some.size(0), 4 * some.size(1)}).chunk(4, 1);
@@ -144,8 +165,7 @@ std::tuple<at::Tensor, at::Tensor> gru_cell(const at::Tensor& ig, const at::Tens
   auto ws = at::empty({B, 5 * H}, hx.options().memory_format(at::MemoryFormat::Contiguous));
   if (ig.scalar_type() != at::kDouble) {  // one node: the composed ops' bits (vtpu/rnn.h)
     at::Tensor hy = at::empty({B, H}, ws.options());
-    Desc h(hy), w(ws), i(ig), g(hg), x(hx), b1(bi), b2(bh);
-    check(vt_op_gru_cell(device_index(ig), "aten::_thnn_fused_gru_cell", h.p, w.p, i.p, g.p, x.p, b1.p, b2.p));
+    gru_cell_node(hy, ws, ig, hg, hx, bi, bh);
     return {hy, ws};
   }
   auto w = ws.chunk(5, 1);
@@ -182,9 +202,7 @@ T5 gru_cell_backward(const at::Tensor& ghy, const at::Tensor& ws, bool has_bias)
                 ", got ", ghy.scalar_type());
     auto opts = ws.options().memory_format(at::MemoryFormat::Contiguous);
     at::Tensor gi = at::empty({B, 3 * H}, opts), gh = at::empty({B, 3 * H}, opts), ghx = at::empty({B, H}, opts);
-    const Desc di(gi), dh(gh), dx(ghx), dy(ghy), dw(ws);
-    check(vt_op_gru_cell_backward(device_index(ws), "aten::_thnn_fused_gru_cell_backward", di.p, dh.p, dx.p, dy.p,
-                                  dw.p));
+    gru_backward_node(gi, gh, ghx, ghy, ws);
     if (!has_bias) return {gi, gh, ghx, at::Tensor(), at::Tensor()};
     return {gi, gh, ghx, gi.sum(0), gh.sum(0)};
   }
@@ -255,20 +273,16 @@ Walk walk_in_place(const at::Tensor& gates, const at::Tensor& h0, const at::Tens
   const at::Tensor y = at::empty({T, B, H}, opts), ws = at::empty({T, B, (lstm ? 4 : 5) * H}, opts);
   const at::Tensor cs = lstm ? at::empty({T, B, H}, opts) : at::Tensor();
   const at::Tensor w_hh_t = w.w_hh.t();
-  const int dev = device_index(gates);
-  const Desc bi(w.b_ih), bh(w.b_hh);
   at::Tensor h = h0, c = c0;
   for (int64_t i = 0; i < T; i++) {
     const int64_t t = reverse ? T - 1 - i : i;
-    const at::Tensor hg = at::mm(h, w_hh_t), ht = y[t], wt = ws[t], gt = gates[t];
-    const Desc dh(ht), dw(wt), dg(gt), dhg(hg), dprev(lstm ? c : h);
+    const at::Tensor hg = at::mm(h, w_hh_t), ht = y[t];
     if (lstm) {
       const at::Tensor ct = cs[t];
-      const Desc dc(ct);
-      check(vt_op_lstm_cell(dev, "aten::_thnn_fused_lstm_cell", dh.p, dc.p, dw.p, dg.p, dhg.p, dprev.p, bi.p, bh.p));
+      lstm_cell_node(ht, ct, ws[t], gates[t], hg, c, w.b_ih, w.b_hh);
       c = ct;
     } else {
-      check(vt_op_gru_cell(dev, "aten::_thnn_fused_gru_cell", dh.p, dw.p, dg.p, dhg.p, dprev.p, bi.p, bh.p));
+      gru_cell_node(ht, ws[t], gates[t], hg, h, w.b_ih, w.b_hh);
     }
     h = ht;
   }
@@ -332,47 +346,44 @@ struct Direction : public torch::autograd::Function<Direction> {
     const int64_t T = x.size(0), B = x.size(1), H = h0.size(1);
     at::Tensor dh = dh_last.defined() ? dh_last : at::zeros_like(h0), dc;
     if (lstm) dc = grads[2].defined() ? grads[2] : at::zeros_like(c0);
-    std::vector<at::Tensor> dgi(static_cast<size_t>(T)), dgh(lstm ? 0 : static_cast<size_t>(T));
-    // not double: each step's cell backward writes its gate gradients
-    // straight into dG [T, B, 4H] (GRU: the input gates' into dG, the
-    // hidden gates' into dGh_all, [T, B, 3H] each)
-    const bool in_place = x.scalar_type() != at::kDouble;
+    // each step's gate gradients go into dGi [T, B, 4H] (GRU: the input
+    // gates' into dGi, the hidden gates' into dGh, [T, B, 3H] each): the
+    // nodes write them there, f64's composed cell is copied in
+    const bool fused = x.scalar_type() != at::kDouble;
     const auto cont = WS.options().memory_format(at::MemoryFormat::Contiguous);
-    const at::Tensor dG = in_place ? at::empty({T, B, (lstm ? 4 : 3) * H}, cont) : at::Tensor();
-    const at::Tensor dGh_all = in_place && !lstm ? at::empty({T, B, 3 * H}, cont) : at::Tensor();
-    const int dev = device_index(x);
+    const at::Tensor dGi = at::empty({T, B, (lstm ? 4 : 3) * H}, cont);
+    const at::Tensor dGh = lstm ? dGi : at::empty({T, B, 3 * H}, cont);
     for (int64_t i = 0; i < T; i++) {  // the walk's steps, last first
       const int64_t t = reverse ? i : T - 1 - i, prev = reverse ? t + 1 : t - 1;
-      const at::Tensor g = dy.defined() ? at::add(dh, dy[t]) : dh;
-      if (in_place && !lstm) {
-        const at::Tensor gt = dG[t], ght = dGh_all[t], wt = WS[t], dhx = at::empty({B, H}, gt.options());
-        const Desc dgt(gt), dght(ght), ddhx(dhx), dg(g), dwt(wt);
-        check(vt_op_gru_cell_backward(dev, "aten::_thnn_fused_gru_cell_backward", dgt.p, dght.p, ddhx.p, dg.p,
-                                      dwt.p));
-        dh = at::mm(ght, w_hh).add_(dhx);
-      } else if (in_place) {
-        const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0, gt = dG[t], ct = C[t], wt = WS[t];
-        const at::Tensor dc_prev = at::empty({B, H}, gt.options());
-        const Desc dgt(gt), ddc(dc_prev), dg(g), dcy(dc), dcx(cx), dct(ct), dwt(wt);
-        check(vt_op_lstm_cell_backward(dev, "aten::_thnn_fused_lstm_cell_backward_impl", dgt.p, ddc.p, dg.p, dcy.p,
-                                       dcx.p, dct.p, dwt.p));
+      const at::Tensor g = dy.defined() ? at::add(dh, dy[t]) : dh, gt = dGi[t];
+      if (lstm) {
+        const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0;
+        at::Tensor dc_prev;
+        if (fused) {
+          dc_prev = at::empty({B, H}, gt.options());
+          lstm_backward_node(gt, dc_prev, g, dc, cx, C[t], WS[t]);
+        } else {
+          auto r = at::_thnn_fused_lstm_cell_backward_impl(g, dc, cx, C[t], WS[t], false);
+          gt.copy_(std::get<0>(r));
+          dc_prev = std::get<1>(r);
+        }
         dc = dc_prev;
         dh = at::mm(gt, w_hh);
-      } else if (lstm) {
-        const at::Tensor cx = prev >= 0 && prev < T ? C[prev] : c0;
-        auto r = at::_thnn_fused_lstm_cell_backward_impl(g, dc, cx, C[t], WS[t], false);
-        dgi[static_cast<size_t>(t)] = std::get<0>(r);
-        dc = std::get<1>(r);
-        dh = at::mm(std::get<0>(r), w_hh);
       } else {
-        auto r = at::_thnn_fused_gru_cell_backward(g, WS[t], false);
-        dgi[static_cast<size_t>(t)] = std::get<0>(r);
-        dgh[static_cast<size_t>(t)] = std::get<1>(r);
-        dh = at::mm(std::get<1>(r), w_hh).add_(std::get<2>(r));
+        const at::Tensor ght = dGh[t];
+        at::Tensor dhx;
+        if (fused) {
+          dhx = at::empty({B, H}, ght.options());
+          gru_backward_node(gt, ght, dhx, g, WS[t]);
+        } else {
+          auto r = at::_thnn_fused_gru_cell_backward(g, WS[t], false);
+          gt.copy_(std::get<0>(r));
+          ght.copy_(std::get<1>(r));
+          dhx = std::get<2>(r);
+        }
+        dh = at::mm(ght, w_hh).add_(dhx);
       }
     }
-    const at::Tensor dGi = in_place ? dG : at::stack(dgi, 0);
-    const at::Tensor dGh = lstm ? dGi : in_place ? dGh_all : at::stack(dgh, 0);
     const int64_t GH = dGi.size(2);
     // the state each step read: h0 for the first walked step
     const at::Tensor hprev = reverse ? at::cat({y.slice(0, 1), h0.unsqueeze(0)}, 0)
