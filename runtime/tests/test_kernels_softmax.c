@@ -159,6 +159,43 @@ TEST(softmax_specials) {
     vt_isa_force(vt_isa_default());
 }
 
+/* Scores far below the row's max, where exp underflows: subnormal results
+ * (max - x in 87.3 .. 103.97) and zeros below, as fp64 gives them rounded
+ * to float, along a contiguous row and along a strided dim, on every path.
+ * The vector exps compute lanes below -104 (a masked -inf) without a
+ * subnormal intermediate; this pins that the values do not change. Bound:
+ * 2 ulp of the result plus one subnormal ulp (2^-149) where it is tiny. */
+TEST(softmax_underflow_matches_fp64) {
+    const float d[] = {0.0f, -1.0f, -86.0f, -87.3f, -88.0f, -95.0f, -100.0f, -103.0f, -103.9f, -103.98f,
+                       -104.0f, -104.5f, -110.0f, -1e30f, -INFINITY, -50.0f, -20.0f};
+    const int n = (int)(sizeof d / sizeof d[0]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp((double)d[i]);
+    const unsigned paths[3] = {0, VT_ISA_AVX2, vt_isa_default()};
+    for (int isa = 0; isa < 3; isa++) {
+        if ((paths[isa] & vt_isa_available()) != paths[isa]) continue;
+        vt_isa_force(paths[isa]);
+        for (int strided = 0; strided < 2; strided++) {
+            int64_t s[2] = {strided ? n : 3, strided ? 3 : n};
+            host_tensor x = make(VT_F32, 2, s, 0), y = make(VT_F32, 2, s, 0);
+            float *p = x.block, *q = y.block;
+            for (int r = 0; r < 3; r++)
+                for (int i = 0; i < n; i++) p[strided ? i * 3 + r : r * n + i] = d[i] + (float)r;
+            CHECK_OK(vt_softmax(&y.t, &x.t, strided ? 0 : 1, 0));
+            for (int r = 0; r < 3; r++)
+                for (int i = 0; i < n; i++) {
+                    double ref = (double)(float)(exp((double)d[i]) / sum);
+                    double got = q[strided ? i * 3 + r : r * n + i];
+                    CHECK_MSG(fabs(got - ref) <= 2.0 * ldexp(ref, -23) + 0x1p-149,
+                              "isa %#x strided %d x=%g: %.9g vs fp64 %.9g", paths[isa], strided, (double)d[i], got,
+                              ref);
+                }
+            ht_free(&x), ht_free(&y);
+        }
+    }
+    vt_isa_force(vt_isa_default());
+}
+
 /* Fed by a source, softmax gives what it gives from memory, bit for bit,
  * reading each element once; it takes one only for lines of at least
  * VT_SOURCE_RUN values along a contiguous dim of a dense input. */

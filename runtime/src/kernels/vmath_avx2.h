@@ -42,6 +42,12 @@ static inline float vt_avx2_hadd(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* All-ones in the lanes whose exp is not certainly 0 (x >= -104 or NaN).
+ * The exps compute the other lanes as exp(0) and clear them: a product in
+ * the subnormal range costs a microcode assist of about a hundred cycles,
+ * and a masked score or logit (-inf) would pay it in every lane. */
+static inline __m256 vt_avx2_keep(__m256 x) { return _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_NLT_UQ); }
+
 /* y * 2^n for integral n in [-150, 128] (AVX-512's scalef on that range):
  * y * 2^(n/2) is exact for the y the exp polynomial gives, and the second
  * product rounds once. */

@@ -6,11 +6,12 @@
 #include "kernels/mxu/mxu_local.h"
 #include "kernels/vmath_avx2.h"
 
+/* Lanes below -104 are computed as exp(0) and zeroed (vt_avx2_keep). */
 static inline __m256 exp8(__m256 x) {
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+    __m256 keep = vt_avx2_keep(x);
+    __m256 xc = _mm256_and_ps(keep, _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f)));
     __m256 n, y = vt_avx2_exp_poly(xc, &n, 0);
-    y = vt_avx2_scalef(y, n);
-    y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LT_OQ));
+    y = _mm256_and_ps(keep, vt_avx2_scalef(y, n));
     return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 

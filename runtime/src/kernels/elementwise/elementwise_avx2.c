@@ -29,9 +29,10 @@
 static inline __m256 abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 
 static inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_set1_ps(88.8f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x)); /* NaN passes */
+    __m256 keep = vt_avx2_keep(x);
+    x = _mm256_and_ps(keep, _mm256_min_ps(_mm256_set1_ps(88.8f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x))); /* NaN passes */
     __m256 n, p = vt_avx2_exp_poly(x, &n, 0);
-    return vt_avx2_scalef(p, n);
+    return _mm256_and_ps(keep, vt_avx2_scalef(p, n));
 }
 
 static inline __m256 tanh8(__m256 x) {

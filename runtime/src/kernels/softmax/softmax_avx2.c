@@ -6,11 +6,12 @@
 #include "softmax.h"
 
 static inline __m256 exp8(__m256 x) {
+    __m256 keep = vt_avx2_keep(x);
     /* max/min return their second operand when one is NaN: NaN survives. */
     x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);
-    x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
+    x = _mm256_and_ps(keep, _mm256_min_ps(_mm256_set1_ps(89.0f), x));
     __m256 n, p = vt_avx2_exp_poly(x, &n, 1);
-    return vt_avx2_scalef(p, n);
+    return _mm256_and_ps(keep, vt_avx2_scalef(p, n));
 }
 
 static float line_max(const float *x, int64_t n) {
