@@ -16,6 +16,7 @@
 #define VI(name) _mm256_##name
 #define SFX avx2
 #include "kernels/elementwise/elementwise_f32_binary.h"
+#include "kernels/elementwise/erf_table.h"
 #undef VEC
 #undef W
 #undef VI
@@ -50,17 +51,28 @@ static inline __m256 tanh8(__m256 x) {
     return _mm256_or_ps(abs8(_mm256_blendv_ps(big, small, m)), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
 }
 
+/* Entry i (0..15) of a 16-entry row of erf_table.h in each lane: two
+ * 8-entry permutes and a blend on i's bit 3. */
+static inline __m256 erf_pick(const float *row, __m256i i, __m256 high) {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(row), i),
+                            _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + 8), i), high);
+}
+
+/* erf512's operations on 8 lanes: the same bits. */
 static inline __m256 erf8(__m256 x) {
-    const __m256 neg_zero = _mm256_set1_ps(-0.f), one = _mm256_set1_ps(1.0f);
-    __m256 sign = _mm256_and_ps(neg_zero, x), ax = abs8(x);
-    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), ax, one));
-    __m256 r = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), t, _mm256_set1_ps(-1.453152027f));
-    r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(1.421413741f));
-    r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(-0.284496736f));
-    r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(0.254829592f));
-    __m256 e = exp8(_mm256_xor_ps(neg_zero, _mm256_mul_ps(x, x)));
-    __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_xor_ps(neg_zero, e), t), r, one);
-    return _mm256_xor_ps(sign, y);
+    const float(*T)[16] = vt_erf_table;
+    __m256 axc = _mm256_min_ps(_mm256_set1_ps(4.0f), abs8(x)); /* NaN (second operand) passes */
+    __m256i i = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_mul_ps(axc, _mm256_set1_ps(4.0f))), _mm256_set1_epi32(15));
+    __m256 high = _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)); /* bit 3 as the sign: entries 8-15 */
+    __m256 t = _mm256_sub_ps(axc, erf_pick(T[0], i, high));
+    __m256 g = _mm256_fmadd_ps(erf_pick(T[6], i, high), t, erf_pick(T[5], i, high));
+    g = _mm256_fmadd_ps(g, t, erf_pick(T[4], i, high));
+    g = _mm256_fmadd_ps(g, t, erf_pick(T[3], i, high));
+    g = _mm256_fmadd_ps(g, t, erf_pick(T[2], i, high));
+    g = _mm256_fmadd_ps(g, t, erf_pick(T[1], i, high));
+    __m256 y = _mm256_blendv_ps(_mm256_mul_ps(axc, g), _mm256_sub_ps(_mm256_set1_ps(1.0f), g),
+                                _mm256_castsi256_ps(_mm256_cmpgt_epi32(i, _mm256_set1_epi32(3))));
+    return _mm256_or_ps(y, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
 }
 
 /* sigmoid512's form: e = exp(-|x|) never overflows. */

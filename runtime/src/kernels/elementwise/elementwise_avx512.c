@@ -14,6 +14,7 @@
 #define VI(name) _mm512_##name
 #define SFX avx512
 #include "kernels/elementwise/elementwise_f32_binary.h"
+#include "kernels/elementwise/erf_table.h"
 #undef VEC
 #undef W
 #undef VI
@@ -23,7 +24,7 @@
  * silu, gelu and addcmul with PyTorch's vector formulas. exp is Cephes'
  * single-precision range reduction and polynomial (about 1 ulp) with
  * scalef doing the 2^n, so overflow, underflow and NaN come out as libm's;
- * gelu's erf is the same Abramowitz-Stegun form PyTorch's AVX-512 erf uses.
+ * gelu's erf is a piecewise polynomial (erf512).
  * Tails run through masked loads and stores: every element sees one path. */
 
 static inline __m512 exp512(__m512 x) {
@@ -64,18 +65,24 @@ static inline __m512 tanh512(__m512 x) {
     return _mm512_or_ps(_mm512_abs_ps(_mm512_mask_blend_ps(m, big, small)), _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
 }
 
+/* erf_table.h's piecewise polynomial. From |x| = 4 on, the last interval's
+ * 1 - p(0.125) rounds to 1 (erfc(4) is below half an ulp of 1). */
 static inline __m512 erf512(__m512 x) {
-    const __m512 neg_zero = _mm512_set1_ps(-0.f), one = _mm512_set1_ps(1.0f);
-    __m512 sign = _mm512_and_ps(neg_zero, x);
-    __m512 ax = _mm512_abs_ps(x);
-    __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), ax, one));
-    __m512 r = _mm512_fmadd_ps(_mm512_set1_ps(1.061405429f), t, _mm512_set1_ps(-1.453152027f));
-    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(1.421413741f));
-    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(-0.284496736f));
-    r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(0.254829592f));
-    __m512 e = exp512(_mm512_xor_ps(neg_zero, _mm512_mul_ps(x, x)));
-    __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_xor_ps(neg_zero, e), t), r, one);
-    return _mm512_xor_ps(sign, y);
+    const float(*T)[16] = vt_erf_table;
+    __m512 axc = _mm512_min_ps(_mm512_set1_ps(4.0f), _mm512_abs_ps(x)); /* NaN (second operand) passes */
+    /* NaN converts to INT_MIN: any table entry, the result stays NaN */
+    __m512i i = _mm512_min_epi32(_mm512_cvttps_epi32(_mm512_mul_ps(axc, _mm512_set1_ps(4.0f))), _mm512_set1_epi32(15));
+    __m512 t = _mm512_sub_ps(axc, _mm512_permutexvar_ps(i, _mm512_loadu_ps(T[0])));
+    __m512 g = _mm512_fmadd_ps(_mm512_permutexvar_ps(i, _mm512_loadu_ps(T[6])), t,
+                               _mm512_permutexvar_ps(i, _mm512_loadu_ps(T[5])));
+    g = _mm512_fmadd_ps(g, t, _mm512_permutexvar_ps(i, _mm512_loadu_ps(T[4])));
+    g = _mm512_fmadd_ps(g, t, _mm512_permutexvar_ps(i, _mm512_loadu_ps(T[3])));
+    g = _mm512_fmadd_ps(g, t, _mm512_permutexvar_ps(i, _mm512_loadu_ps(T[2])));
+    g = _mm512_fmadd_ps(g, t, _mm512_permutexvar_ps(i, _mm512_loadu_ps(T[1])));
+    /* |x| < 1: |x| g; from 1 on: 1 - g */
+    __m512 y = _mm512_mask_sub_ps(_mm512_mul_ps(axc, g), _mm512_cmpge_epi32_mask(i, _mm512_set1_epi32(4)),
+                                  _mm512_set1_ps(1.0f), g);
+    return _mm512_or_ps(y, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
 }
 
 /* sigmoid from e = exp(-|x|) <= 1, which cannot overflow: 1 / (1 + e) for
