@@ -124,7 +124,8 @@ TEST(kernels_shape_flip_roll_tri) {
     ht_free(&v), ht_free(&o);
 }
 
-/* Lines with many ties and NaNs: values from a small set. */
+/* Lines with many ties and NaNs: values from a small set, +-inf, +-0, NaN
+ * of either sign. */
 static void fill_ties(host_tensor *h) {
     int64_t n = ht_block_elems(h);
     for (int64_t i = 0; i < n; i++) {
@@ -133,10 +134,40 @@ static void fill_ties(host_tensor *h) {
         if (r % 23 == 0) v = NAN;
         if (r % 29 == 0) v = -0.0;
         if (r % 31 == 0) v = INFINITY;
+        if (r % 37 == 0) v = -INFINITY;
+        if (r % 41 == 0) v = -NAN; /* a NaN with its sign bit set: NaNs are equal */
         if (h->t.dtype == VT_BOOL) v = (double)(r & 1);
         if (h->t.dtype == VT_U8 && v < 0) v = -v;
         vt_convert(VT_F64, &v, 1, h->t.dtype, (char *)h->block + i * (int64_t)vt_dtype_size(h->t.dtype), 1, 1);
     }
+}
+
+/* Top-k of float lines long enough for the selection (k at most a 16th of
+ * the line): the sorted array (k <= 32) and the heap (larger k), random
+ * values and ties with NaNs of both signs, along the last dim (16-value
+ * blocks compared first) and along a strided dim, against the reference. */
+TEST(kernels_shape_topk_long_float_lines) {
+    const vt_dtype dts[] = {VT_F32, VT_BF16, VT_F16};
+    const int64_t ks[] = {1, 5, 32, 33, 68};
+    for (int di = 0; di < 3; di++)
+        for (int ties = 0; ties < 2; ties++)
+            for (int layout = 0; layout < 2; layout++) {
+                int64_t len = 1100;
+                host_tensor x = make3(dts[di], 3, 2, len, layout);
+                if (ties) fill_ties(&x);
+                for (int kk = 0; kk < 5; kk++)
+                    for (int desc = 0; desc < 2; desc++) {
+                        int64_t ts[3] = {3, 2, ks[kk]};
+                        host_tensor a = out3(dts[di], ts), b = out3(dts[di], ts), p = out3(VT_I64, ts),
+                                    q = out3(VT_I64, ts);
+                        CHECK_OK(vt_topk(&a.t, &p.t, &x.t, 2, ks[kk], desc));
+                        CHECK_OK(vt_ref_topk(&b.t, &q.t, &x.t, 2, ks[kk], desc));
+                        CHECK(ht_compare("topk values", &a.t, &b.t, -1) == 0);
+                        CHECK(ht_compare("topk indices", &p.t, &q.t, -1) == 0);
+                        ht_free(&a), ht_free(&b), ht_free(&p), ht_free(&q);
+                    }
+                ht_free(&x);
+            }
 }
 
 TEST(kernels_shape_sort_topk) {

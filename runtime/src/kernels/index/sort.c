@@ -2,9 +2,11 @@
  * unsigned key whose integer order is PyTorch's order (NaNs equal and
  * largest, -0.0 == 0.0; descending complements the key), paired with its
  * index; lines are sorted by an LSD radix sort on the key bytes that vary
- * (stable, so equal keys keep input order), top-k keeps a heap of the k
- * best (key, index) pairs. Values are read back through the indices, so
- * they keep their exact bits. Lines run in parallel. */
+ * (stable, so equal keys keep input order), top-k keeps the k best
+ * (key, index) pairs (a sorted array up to SORTED_K, a heap above; float
+ * lines make their keys on the fly and skip 16-value blocks that cannot
+ * enter). Values are read back through the indices, so they keep their
+ * exact bits. Lines run in parallel. */
 #include <stdlib.h>
 
 #include "kernels/shape/shape.h"
@@ -235,42 +237,174 @@ static int kv_cmp(const void *pa, const void *pb) {
 /* Full sort when k is a large part of the line, else a k-heap. */
 static int use_heap(int64_t len, int64_t k) { return k < len && len >= 256 && k * 16 <= len; }
 
+/* A float's order as 32 bits, branch-free: the order of key_f32 (NaNs
+ * equal and largest, -0.0 == 0.0), which the top-k heap alone uses. */
+static inline uint32_t key32_of_bits(uint32_t u) {
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t k = (u >> 31) ? ~u : (u | 0x80000000u);
+    k = a == 0 ? 0x80000000u : k;
+    return a > 0x7f800000u ? 0xffffffffu : k;
+}
+
+static inline uint32_t key32_at(vt_dtype dt, const char *src, int64_t i) {
+    uint32_t u;
+    if (dt == VT_F32) {
+        memcpy(&u, src + i * 4, 4);
+    } else if (dt == VT_BF16) {
+        uint16_t h;
+        memcpy(&h, src + i * 2, 2);
+        u = (uint32_t)h << 16;
+    } else {
+        uint16_t h;
+        memcpy(&h, src + i * 2, 2);
+        float f = vt_f16_to_f32(h);
+        memcpy(&u, &f, 4);
+    }
+    return key32_of_bits(u);
+}
+
+/* Insert x into the k-heap holding n of k pairs; returns the new n. */
+static inline int64_t heap_offer(kv *h, int64_t n, int64_t k, kv x) {
+    if (n < k) {
+        int64_t j = n++;
+        h[j] = x;
+        while (j > 0 && kv_worse(&h[j], &h[(j - 1) / 2])) {
+            kv t = h[j];
+            h[j] = h[(j - 1) / 2];
+            h[(j - 1) / 2] = t;
+            j = (j - 1) / 2;
+        }
+    } else if (x.key < h[0].key) { /* the line goes up in index: an equal key is worse */
+        h[0] = x;
+        heap_down(h, k, 0);
+    }
+    return n;
+}
+
+static inline float float_at(vt_dtype dt, const char *src, int64_t i) {
+    if (dt == VT_F32) {
+        float f;
+        memcpy(&f, src + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, src + i * 2, 2);
+    return dt == VT_BF16 ? vt_bf16_to_f32(h) : vt_f16_to_f32(h);
+}
+
+/* Whether some of the 16 values at src (unit stride) could enter a full
+ * heap whose worst kept value is w: a float comparison (+-0 equal, as
+ * their keys), NaN largest; the keys decide for the blocks that pass. */
+static int block_may_enter(vt_dtype dt, const char *src, float w, int descending) {
+    float v[16];
+    if (dt == VT_F32) {
+        memcpy(v, src, sizeof v);
+    } else {
+        const uint16_t *h = (const uint16_t *)src;
+        for (int j = 0; j < 16; j++) {
+            uint32_t u = (uint32_t)h[j] << 16;
+            memcpy(&v[j], &u, 4);
+        }
+    }
+    int any = 0;
+    if (descending)
+        for (int j = 0; j < 16; j++) any |= (v[j] > w) | (v[j] != v[j]);
+    else
+        for (int j = 0; j < 16; j++) any |= v[j] < w;
+    return any;
+}
+
+/* Up to this k, the kept pairs are a sorted array (an insertion moves
+ * fewer than k pairs, predictably) rather than a heap (whose sift-down
+ * mispredicts), and the result needs no sort. */
+#define SORTED_K 32
+
+/* Insert x into the sorted best-first array h holding n of k pairs (x comes
+ * after every kept pair of its key: the line goes up in index); returns
+ * the new n. */
+static inline int64_t sorted_offer(kv *h, int64_t n, int64_t k, kv x) {
+    int64_t j = n < k ? n++ : k - 1;
+    while (j > 0 && h[j - 1].key > x.key) {
+        h[j] = h[j - 1];
+        j--;
+    }
+    h[j] = x;
+    return n;
+}
+
+/* The k best pairs of a float line into h, keys made on the fly as 32
+ * bits: once k are kept, an element costs a load, its key and one
+ * comparison with the worst kept; along a unit-stride f32 or bf16 line, 16
+ * values at a time are first compared as floats with the worst kept value
+ * (block_may_enter), and most blocks stop there. Returns how many are kept;
+ * *sorted says whether h is already in result order (k <= SORTED_K) or a
+ * heap. */
+static int64_t best_of_float_line(vt_dtype dt, const char *src, int64_t stride, int64_t len, int64_t k,
+                                  int descending, kv *h, int *sorted) {
+    const uint32_t flip = descending ? 0xffffffffu : 0;
+    const size_t es = vt_dtype_size(dt);
+    const int blocks = stride == 1 && dt != VT_F16;
+    *sorted = k <= SORTED_K;
+    kv *worst = *sorted ? &h[k - 1] : &h[0];
+    int64_t n = 0, i = 0;
+    for (; i < len && n < k; i++) {
+        kv x = {key32_at(dt, src, i * stride) ^ flip, i};
+        n = *sorted ? sorted_offer(h, n, k, x) : heap_offer(h, n, k, x);
+    }
+    float wv = float_at(dt, src, worst->idx * stride);
+    while (i < len) {
+        int64_t end = len;
+        if (blocks && i + 16 <= len) {
+            /* a NaN kept: only a NaN can enter (largest) or anything can (smallest) */
+            if (wv == wv && !block_may_enter(dt, src + i * (int64_t)es, wv, descending)) {
+                i += 16;
+                continue;
+            }
+            end = i + 16;
+        }
+        for (; i < end; i++) {
+            uint32_t key = key32_at(dt, src, i * stride) ^ flip;
+            if (key < worst->key) {
+                kv x = {key, i};
+                if (*sorted) sorted_offer(h, n, k, x);
+                else heap_offer(h, n, k, x);
+                wv = float_at(dt, src, worst->idx * stride);
+            }
+        }
+    }
+    return n;
+}
+
 static void sel_range(void *vctx, int64_t b, int64_t e) {
     const sel_ctx *c = vctx;
     int64_t len = c->len, k = c->k;
     int heap = use_heap(len, k);
+    vt_dtype dt = c->in.dtype;
+    int float_heap = heap && (dt == VT_F32 || dt == VT_BF16 || dt == VT_F16);
     kv *buf = malloc(sizeof(kv) * (size_t)(heap ? k : 2 * len) + 1);
-    uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)len + 1);
-    if (!buf || !keys) {
+    uint64_t *keys = float_heap ? NULL : malloc(sizeof(uint64_t) * (size_t)len + 1);
+    if (!buf || (!float_heap && !keys)) {
         ((sel_ctx *)c)->failed = 1;
         free(buf);
         free(keys);
         return;
     }
-    size_t es = vt_dtype_size(c->in.dtype);
+    size_t es = vt_dtype_size(dt);
     for (int64_t o = b; o < e; o++) {
         int64_t off[3];
         lines_offsets(&c->g, o, off);
         const char *src = (const char *)c->in.data + (c->in.offset + off[0]) * (int64_t)es;
-        vt_sort_keys(c->in.dtype, src, c->in.strides[c->dim], len, c->descending, keys);
+        if (float_heap) {
+            int sorted;
+            int64_t n = best_of_float_line(dt, src, c->in.strides[c->dim], len, k, c->descending, buf, &sorted);
+            if (!sorted) qsort(buf, (size_t)n, sizeof(kv), kv_cmp);
+            write_line(c, off, buf, k);
+            continue;
+        }
+        vt_sort_keys(dt, src, c->in.strides[c->dim], len, c->descending, keys);
         if (heap) {
             int64_t n = 0;
-            for (int64_t i = 0; i < len; i++) {
-                kv x = {keys[i], i};
-                if (n < k) {
-                    int64_t j = n++;
-                    buf[j] = x;
-                    while (j > 0 && kv_worse(&buf[j], &buf[(j - 1) / 2])) {
-                        kv t = buf[j];
-                        buf[j] = buf[(j - 1) / 2];
-                        buf[(j - 1) / 2] = t;
-                        j = (j - 1) / 2;
-                    }
-                } else if (k > 0 && x.key < buf[0].key) {
-                    buf[0] = x;
-                    heap_down(buf, k, 0);
-                }
-            }
+            for (int64_t i = 0; i < len; i++) n = heap_offer(buf, n, k, (kv){keys[i], i});
             qsort(buf, (size_t)n, sizeof(kv), kv_cmp);
             write_line(c, off, buf, k);
         } else {
