@@ -93,6 +93,22 @@ def test_conv_default_precision_is_one_bf16_pass(case, layout):
     torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_depthwise_channels_last_whole_blocks_without_bias(dtype):
+    """Whole 16-channel blocks, no bias, channels-last: the depthwise forward
+    writes its sums straight into the output (f32, or rounded to bf16 once).
+    Against CPU's f32 convolution of the bf16-rounded operands (DEFAULT's
+    products), within f32 sum rounding, or one bf16 rounding of the sum."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 32, 13, 11, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(32, 1, 3, 3, generator=g) * 0.3).to(dtype)
+    want = F.conv2d(x.bfloat16().float(), w.bfloat16().float(), padding=1, groups=32)
+    got = F.conv2d(x.to("tpu"), w.to("tpu"), padding=1, groups=32)
+    assert got.dtype == dtype and got.is_contiguous(memory_format=torch.channels_last)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
+    torch.testing.assert_close(got.cpu().float(), want, **tol)
+
+
 def test_conv_transpose_matches_cpu():
     """A transposed convolution is the plain one's input gradient, and the
     other way round: both directions against CPU, with output_padding."""

@@ -130,6 +130,12 @@ typedef struct vt_dw_cl {
     int x_bf16;
     int64_t xs[4], ncb;
     const float *w;
+    /* y: the output itself (y_bf16: bf16, else f32; strides ys of n, z0,
+     * z1, z2 in elements, channels at unit stride, a whole number of lane
+     * blocks, no bias): cl_rows writes it, else its out buffer */
+    char *y;
+    int y_bf16;
+    int64_t ys[4];
 } vt_dw_cl;
 /* Floats of the stage of a vt_dw_cl band of `rows` output rows. */
 static inline int64_t vt_dw_cl_stage_floats(const vt_dw_cl *c, int64_t rows) {
@@ -153,7 +159,8 @@ typedef struct vt_dw_kernels {
     /* one NCHW channel plane, positions along the lanes (stride 1 along rows) */
     void (*plane_forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
     /* output rows [z1a, z1b) of (n, z0) of a vt_dw_cl forward, through stage
-     * (vt_dw_cl_stage_floats): out[z1 - z1a][z2][ncb * lanes] */
+     * (vt_dw_cl_stage_floats): into c->y when set, else
+     * out[z1 - z1a][z2][ncb * lanes] */
     void (*cl_rows)(const vt_dw_cl *c, int64_t n, int64_t z0, int64_t z1a, int64_t z1b, float *stage, float *out);
     void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
                            float *hi);

@@ -418,6 +418,7 @@ static void cl_range(void *ctx, int64_t begin, int64_t end) {
         int64_t b = t % j->nbands, z0 = t / j->nbands % g->out[0], n = t / (j->nbands * g->out[0]);
         int64_t z1a = b * j->band, z1b = z1a + j->band < g->out[1] ? z1a + j->band : g->out[1];
         j->k->cl_rows(&j->c, n, z0, z1a, z1b, stage, rows);
+        if (j->c.y) continue; /* written straight into y */
         for (int64_t z1 = z1a; z1 < z1b; z1++) {
             char *dst = (char *)y5->data +
                         (y5->offset + n * y5->strides[0] + z0 * y5->strides[2] + z1 * y5->strides[3]) * (int64_t)es;
@@ -449,6 +450,12 @@ static vt_status cl_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt
     j.c.x = (const char *)x5->data + x5->offset * (int64_t)vt_dtype_size(x5->dtype);
     j.c.xs[0] = x5->strides[0], j.c.xs[1] = x5->strides[2], j.c.xs[2] = x5->strides[3], j.c.xs[3] = x5->strides[4];
     j.k = dw_kernels(), j.y5 = y5, j.bias = bias;
+    if (!bias && g->C % VT_DW_LANES == 0 && (y5->dtype == VT_F32 || y5->dtype == VT_BF16)) {
+        /* whole lane blocks: the sums go straight to y */
+        j.c.y = (char *)y5->data + y5->offset * (int64_t)vt_dtype_size(y5->dtype);
+        j.c.y_bf16 = y5->dtype == VT_BF16;
+        j.c.ys[0] = y5->strides[0], j.c.ys[1] = y5->strides[2], j.c.ys[2] = y5->strides[3], j.c.ys[3] = y5->strides[4];
+    }
     /* bands whose stage stays near DW_BAND_BYTES (in L2), at least a row */
     int64_t per_row = vt_dw_cl_stage_floats(&j.c, 2) - vt_dw_cl_stage_floats(&j.c, 1);
     j.band = per_row > 0 ? DW_BAND_BYTES / (per_row * (int64_t)sizeof(float)) : g->out[1];

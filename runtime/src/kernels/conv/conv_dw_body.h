@@ -56,6 +56,13 @@ static inline dw_vu dw_rne_ftz(dw_vu u) {
     r = dw_sel(den, u & 0x80000000u, r);
     return r & 0xffff0000u;
 }
+/* dw_rne_ftz of a value that already is bf16 (low 16 bits zero): the
+ * rounding leaves it as it is; only the flush of subnormals to a signed
+ * zero and the quieting of a NaN remain. */
+static inline dw_vu dw_bf16_ftz(dw_vu u) {
+    dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u), den = (dw_vu)((u & 0x7f800000u) == 0);
+    return dw_sel(den, u & 0x80000000u, dw_sel(nan, u | 0x00400000u, u));
+}
 static inline dw_vu dw_trunc_ftz(dw_vu u) {
     dw_vu den = (dw_vu)((u & 0x7f800000u) == 0);
     return dw_sel(den, u & 0x80000000u, u & 0xffff0000u);
@@ -375,7 +382,7 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
                     for (int64_t cb = 0; cb < nwhole; cb++) {
                         dw_vh v;
                         memcpy(&v, h + cb * VT_DW_LANES, sizeof v);
-                        dw_st(dst + cb * VT_DW_LANES, dw_float(dw_rne_ftz(__builtin_convertvector(v, dw_vu) << 16)));
+                        dw_st(dst + cb * VT_DW_LANES, dw_float(dw_bf16_ftz(__builtin_convertvector(v, dw_vu) << 16)));
                     }
                 } else {
                     const float *f = (const float *)(const void *)p;
@@ -398,24 +405,43 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
         for (int64_t k1 = 0; k1 < g->k[1]; k1++)
             for (int64_t k2 = 0; k2 < g->k[2]; k2++, t++)
                 toff[t] = ((k0 * R + k1 * g->dil[1]) * E2 + k2 * g->dil[2]) * W;
-    /* four positions at a time: four independent sums keep the FMA busy */
+    /* four positions at a time: four independent sums keep the FMA busy;
+     * each sum goes to the output itself (c->y) or to out */
     const int64_t step = g->stride[2] * W;
+    const size_t yes = c->y_bf16 ? 2 : 4;
     for (int64_t z1 = z1a; z1 < z1b; z1++)
         for (int64_t cb = 0; cb < ncb; cb++) {
             const float *w = c->w + cb * T * VT_DW_LANES;
             const float *x = stage + (z1 - z1a) * g->stride[1] * E2 * W + cb * VT_DW_LANES;
             float *y = out + (z1 - z1a) * g->out[2] * W + cb * VT_DW_LANES;
+            int64_t ystep = W;
+            char *yd = NULL;
+            if (c->y) {
+                yd = c->y + (n * c->ys[0] + z0 * c->ys[1] + z1 * c->ys[2] + cb * VT_DW_LANES) * (int64_t)yes;
+                ystep = c->ys[3];
+            }
+#define DW_PUT(i, v)                                                                                            \
+    do {                                                                                                        \
+        dw_vf v_ = (v);                                                                                         \
+        if (!yd) dw_st(y + (i) * W, v_);                                                                        \
+        else if (!c->y_bf16) dw_st((float *)(void *)(yd + (i) * ystep * 4), v_);                               \
+        else DW_NAME(dw_store_)((const float *)&v_, 1, yd + (i) * ystep * 2, 1, 0);                             \
+    } while (0)
             int64_t z2 = 0;
-            for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step, y += 4 * W) {
+            for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step) {
                 dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
                 DW_NAME(dw_taps_4_)(x, w, toff, T, step, &a0, &a1, &a2, &a3);
-                dw_st(y, a0), dw_st(y + W, a1), dw_st(y + 2 * W, a2), dw_st(y + 3 * W, a3);
+                DW_PUT(z2, a0);
+                DW_PUT(z2 + 1, a1);
+                DW_PUT(z2 + 2, a2);
+                DW_PUT(z2 + 3, a3);
             }
-            for (; z2 < g->out[2]; z2++, x += step, y += W) {
+            for (; z2 < g->out[2]; z2++, x += step) {
                 dw_vf acc = {0};
                 for (int64_t t = 0; t < T; t++) acc += dw_ld(x + toff[t]) * dw_ld(w + t * VT_DW_LANES);
-                dw_st(y, acc);
+                DW_PUT(z2, acc);
             }
+#undef DW_PUT
         }
 }
 
