@@ -285,7 +285,8 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
  * and BF16, partial lane blocks, strides, dilation, 1 to 3 dims. */
 TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
     unsigned active = vt_isa_active();
-    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512};
+    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
+                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
                                      "3d depthwise", "2d depthwise 32ch"};
     static const vt_dtype dts[] = {VT_F32, VT_BF16};
@@ -815,3 +816,36 @@ TEST(kernels_conv_queued_ops) {
     free_tensors(&r);
     vt_set_thread_eager_mode(-1);
 }
+
+#if VT_X86
+/* The AVX512-BF16 depthwise loops round with VCVTNEPS2BF16, the AVX-512 ones
+ * with bit operations: the same parts for every high half of an f32 and low
+ * halves at and around the ties (zeros, denormals, the largest finite values,
+ * infinities, NaN payloads), at DEFAULT, HIGH and HIGHEST. */
+TEST(kernels_conv_dw_split_same_bits_avx512bf16) {
+    const unsigned need = VT_ISA_AVX512 | VT_ISA_AVX512BF16;
+    if ((vt_isa_available() & need) != need) return;
+    static const uint32_t lows[] = {0x0000, 0x8000, 0x7fff, 0x8001, 0xffff, 0x0001, 0x1234};
+    const int64_t per = (int64_t)(sizeof lows / sizeof lows[0]), n = 65536 * per;
+    float *raw = malloc((size_t)n * sizeof *raw), *s[2][3];
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int64_t k = 0; k < per; k++) {
+            uint32_t u = h << 16 | lows[k];
+            memcpy(&raw[h * per + k], &u, 4);
+        }
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 3; k++) s[e][k] = malloc((size_t)n * sizeof(float));
+    const vt_dw_kernels *K[2] = {&vt_dw_kernels_avx512, &vt_dw_kernels_avx512bf16};
+    static const int nlows[] = {0, 2, 5}; /* DEFAULT, HIGH, HIGHEST */
+    for (int p = 0; p < 3; p++) {
+        for (int e = 0; e < 2; e++) {
+            for (int k = 0; k < 3; k++) memset(s[e][k], 0, (size_t)n * sizeof(float));
+            K[e]->split(raw, n, nlows[p], s[e]);
+        }
+        for (int k = 0; k < 3; k++) CHECK_MSG(memcmp(s[0][k], s[1][k], (size_t)n * sizeof(float)) == 0, "nlow %d slot %d", nlows[p], k);
+    }
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 3; k++) free(s[e][k]);
+    free(raw);
+}
+#endif

@@ -169,7 +169,7 @@ typedef struct vt_dw_kernels {
 } vt_dw_kernels;
 extern const vt_dw_kernels vt_dw_kernels_portable;
 #if VT_X86
-extern const vt_dw_kernels vt_dw_kernels_avx2, vt_dw_kernels_avx512;
+extern const vt_dw_kernels vt_dw_kernels_avx2, vt_dw_kernels_avx512, vt_dw_kernels_avx512bf16;
 #endif
 /* Whether the depthwise kernels take this call (else the im2col path). */
 int vt_conv_dw_takes(const vt_conv_geom *g);

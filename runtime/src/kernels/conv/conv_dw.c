@@ -23,8 +23,12 @@
 static _Atomic(const vt_dw_kernels *) dw_active;
 
 unsigned vt_conv_dw_select_isa(unsigned mask) {
-    const unsigned isa = vt_isa_widest(mask);
-    atomic_store(&dw_active, VT_ISA_TABLE(isa, &vt_dw_kernels_portable, &vt_dw_kernels_avx2, &vt_dw_kernels_avx512));
+    unsigned isa = vt_isa_widest(mask);
+    const vt_dw_kernels *k = VT_ISA_TABLE(isa, &vt_dw_kernels_portable, &vt_dw_kernels_avx2, &vt_dw_kernels_avx512);
+#if VT_X86
+    if (isa == VT_ISA_AVX512 && (mask & VT_ISA_AVX512BF16)) k = &vt_dw_kernels_avx512bf16, isa |= VT_ISA_AVX512BF16;
+#endif
+    atomic_store(&dw_active, k);
     return isa;
 }
 

@@ -48,7 +48,19 @@ static inline dw_vf dw_float(dw_vu u) {
 /* where mask (all ones / zeros per lane): a, else b */
 static inline dw_vu dw_sel(dw_vu mask, dw_vu a, dw_vu b) { return (mask & a) | (~mask & b); }
 
-/* vt_mxu_rne_ftz / vt_mxu_trunc_ftz of internal.h, lane by lane. */
+/* vt_mxu_rne_ftz / vt_mxu_trunc_ftz of internal.h, lane by lane. Built
+ * for AVX512-BF16 (DW_HW_RNE), the rounding is VCVTNEPS2BF16: the same bits
+ * in one instruction (mxu_pack_avx512bf16.c says why). */
+#if defined(DW_HW_RNE)
+static inline dw_vu dw_rne_ftz(dw_vu u) {
+    __m512i x;
+    memcpy(&x, &u, sizeof x);
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(x));
+    x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+#else
 static inline dw_vu dw_rne_ftz(dw_vu u) {
     dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u), den = (dw_vu)((u & 0x7f800000u) == 0);
     dw_vu r = u + 0x7fffu + ((u >> 16) & 1u);
@@ -56,6 +68,7 @@ static inline dw_vu dw_rne_ftz(dw_vu u) {
     r = dw_sel(den, u & 0x80000000u, r);
     return r & 0xffff0000u;
 }
+#endif
 /* dw_rne_ftz of a value that already is bf16 (low 16 bits zero): the
  * rounding leaves it as it is; only the flush of subnormals to a signed
  * zero and the quieting of a NaN remain. */
