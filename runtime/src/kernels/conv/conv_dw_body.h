@@ -1,6 +1,7 @@
 /* conv_dw_body.h — the depthwise convolution's compute loops over blocks of
  * VT_DW_LANES channels (conv_dw.c lays the blocks out), included once per
- * ISA: conv_dw.c (portable C), conv_dw_avx2.c, conv_dw_avx512.c. The lanes
+ * ISA: conv_dw.c (portable C), conv_dw_avx2.c, conv_dw_avx512.c,
+ * conv_dw_avx512bf16.c (its rounding to bf16 in one instruction). The lanes
  * are a GCC/Clang vector of 16 floats, which each ISA's flags lower to its
  * widest registers (4 SSE / NEON, 2 AVX2 or 1 AVX-512 op per step).
  *
