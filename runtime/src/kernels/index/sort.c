@@ -246,20 +246,21 @@ static inline uint32_t key32_of_bits(uint32_t u) {
     return a > 0x7f800000u ? 0xffffffffu : k;
 }
 
-static inline uint32_t key32_at(vt_dtype dt, const char *src, int64_t i) {
-    uint32_t u;
+static inline float float_at(vt_dtype dt, const char *src, int64_t i) {
     if (dt == VT_F32) {
-        memcpy(&u, src + i * 4, 4);
-    } else if (dt == VT_BF16) {
-        uint16_t h;
-        memcpy(&h, src + i * 2, 2);
-        u = (uint32_t)h << 16;
-    } else {
-        uint16_t h;
-        memcpy(&h, src + i * 2, 2);
-        float f = vt_f16_to_f32(h);
-        memcpy(&u, &f, 4);
+        float f;
+        memcpy(&f, src + i * 4, 4);
+        return f;
     }
+    uint16_t h;
+    memcpy(&h, src + i * 2, 2);
+    return dt == VT_BF16 ? vt_bf16_to_f32(h) : vt_f16_to_f32(h);
+}
+
+static inline uint32_t key32_at(vt_dtype dt, const char *src, int64_t i) {
+    float f = float_at(dt, src, i);
+    uint32_t u;
+    memcpy(&u, &f, 4);
     return key32_of_bits(u);
 }
 
@@ -281,17 +282,6 @@ static inline int64_t heap_offer(kv *h, int64_t n, int64_t k, kv x) {
     return n;
 }
 
-static inline float float_at(vt_dtype dt, const char *src, int64_t i) {
-    if (dt == VT_F32) {
-        float f;
-        memcpy(&f, src + i * 4, 4);
-        return f;
-    }
-    uint16_t h;
-    memcpy(&h, src + i * 2, 2);
-    return dt == VT_BF16 ? vt_bf16_to_f32(h) : vt_f16_to_f32(h);
-}
-
 /* Whether some of the 16 values at src (unit stride) could enter a full
  * heap whose worst kept value is w: a float comparison (+-0 equal, as
  * their keys), NaN largest; the keys decide for the blocks that pass. */
@@ -301,10 +291,7 @@ static int block_may_enter(vt_dtype dt, const char *src, float w, int descending
         memcpy(v, src, sizeof v);
     } else {
         const uint16_t *h = (const uint16_t *)src;
-        for (int j = 0; j < 16; j++) {
-            uint32_t u = (uint32_t)h[j] << 16;
-            memcpy(&v[j], &u, 4);
-        }
+        for (int j = 0; j < 16; j++) v[j] = vt_bf16_to_f32(h[j]);
     }
     int any = 0;
     if (descending)
