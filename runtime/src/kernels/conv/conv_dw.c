@@ -411,7 +411,9 @@ static void cl_range(void *ctx, int64_t begin, int64_t end) {
     const vt_conv_geom *g = j->c.g;
     const vt_tensor *y5 = j->y5;
     const int64_t width = j->c.ncb * VT_DW_LANES, S = vt_dw_cl_stage_floats(&j->c, j->band);
-    float *stage = aligned_alloc(64, (size_t)(S + j->band * g->out[2] * width) * sizeof(float) + 64);
+    /* the band's rows buffer only when the sums do not go straight to y */
+    const int64_t rows_floats = j->c.y ? 0 : j->band * g->out[2] * width;
+    float *stage = aligned_alloc(64, (size_t)(S + rows_floats) * sizeof(float) + 64);
     if (!stage) {
         atomic_store(&j->oom, 1);
         return;
