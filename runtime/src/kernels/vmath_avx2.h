@@ -1,7 +1,7 @@
 /* vmath_avx2.h — the AVX2 building blocks the families' *_avx2.c files
  * share: tail masks for the masked loads and stores that stand in for
- * AVX-512's, horizontal reductions, and the Cephes expf core the AVX-512
- * files use (same range reduction, polynomial and FMAs), with scalef's
+ * AVX-512's, horizontal reductions, and the Cephes expf core of
+ * vmath_avx512.h (same range reduction, polynomial and FMAs), with scalef's
  * x * 2^n done as two exact power-of-two products so that underflow to
  * subnormals and overflow to inf round once, as scalef does. Include only
  * from files built with the AVX2 flags. */

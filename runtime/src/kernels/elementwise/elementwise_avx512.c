@@ -15,6 +15,7 @@
 #define SFX avx512
 #include "kernels/elementwise/elementwise_f32_binary.h"
 #include "kernels/elementwise/erf_table.h"
+#include "kernels/vmath_avx512.h"
 #undef VEC
 #undef W
 #undef VI
@@ -28,23 +29,10 @@
  * Tails run through masked loads and stores: every element sees one path. */
 
 static inline __m512 exp512(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(88.8f), lo = _mm512_set1_ps(-104.0f);
-    /* lanes below -104 (exp rounds to 0) as exp(0), zeroed: a scalef result
-     * in the subnormal range costs a microcode assist */
-    __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
-    x = _mm512_maskz_min_ps(keep, hi, _mm512_max_ps(lo, x)); /* NaN (second operand) passes */
-    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_scalef_ps(keep, p, fx);
+    __mmask16 keep = vt_avx512_exp_keep(x); /* below -104: cleared */
+    x = _mm512_maskz_min_ps(keep, _mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x)); /* NaN passes */
+    __m512 n, p = vt_avx512_exp_poly(x, &n, 0);
+    return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 /* Cephes tanhf: odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above. */

@@ -5,27 +5,16 @@
 #include <immintrin.h>
 
 #include "softmax.h"
+#include "kernels/vmath_avx512.h"
 
-/* Lanes below -104 (exp rounds to 0; a masked logit's -inf) are computed as
- * exp(0) and zeroed: a scalef result in the subnormal range costs a
- * microcode assist of about a hundred cycles. */
+/* Lanes below -104 (exp rounds to 0; a masked logit's -inf) are cleared
+ * (vt_avx512_exp_keep). */
 static inline __m512 exp16(__m512 x) {
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_NLT_UQ);
+    __mmask16 keep = vt_avx512_exp_keep(x);
     /* max/min return their second operand when one is NaN: NaN survives. */
     x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
     x = _mm512_maskz_min_ps(keep, _mm512_set1_ps(89.0f), x);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    __m512 n, p = vt_avx512_exp_poly(x, &n, 1);
     return _mm512_maskz_scalef_ps(keep, p, n);
 }
 

@@ -1,0 +1,36 @@
+/* vmath_avx512.h — the Cephes expf core the families' AVX-512 exps share
+ * (softmax, attention, the activations; vmath_avx2.h has its AVX2 twin):
+ * the range reduction and polynomial, and the lanes whose exp is certainly
+ * 0. Include only from files built with the AVX-512 flags. */
+#ifndef VTPU_VMATH_AVX512_H
+#define VTPU_VMATH_AVX512_H
+
+#include <immintrin.h>
+
+/* The lanes whose exp is not certainly 0 (x >= -104 or NaN). The exps
+ * compute the other lanes as exp(0) and clear them (maskz): a scalef result
+ * in the subnormal range costs a microcode assist of about a hundred cycles,
+ * and a masked score or logit (-inf) would pay it in every lane. */
+static inline __mmask16 vt_avx512_exp_keep(__m512 x) {
+    return _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_NLT_UQ);
+}
+
+/* Cephes expf on x already clamped (to [-104, 89] or less): the polynomial
+ * p with e^x = p * 2^n (n in *n, for scalef). one_last: add the 1 after the
+ * last FMA (the softmax files' order) instead of folding r + 1 into it. */
+static inline __m512 vt_avx512_exp_poly(__m512 x, __m512 *n, int one_last) {
+    *n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(*n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(*n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    if (one_last) return _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+}
+
+#endif
