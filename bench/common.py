@@ -40,29 +40,36 @@ def steady_time(fn, warmup_s=0.03, run_s=0.15, min_runs=10, max_runs=300):
     return best
 
 
-def timed(fn, args, backward, device):
+def timed(fn, args, backward, device, placements=3):
     """steady_time of fn(*args) on device (with out.backward(ones) when
-    backward), each run ending in a synchronize for "tpu"."""
-    # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
-    # region: let them sleep, so neither device is timed on cores the other
-    # still holds
-    time.sleep(0.05)
-    # leaves of this device: a tensor copied from one that requires grad
-    # would carry the gradient back to the CPU tensor in every backward
-    # one device tensor per distinct argument: add(x, x) reads one tensor on
-    # both devices (.to("cpu") keeps a CPU tensor itself)
-    moved = {}
-    args = [moved.setdefault(id(a), a.detach().to(device)) for a in args]
-    leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in args]
+    backward), each run ending in a synchronize for "tpu": the median over
+    `placements` fresh copies of the arguments. Where a buffer lands decides
+    whether a memory-bound op reads it at cache or at DRAM speed (2-3x apart
+    on the VMs here, for CPU and tpu buffers alike), so one placement per
+    device would make a short op's ratio a coin toss."""
+    times = []
+    for _ in range(placements):
+        # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
+        # region: let them sleep, so neither device is timed on cores the
+        # other still holds
+        time.sleep(0.05)
+        # leaves of this device: a tensor copied from one that requires grad
+        # would carry the gradient back to the CPU tensor in every backward;
+        # one device tensor per distinct argument: add(x, x) reads one tensor
+        # on both devices; a clone on CPU (.to("cpu") keeps the tensor itself)
+        moved = {}
+        placed = [moved.setdefault(id(a), a.detach().clone() if device == "cpu" else a.detach().to(device)) for a in args]
+        leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in placed]
 
-    def run():
-        out = fn(*leaves)
-        if backward:
-            out.backward(torch.ones_like(out))
-        if device == "tpu":
-            torch.tpu.synchronize()
+        def run():
+            out = fn(*leaves)
+            if backward:
+                out.backward(torch.ones_like(out))
+            if device == "tpu":
+                torch.tpu.synchronize()
 
-    return steady_time(run)
+        times.append(steady_time(run))
+    return sorted(times)[len(times) // 2]
 
 
 def save(name, record, bars=None):
