@@ -412,6 +412,8 @@ TEST(kernels_reduce_from_a_source) {
         {2, {7, 3}, 3},          {3, {13, 5, 1031}, 2}, {3, {13, 5, 1031}, 5}, {3, {40, 30, 9}, 4},
         {2, {100, 100}, 0},      {2, {5, 16700}, 1},   {2, {2, 140000}, 1}, {2, {40, 300}, 1},
         {2, {300, 257}, 1},      {2, {3, 16385}, 1},
+        /* sums along rows, which from memory take their own walk (rows_sum_f) */
+        {2, {300, 257}, 2},      {2, {5, 16700}, 2},   {3, {40, 30, 9}, 4}, {3, {7, 6, 2049}, 4},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         for (int layout = 0; layout < 3; layout++) {
