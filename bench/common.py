@@ -47,7 +47,7 @@ def timed(fn, args, backward, device, placements=3):
     whether a memory-bound op reads it at cache or at DRAM speed (2-3x apart
     on the VMs here, for CPU and tpu buffers alike), so one placement per
     device would make a short op's ratio a coin toss."""
-    times = []
+    times, held = [], []  # earlier copies stay allocated: the next one lands elsewhere
     for _ in range(placements):
         # CPU PyTorch's OpenMP threads poll for milliseconds after a parallel
         # region: let them sleep, so neither device is timed on cores the
@@ -60,6 +60,7 @@ def timed(fn, args, backward, device, placements=3):
         moved = {}
         placed = [moved.setdefault(id(a), a.detach().clone() if device == "cpu" else a.detach().to(device)) for a in args]
         leaves = [a.requires_grad_() if backward and a.is_floating_point() else a for a in placed]
+        held.append(placed)
 
         def run():
             out = fn(*leaves)
