@@ -363,6 +363,12 @@ int vt_hbm_access_live(const vt_access *a);
  * count elements. Same-dtype conversion copies the bits unchanged. */
 void vt_convert(vt_dtype from, const void *src, int64_t src_stride, vt_dtype to, void *dst, int64_t dst_stride,
                 int64_t n);
+/* d[i] = d[i] + alpha * s[i] over n contiguous f32 or bf16 values (bf16:
+ * widened, computed in f32, rounded once as vt_f32_to_bf16 rounds), a
+ * multiply then an add, never fused: the bits of the element loop on
+ * every ISA. d and s do not overlap. */
+void vt_accumulate_f32(float *d, const float *s, int64_t n, float alpha);
+void vt_accumulate_bf16(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
 
 /* Walks the shared shape of up to VT_ITER_MAX_OPS operands (already
  * broadcast to it) as runs along the innermost dimension, after dropping
@@ -547,6 +553,10 @@ void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
 void vt_cvt_bf16_f32_avx2(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx2(const float *src, uint16_t *dst, int64_t n);
+void vt_acc_f32_avx512(float *d, const float *s, int64_t n, float alpha);
+void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
+void vt_acc_f32_avx2(float *d, const float *s, int64_t n, float alpha);
+void vt_acc_bf16_avx2(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
 #endif
 
 /* ---- kernels: scalar references (kernels/elementwise/elementwise_ref.c)

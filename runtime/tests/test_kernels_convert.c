@@ -326,3 +326,51 @@ TEST(kernels_convert_bf16_paths) {
     vt_isa_force(active);
     free(h), free(h2), free(f), free(f2);
 }
+
+/* vt_accumulate_* (index_add's rows, every ISA) against the scalar loop:
+ * d + alpha * s, a multiply then an add, and for bf16 one rounding of the
+ * f32 result. Random bits with ties, NaNs, infinities, subnormals and
+ * values whose sum overflows, at lengths that exercise the vector tails. */
+TEST(kernels_accumulate_rows) {
+    enum { N = 1000 };
+    float *f = malloc(N * 4), *fs = malloc(N * 4), *fd = malloc((N + 1) * 4);
+    uint16_t *h = malloc(N * 2), *hs = malloc(N * 2), *hd = malloc((N + 1) * 2);
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (uint32_t)next_u64(), v = (uint32_t)next_u64();
+        if (i % 7 == 0) u = (u & 0x807fffffu) | 0x3f800000u, v = (v & 0x807fffffu) | 0x3f800000u; /* near 1: ties after rounding */
+        if (i % 11 == 0) u &= 0x807fffffu;                                                   /* subnormal */
+        if (i % 13 == 0) u = 0x7f7fffffu, v = 0x7f7fffffu;                                   /* overflow */
+        if (i % 17 == 0) u = 0x7fc00001u + (u & 0xffff);                                     /* NaN */
+        if (i % 19 == 0) v = 0xff800000u;                                                    /* -inf */
+        f[i] = u2f(u), fs[i] = u2f(v);
+        h[i] = (uint16_t)(u >> 16), hs[i] = (uint16_t)(v >> 16);
+    }
+    static const float alphas[] = {1.0f, -1.0f, 0.5f, 3.0f, -2.75f};
+    static const int64_t lens[] = {0, 1, 3, 4, 5, 15, 16, 17, 31, 33, N};
+    unsigned active = vt_isa_active();
+    unsigned masks[3] = {0, VT_ISA_AVX2, active};
+    for (int m = 0; m < 3; m++) {
+        if ((masks[m] & vt_isa_available()) != masks[m]) continue;
+        vt_isa_force(masks[m]);
+        for (size_t a = 0; a < sizeof alphas / sizeof alphas[0]; a++)
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                const int64_t n = lens[l];
+                const float al = alphas[a];
+                memcpy(fd, f, N * 4), memcpy(hd, h, N * 2);
+                fd[n] = u2f(0xeeeeeeeeu), hd[n] = 0xeeee;
+                vt_accumulate_f32(fd, fs, n, al);
+                vt_accumulate_bf16(hd, hs, n, al);
+                int bad = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    const float p = al * fs[i], want = f[i] + p;
+                    bad += memcmp(&fd[i], &want, 4) != 0;
+                    const float q = al * vt_bf16_to_f32(hs[i]), wide = vt_bf16_to_f32(h[i]) + q;
+                    bad += hd[i] != vt_ref_f32_to_bf16(wide);
+                }
+                CHECK_MSG(bad == 0, "isa mask %x alpha %g n %lld: %d wrong", masks[m], al, (long long)n, bad);
+                CHECK(f2u(fd[n]) == 0xeeeeeeeeu && hd[n] == 0xeeee);
+            }
+    }
+    vt_isa_force(active);
+    free(f), free(fs), free(fd), free(h), free(hs), free(hd);
+}

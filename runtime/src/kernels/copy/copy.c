@@ -129,6 +129,8 @@ static void copy_same(size_t es, const void *src, int64_t ss, void *dst, int64_t
 typedef struct bf16_cvt {
     void (*to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*from_f32)(const float *src, uint16_t *dst, int64_t n);
+    void (*acc_f32)(float *d, const float *s, int64_t n, float alpha);
+    void (*acc_bf16)(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
 } bf16_cvt;
 
 static void bf16_f32_portable(const uint16_t *src, float *dst, int64_t n) {
@@ -138,10 +140,55 @@ static void f32_bf16_portable(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = vt_f32_to_bf16(src[i]);
 }
 
-static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable};
+/* The portable accumulations in 4-lane vectors (SSE2 / NEON wide on every
+ * build): the same multiply, add and rounding per element as the scalar
+ * loop. */
+typedef float acc_v4f __attribute__((vector_size(16)));
+typedef uint32_t acc_v4u __attribute__((vector_size(16)));
+typedef uint16_t acc_v4h __attribute__((vector_size(8)));
+
+static void acc_f32_portable(float *restrict d, const float *restrict s, int64_t n, float alpha) {
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        acc_v4f a, b;
+        memcpy(&a, d + j, sizeof a);
+        memcpy(&b, s + j, sizeof b);
+        a = a + alpha * b;
+        memcpy(d + j, &a, sizeof a);
+    }
+    for (; j < n; j++) d[j] = d[j] + alpha * s[j];
+}
+
+static inline acc_v4f bf16x4_to_f32(const uint16_t *p) {
+    acc_v4h h;
+    memcpy(&h, p, sizeof h);
+    acc_v4u u = __builtin_convertvector(h, acc_v4u) << 16;
+    acc_v4f f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* vt_f32_to_bf16 on four lanes: nearest even, NaN -> 0x7fc0. */
+static inline void f32x4_to_bf16(uint16_t *p, acc_v4f f) {
+    acc_v4u u;
+    memcpy(&u, &f, sizeof u);
+    acc_v4u nan = (acc_v4u)(f != f);
+    acc_v4u r = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16 & ~nan) | (nan & 0x7fc0u);
+    acc_v4h h = __builtin_convertvector(r, acc_v4h);
+    memcpy(p, &h, sizeof h);
+}
+
+static void acc_bf16_portable(uint16_t *restrict d, const uint16_t *restrict s, int64_t n, float alpha) {
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) f32x4_to_bf16(d + j, bf16x4_to_f32(d + j) + alpha * bf16x4_to_f32(s + j));
+    for (; j < n; j++) d[j] = vt_f32_to_bf16(vt_bf16_to_f32(d[j]) + alpha * vt_bf16_to_f32(s[j]));
+}
+
+static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable, acc_f32_portable, acc_bf16_portable};
 #if VT_X86
-static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512};
-static const bf16_cvt bf16_avx2 = {vt_cvt_bf16_f32_avx2, vt_cvt_f32_bf16_avx2};
+static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512, vt_acc_f32_avx512,
+                                     vt_acc_bf16_avx512};
+static const bf16_cvt bf16_avx2 = {vt_cvt_bf16_f32_avx2, vt_cvt_f32_bf16_avx2, vt_acc_f32_avx2, vt_acc_bf16_avx2};
 #endif
 static _Atomic(const bf16_cvt *) bf16_active;
 
@@ -152,6 +199,14 @@ static inline const bf16_cvt *bf16_table(void) {
         t = atomic_load_explicit(&bf16_active, memory_order_acquire);
     }
     return t;
+}
+
+void vt_accumulate_f32(float *d, const float *s, int64_t n, float alpha) {
+    if (n > 0) bf16_table()->acc_f32(d, s, n, alpha);
+}
+
+void vt_accumulate_bf16(uint16_t *d, const uint16_t *s, int64_t n, float alpha) {
+    if (n > 0) bf16_table()->acc_bf16(d, s, n, alpha);
 }
 
 unsigned vt_convert_select_isa(unsigned mask) {

@@ -1,5 +1,6 @@
 /* copy_avx512.c — AVX512 versions of the contiguous bfloat16 <-> float32
- * conversions, picked at run time by vt_convert (copy.c). Bit-identical to
+ * conversions, picked at run time by vt_convert (copy.c), and of the row
+ * accumulations d += alpha * s (vt_accumulate_*). Bit-identical to
  * vt_bf16_to_f32 / vt_f32_to_bf16: round to nearest even, NaN -> 0x7fc0.
  * Tails run through masked loads and stores. */
 #include <immintrin.h>
@@ -44,5 +45,29 @@ void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n) {
     for (; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         _mm256_mask_storeu_epi16(dst + i, m, f32x16_to_bf16(_mm512_maskz_loadu_ps(m, src + i)));
+    }
+}
+
+static inline __mmask16 first(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* A multiply, then an add: never fused, as the scalar loop. */
+static inline __m512 axpy(__m512 d, __m512 s, __m512 a) { return _mm512_add_ps(d, _mm512_mul_ps(a, s)); }
+
+void vt_acc_f32_avx512(float *d, const float *s, int64_t n, float alpha) {
+    const __m512 a = _mm512_set1_ps(alpha);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, axpy(_mm512_loadu_ps(d + i), _mm512_loadu_ps(s + i), a));
+    if (i < n) {
+        const __mmask16 m = first(n - i);
+        _mm512_mask_storeu_ps(d + i, m, axpy(_mm512_maskz_loadu_ps(m, d + i), _mm512_maskz_loadu_ps(m, s + i), a));
+    }
+}
+
+void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) {
+    const __m512 a = _mm512_set1_ps(alpha);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = first(n - i);
+        const __m512 x = bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, d + i)), y = bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, s + i));
+        _mm256_mask_storeu_epi16(d + i, m, f32x16_to_bf16(axpy(x, y, a)));
     }
 }

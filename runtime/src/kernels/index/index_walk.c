@@ -209,54 +209,15 @@ IX_FN(scatter_8, 0, uint64_t, 1, COPY_ELEM, NULL)
 static inline float ld_f16(uint16_t h) { return vt_f16_to_f32(h); }
 static inline uint16_t st_f16(float f) { return vt_f32_to_f16(f); }
 
-/* The sum of a disjoint unit-stride row in 4-lane vectors (SSE2 / NEON
- * wide on every build): the same multiply, add and rounding per element
- * as F_SUM, so the same bits as the element loop. */
-typedef float ix_v4f __attribute__((vector_size(16)));
-typedef uint32_t ix_v4u __attribute__((vector_size(16)));
-typedef uint16_t ix_v4h __attribute__((vector_size(8)));
-
-static void row_sum_f32(void *dv, const void *sv, int64_t n, const void *alpha) {
-    float *restrict d = dv;
-    const float *restrict s = sv;
-    const float al = *(const float *)alpha;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        ix_v4f a, b;
-        memcpy(&a, d + j, sizeof a);
-        memcpy(&b, s + j, sizeof b);
-        a = a + al * b;
-        memcpy(d + j, &a, sizeof a);
-    }
-    for (; j < n; j++) d[j] = F_SUM(d[j], s[j]);
+/* The sum of a disjoint unit-stride row (vt_accumulate_*, vector loops of
+ * the active ISA): the same multiply, add and rounding per element as
+ * F_SUM, so the same bits as the element loop. */
+static void row_sum_f32(void *d, const void *s, int64_t n, const void *alpha) {
+    vt_accumulate_f32(d, s, n, *(const float *)alpha);
 }
 
-static inline ix_v4f bf16x4_to_f32(const uint16_t *p) {
-    ix_v4h h;
-    memcpy(&h, p, sizeof h);
-    ix_v4u u = __builtin_convertvector(h, ix_v4u) << 16;
-    ix_v4f f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* vt_f32_to_bf16 on four lanes: nearest even, NaN -> 0x7fc0. */
-static inline void f32x4_to_bf16(uint16_t *p, ix_v4f f) {
-    ix_v4u u;
-    memcpy(&u, &f, sizeof u);
-    ix_v4u nan = (ix_v4u)(f != f);
-    ix_v4u r = ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16 & ~nan) | (nan & 0x7fc0u);
-    ix_v4h h = __builtin_convertvector(r, ix_v4h);
-    memcpy(p, &h, sizeof h);
-}
-
-static void row_sum_bf16(void *dv, const void *sv, int64_t n, const void *alpha) {
-    uint16_t *restrict d = dv;
-    const uint16_t *restrict s = sv;
-    const float al = *(const float *)alpha;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) f32x4_to_bf16(d + j, bf16x4_to_f32(d + j) + al * bf16x4_to_f32(s + j));
-    for (; j < n; j++) d[j] = vt_f32_to_bf16(F_SUM(vt_bf16_to_f32(d[j]), vt_bf16_to_f32(s[j])));
+static void row_sum_bf16(void *d, const void *s, int64_t n, const void *alpha) {
+    vt_accumulate_bf16(d, s, n, *(const float *)alpha);
 }
 
 IX_RED4(f32, float, float, ID, ID, F, row_sum_f32)
