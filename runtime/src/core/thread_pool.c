@@ -13,8 +13,14 @@
 
 /* How long an idle worker polls (yielding the core: vt_poll_yield) before
  * sleeping: long enough to catch the next kernel of a busy queue, short
- * enough not to burn a core when idle. */
-#define SPIN_NS 30000
+ * enough not to burn a core when idle. A sleeping worker wakes tens of
+ * microseconds late on a VM, and meanwhile the caller claims its chunk
+ * too: at 30 us, ops with single-threaded stretches between their parallel
+ * phases (a backward's) ran mostly on one core. At 300 us, layer_norm's
+ * forward and backward over 2048x512 f32 took 851-870 us against 961-1004
+ * (bench/ops.py: norms' fwd+bwd 8-15% faster, geometric mean 1.22x ->
+ * 1.24x). */
+#define SPIN_NS 300000
 
 /* One job at a time. Its fields are atomics because a late worker may read
  * them while the next job is being published; such a worker cannot claim a
