@@ -9,6 +9,8 @@ two; float64 (1e-12, 1e-12); bfloat16 (1.6e-2, 1e-5) and float16 (1e-3,
 1e-5) — both compute in float32 and round once, so they differ from CPU by
 at most one rounding of a float32 difference."""
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -163,7 +165,8 @@ def test_unary_math(name, dtype):
         xc = x.clone().requires_grad_()
         (gc,) = torch.autograd.grad(fn(xc).sum(), xc)
         xt = x.to("tpu").requires_grad_()
-        with native_only():
+        # digamma's gradient is polygamma(1, x), which runs on the CPU fallback
+        with native_only() if name != "digamma" else contextlib.nullcontext():
             (gt,) = torch.autograd.grad(fn(xt).sum(), xt)
         close(gt, gc, dtype, name)
 

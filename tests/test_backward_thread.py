@@ -95,3 +95,30 @@ def test_reentrant_checkpoint():
     got = grads("tpu", checkpointed)
     assert_close_to_cpu(got, checkpointed)
     assert_same_as_this_thread(got)
+
+
+def test_cpu_fallback_rule_reaches_the_backward_on_any_thread():
+    """vtpu.cpu_fallback(False) around a backward holds in the backward's
+    kernels whichever thread autograd runs them on."""
+    import vtpu
+
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append((threading.get_ident(), vtpu._C._fallback_allowed()))
+            return g * 2
+
+    x = torch.ones(4, device="tpu", requires_grad=True)
+    for device_thread in (False, True):
+        with torch.autograd.set_multithreading_enabled(device_thread), vtpu.cpu_fallback(False):
+            Probe.apply(x).sum().backward()
+    assert [allowed for _, allowed in seen] == [False, False]
+    assert seen[0][0] == threading.get_ident() != seen[1][0]
+    assert vtpu._C._fallback_allowed()  # the block ended: the process setting again
+    torch.testing.assert_close(x.grad.cpu(), torch.full((4,), 4.0))

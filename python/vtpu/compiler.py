@@ -436,7 +436,7 @@ class Program(OutputCode):
         # Debug mode's checks (every op completes, errors at the op) hold
         # inside a program too; otherwise its ops fuse
         debug = _C._get_eager_mode() == EagerMode.DEBUG
-        _C._push_context(int(EagerMode.DEBUG if debug else EagerMode.DEFER_AND_FUSE), -1)
+        _C._push_context(int(EagerMode.DEBUG if debug else EagerMode.DEFER_AND_FUSE), -1, -1)
         _C._program_begin()
         try:
             return self.gm.forward(args)  # not through nn.Module.__call__ (hooks the graph never has)

@@ -19,15 +19,16 @@ def reset_fallback_report() -> None:
 
 def set_cpu_fallback(enabled: bool) -> None:
     """Allow (True) or forbid (False) the CPU fallback for the whole process."""
-    _C._set_fallback(1 if enabled else 0, False)
+    _C._set_fallback(1 if enabled else 0)
 
 
 @contextlib.contextmanager
 def cpu_fallback(enabled: bool):
-    """Allow or forbid the CPU fallback on this thread inside the block."""
-    previous = _C._thread_fallback()
-    _C._set_fallback(1 if enabled else 0, True)
+    """Allow or forbid the CPU fallback on this thread inside the block,
+    and in the backward passes it runs (on whichever thread autograd runs
+    them)."""
+    _C._push_context(-1, -1, 1 if enabled else 0)
     try:
         yield
     finally:
-        _C._set_fallback(previous, True)
+        _C._pop_context()

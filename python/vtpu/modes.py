@@ -58,7 +58,7 @@ def eager_mode(mode):
     passes run inside the block run in it too, on autograd's threads."""
     m = _parse(mode)
     _C._flush()
-    _C._push_context(int(m), -1)
+    _C._push_context(int(m), -1, -1)
     try:
         yield
     finally:

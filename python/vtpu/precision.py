@@ -59,7 +59,7 @@ class precision:
 
     def __enter__(self):
         _warn_cost(self.precision)
-        _C._push_context(-1, int(self.precision))
+        _C._push_context(-1, int(self.precision), -1)
         return self
 
     def __exit__(self, *exc):

@@ -127,16 +127,19 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 std::string lacking(std::initializer_list<at::Tensor> ts);
 
 // The execution context (context.cpp): a `vtpu.eager_mode` /
-// `torch.tpu.precision` block pushes one for this thread, and the autograd
-// threads running its backward() inherit it. -1 leaves a field as the
-// enclosing block (or the process) has it.
-void push_context(int eager_mode, int precision);
+// `torch.tpu.precision` / `vtpu.cpu_fallback` block pushes one for this
+// thread, and the autograd threads running its backward() inherit it. -1
+// leaves a field as the enclosing block (or the process) has it.
+void push_context(int eager_mode, int precision, int fallback);
 void pop_context();
 void install_context_hook();  // the runtime reads the eager mode from the context
 // Matmul precision for fp32 operands: the innermost precision block's, else
 // the process setting (DEFAULT unless changed).
 vt_precision matmul_precision();
 void set_process_precision(int p);
+// The innermost `vtpu.cpu_fallback` block's rule: 0 forbidden, 1 allowed,
+// -1 none (the process setting holds).
+int context_fallback();
 
 // CPU's check of an out= whose dtype is fixed by the op (structured kernels).
 void check_out_dtype(const at::Tensor& out, c10::ScalarType want);

@@ -26,7 +26,6 @@ namespace {
 std::mutex g_mu;
 std::map<std::string, int64_t> g_counts;
 std::set<std::string> g_warned;
-thread_local int tls_allowed = -1;  // -1: follow the process setting
 thread_local std::string tls_reason;  // why the native kernel declined (set_fallback_reason)
 
 std::atomic<int>& process_override_ref();
@@ -217,9 +216,10 @@ std::atomic<int>& process_override_ref() {
 
 std::atomic<int>& process_override() { return process_override_ref(); }
 
-bool fallback_allowed() { return tls_allowed >= 0 ? tls_allowed != 0 : process_allowed(); }
-void set_thread_fallback(int allowed) { tls_allowed = allowed; }
-int thread_fallback() { return tls_allowed; }
+bool fallback_allowed() {
+  const int c = context_fallback();
+  return c >= 0 ? c != 0 : process_allowed();
+}
 
 std::map<std::string, int64_t> fallback_counts() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -9,12 +9,11 @@
 
 namespace vtpu {
 
-// Whether ops without a tpu kernel may run on the CPU: a thread-local
-// override (-1 none, 0 off, 1 on), else the process setting (-1 follows
-// VTPU_CPU_FALLBACK).
+// Whether ops without a tpu kernel may run on the CPU: the innermost
+// `vtpu.cpu_fallback` block's rule (the execution context, which a
+// backward's autograd threads inherit), else the process setting (-1
+// follows VTPU_CPU_FALLBACK).
 bool fallback_allowed();
-void set_thread_fallback(int allowed);
-int thread_fallback();
 std::atomic<int>& process_override();
 
 std::map<std::string, int64_t> fallback_counts();

@@ -132,9 +132,7 @@ py::dict fallback_report() {
   return d;
 }
 
-void set_fallback(int allowed, bool thread_only) {
-  if (thread_only) set_thread_fallback(allowed); else process_override().store(allowed);
-}
+void set_fallback(int allowed) { process_override().store(allowed); }
 
 py::object default_gen(int dev) {
   return py::reinterpret_steal<py::object>(
@@ -219,7 +217,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_fusion_stats", torch::wrap_pybind_function(vt_reset_fusion_stats));
   m.def("_fallback_reset", torch::wrap_pybind_function(reset_fallback_counts));
   m.def("_set_fallback", torch::wrap_pybind_function(set_fallback));
-  m.def("_thread_fallback", torch::wrap_pybind_function(thread_fallback));
   m.def("_fallback_allowed", torch::wrap_pybind_function(fallback_allowed));
   m.def("_default_generator", torch::wrap_pybind_function(default_gen));
   m.def("_debug_gate_enqueue", torch::wrap_pybind_function(gate_enqueue));
