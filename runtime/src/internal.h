@@ -838,6 +838,8 @@ void vt_reduce_lanes_add_f32_avx512(float *acc, const float *x, int64_t ng);
 float vt_reduce_part_f32_avx512(const float *x, int64_t m);
 float vt_reduce_part_f32_avx2(const float *x, int64_t m);
 void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out);
+void vt_reduce_blocks_bf16_avx512(const uint16_t *x, int64_t nblocks, float *out);
+void vt_reduce_blocks_bf16_avx2(const uint16_t *x, int64_t nblocks, float *out);
 void vt_reduce_lanes_add_f32_avx2(float *acc, const float *x, int64_t ng);
 #endif
 const char *vt_scan_op_name(vt_scan_op op);

@@ -739,3 +739,48 @@ TEST(kernels_reduce_partial_blocks_match_portable) {
         }
     }
 }
+
+/* bf16 rows summed in f32 (the sums of sum(dim=-1) and mean over bf16)
+ * widen whole blocks as they load: the same bits as the same values given
+ * as f32, on every path, for whole and partial blocks and several chunks. */
+TEST(kernels_reduce_bf16_rows_match_f32) {
+    static const shape_case cases[] = {
+        {2, {300, 257}, 2}, {2, {7, 2049}, 2}, {2, {33, 256}, 2}, {2, {5, 1024}, 2}, {2, {3, 100}, 2}, {3, {4, 6, 512}, 4},
+    };
+    unsigned active = vt_isa_active();
+    unsigned masks[3] = {0, VT_ISA_AVX2, active};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int layout = 0; layout < 2; layout++) {
+            const shape_case *c = &cases[k];
+            host_tensor h = make_input(VT_BF16, c->nd, c->sizes, layout), f = make_input(VT_F32, c->nd, c->sizes, layout);
+            const int64_t n = ht_block_elems(&h);
+            if (k == 0) {
+                fill_rand(&h, 1, 0); /* specials: a NaN or an infinity decides its row */
+            } else { /* exponents 2^-27 .. 2^23 apart: the f32 sums round, so their order shows */
+                for (int64_t i = 0; i < n; i++) {
+                    const uint64_t r = next_u64();
+                    ((uint16_t *)vt_base(&h.t))[i] = (uint16_t)((r & 0x8000u) | ((100 + (r >> 16) % 50) << 7) | ((r >> 8) & 0x7f));
+                }
+            }
+            for (int64_t i = 0; i < n; i++) ((float *)vt_base(&f.t))[i] = vt_bf16_to_f32(((uint16_t *)vt_base(&h.t))[i]);
+            for (int m = 0; m < 3; m++) {
+                if ((masks[m] & vt_isa_available()) != masks[m]) continue;
+                vt_isa_force(masks[m]);
+                for (int op = 0; op < 2; op++) {
+                    const vt_reduce_op o = op ? VT_REDUCE_MEAN : VT_REDUCE_SUM;
+                    host_tensor a = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
+                    host_tensor b = make_out(VT_F32, c->nd, c->sizes, c->mask, 0);
+                    CHECK_OK(vt_reduce(o, &a.t, &h.t, c->mask, VT_F32, 0));
+                    CHECK_OK(vt_reduce(o, &b.t, &f.t, c->mask, VT_F32, 0));
+                    char what[96];
+                    snprintf(what, sizeof what, "%s case %zu layout %d isa %x", op_names[o], k, layout, masks[m]);
+                    CHECK(ht_compare(what, &a.t, &b.t, -1) == 0);
+                    ht_free(&a);
+                    ht_free(&b);
+                }
+            }
+            vt_isa_force(active);
+            ht_free(&h);
+            ht_free(&f);
+        }
+}

@@ -24,6 +24,29 @@ void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out) {
     }
 }
 
+static inline __m256 widen8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+/* The same over bf16 values, each widened to f32 as it is loaded (the
+ * exact conversion vt_convert would stage): the same bits as converting
+ * the block first and calling vt_reduce_blocks_f32_avx2. */
+void vt_reduce_blocks_bf16_avx2(const uint16_t *x, int64_t nblocks, float *out) {
+    for (int64_t b = 0; b < nblocks; b++) {
+        const uint16_t *p = x + b * VT_REDUCE_SUM_BLOCK;
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) {
+            lo = _mm256_add_ps(lo, widen8(p + i));
+            hi = _mm256_add_ps(hi, widen8(p + i + 8));
+        }
+        __m256 h = _mm256_add_ps(lo, hi);
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_add_ss(q, _mm_movehdup_ps(q));
+        out[b] = _mm_cvtss_f32(q);
+    }
+}
+
 /* Adds the first r (0 <= r <= 8) values at x to the first r lanes of v;
  * the other lanes stay exactly as they were. */
 static inline __m256 add_first(__m256 v, const float *x, int64_t r) {

@@ -21,6 +21,25 @@ void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out) {
     }
 }
 
+/* The same over bf16 values, each widened to f32 as it is loaded (the
+ * exact conversion vt_convert would stage): the same bits as converting
+ * the block first and calling vt_reduce_blocks_f32_avx512. */
+void vt_reduce_blocks_bf16_avx512(const uint16_t *x, int64_t nblocks, float *out) {
+    for (int64_t b = 0; b < nblocks; b++) {
+        const uint16_t *p = x + b * VT_REDUCE_SUM_BLOCK;
+        __m512 acc = _mm512_setzero_ps();
+        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) {
+            __m256i h = _mm256_loadu_si256((const __m256i *)(p + i));
+            acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+        }
+        __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        q = _mm_add_ss(q, _mm_movehdup_ps(q));
+        out[b] = _mm_cvtss_f32(q);
+    }
+}
+
 /* The same sum of one block's first m values (0 < m <= 256): the lanes of
  * the last, partial group add only its m % 16 values (a masked add leaves
  * the others exactly as they were). */

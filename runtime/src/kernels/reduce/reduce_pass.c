@@ -436,23 +436,34 @@ static void rows_sum_f(const red_pass *ps, int64_t b, int64_t e) {
     _Alignas(64) unsigned char tmp[CH * 8];
     float sums[CH / VT_REDUCE_SUM_BLOCK];
     const int64_t R = pl->rsz[0], es = (int64_t)pl->in_es;
+    /* bf16 summed in f32: whole blocks widen as they load, not staged */
+    const int widen = ps->blocks_bf16 && pl->in_dt == VT_BF16 && pl->compute == VT_F32;
     for (int64_t o = b; o < e; o++) {
         const char *row = pl->in_base + (pl->nk == 1 ? o * pl->kin[0] : kept_offset(pl, o, pl->nk)) * es;
         casc_f cs;
         cs.occ = 0;
         for (int64_t pos = 0; pos < R; pos += CH) {
             const int64_t m = min64(CH, R - pos);
-            const float *x = stage(ps, row + pos * es, 1, m, buf, tmp, 1);
             int64_t i = 0;
-            if (ps->blocks_f32) {
+            if (widen) {
                 const int64_t nb = m / VT_REDUCE_SUM_BLOCK;
-                ps->blocks_f32(x, nb, sums);
+                ps->blocks_bf16((const uint16_t *)(const void *)(row + pos * es), nb, sums);
                 for (int64_t k = 0; k < nb; k++) casc_push_f(&cs, sums[k]);
                 i = nb * VT_REDUCE_SUM_BLOCK;
             }
-            for (; i < m; i += VT_REDUCE_SUM_BLOCK) {
-                const int64_t mb = min64(VT_REDUCE_SUM_BLOCK, m - i);
-                casc_push_f(&cs, ps->part_f32 ? ps->part_f32(x + i, mb) : sum_block_f(x + i, mb));
+            if (i == m) continue;
+            const int64_t left = m - i;
+            const float *x = stage(ps, row + (pos + i) * es, 1, left, buf, tmp, 1); /* values i..m */
+            int64_t j = 0;
+            if (ps->blocks_f32 && !widen) {
+                const int64_t nb = left / VT_REDUCE_SUM_BLOCK;
+                ps->blocks_f32(x, nb, sums);
+                for (int64_t k = 0; k < nb; k++) casc_push_f(&cs, sums[k]);
+                j = nb * VT_REDUCE_SUM_BLOCK;
+            }
+            for (; j < left; j += VT_REDUCE_SUM_BLOCK) {
+                const int64_t mb = min64(VT_REDUCE_SUM_BLOCK, left - j);
+                casc_push_f(&cs, ps->part_f32 ? ps->part_f32(x + j, mb) : sum_block_f(x + j, mb));
             }
         }
         ((float *)ps->res)[o] = casc_total_f(&cs);
@@ -489,15 +500,18 @@ void vt_reduce_pass_run(red_pass *ps) {
         isa = atomic_load(&reduce_isa);
     }
     ps->blocks_f32 = NULL;
+    ps->blocks_bf16 = NULL;
     ps->part_f32 = NULL;
     ps->lanes_add_f32 = NULL;
 #if VT_X86
     if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX512)) {
         ps->blocks_f32 = vt_reduce_blocks_f32_avx512;
+        ps->blocks_bf16 = vt_reduce_blocks_bf16_avx512;
         ps->part_f32 = vt_reduce_part_f32_avx512;
         ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx512;
     } else if (ps->cls == VT_CLASS_FLOAT && (isa & VT_ISA_AVX2)) {
         ps->blocks_f32 = vt_reduce_blocks_f32_avx2;
+        ps->blocks_bf16 = vt_reduce_blocks_bf16_avx2;
         ps->part_f32 = vt_reduce_part_f32_avx2;
         ps->lanes_add_f32 = vt_reduce_lanes_add_f32_avx2;
     }

@@ -57,6 +57,7 @@ typedef struct red_pass {
     atomic_int *no_memory; /* set when an item could not allocate its tiles */
     /* f32 sum loops of the active ISA (NULL: portable), float class only */
     void (*blocks_f32)(const float *x, int64_t nblocks, float *out);
+    void (*blocks_bf16)(const uint16_t *x, int64_t nblocks, float *out); /* the same over bf16, widened on load */
     float (*part_f32)(const float *x, int64_t m); /* a partial block's sum */
     void (*lanes_add_f32)(float *acc, const float *x, int64_t ng);
 } red_pass;
