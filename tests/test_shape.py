@@ -269,3 +269,30 @@ def test_isin_scalars_promotion_and_errors():
             torch.isin(bad, bad)
     with pytest.raises(RuntimeError, match="dtype bool"):
         torch.isin(e, e, out=torch.empty(4, device="tpu"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", [((10,), 0, 3, 2), ((4, 9, 5), 1, 4, 1), ((4, 9, 5), -1, 2, 3), ((3, 8), 1, 8, 5),
+                                  ((), 0, 1, 1), ((), 0, 0, 1), ((5, 6), 0, 0, 2), ((3, 0, 4), 2, 2, 1)], ids=str)
+def test_unfold_backward_native(case, dtype):
+    """unfold's gradient (overlapping, strided, whole-dim, empty and 0-dim
+    windows) runs natively: float32 matches CPU; bf16 sums its few terms in
+    float32 (exactly, here) and rounds once, so it is the float64 gradient
+    rounded to bf16 (CPU's own bf16 kernel rounds along the way)."""
+    shape, dim, size, step = case
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=g).to(dtype)
+    xc = x.clone().requires_grad_()
+    out = xc.unfold(dim, size, step)
+    cot = torch.randn(out.shape, generator=g).to(dtype)
+    (want,) = torch.autograd.grad(out, xc, cot)
+    xt = x.to("tpu").requires_grad_()
+    with vtpu.cpu_fallback(False):
+        (got,) = torch.autograd.grad(xt.unfold(dim, size, step), xt, cot.to("tpu"))
+    assert got.device.type == "tpu" and got.shape == want.shape and got.dtype == dtype
+    if dtype == torch.bfloat16:
+        x64 = x.double().requires_grad_()
+        (exact,) = torch.autograd.grad(x64.unfold(dim, size, step), x64, cot.double())
+        assert torch.equal(got.cpu(), exact.to(dtype))
+    else:
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)

@@ -388,9 +388,33 @@ at::Tensor isin_st(const at::Scalar& e, const at::Tensor& t, bool unique, bool i
   return isin_st_out(e, t, unique, invert, out);
 }
 
+// The gradient of x.unfold(dim, size, step): window w's element j came
+// from position w * step + j, so for each j the windows' gradients add
+// into one strided slice (positions j, j + step, ...; no two alike): size
+// native adds into zeros. A 0-dim input unfolds into one window of `size`
+// (0 or 1) values, with no window dim.
+at::Tensor unfold_backward(const at::Tensor& grad, c10::SymIntArrayRef input_sizes, int64_t dim, int64_t size,
+                           int64_t step) {
+  const std::vector<int64_t> sizes = C10_AS_INTARRAYREF_SLOW(input_sizes).vec();
+  TORCH_CHECK(step > 0, "unfold_backward: step is ", step, " but must be > 0");
+  if (sizes.empty()) return size > 0 ? grad.reshape({}).clone() : at::zeros({}, grad.options());
+  // a reduced-precision gradient sums in float32 and rounds once, as CPU's kernel
+  const bool wide = grad.scalar_type() == at::kBFloat16 || grad.scalar_type() == at::kHalf;
+  at::Tensor g = at::zeros(sizes, wide ? grad.options().dtype(at::kFloat) : grad.options());
+  const int64_t d = at::maybe_wrap_dim(dim, static_cast<int64_t>(g.dim()));
+  TORCH_CHECK(grad.dim() == g.dim() + 1 && grad.size(-1) == size,
+              "unfold_backward: a gradient of shape ", grad.sizes(), " does not come from unfolding a tensor of shape ",
+              input_sizes, " with size ", size);
+  const int64_t windows = grad.size(d);
+  if (windows > 0)
+    for (int64_t j = 0; j < size; j++) g.slice(d, j, j + (windows - 1) * step + 1, step).add_(grad.select(-1, j));
+  return wide ? g.to(grad.scalar_type()) : g;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  VT_IMPL(m, "unfold_backward", unfold_backward);
   VT_IMPL(m, "isin.Tensor_Tensor", isin_tt);
   VT_IMPL(m, "isin.Tensor_Tensor_out", isin_tt_out);
   VT_IMPL(m, "isin.Tensor_Scalar", isin_ts);
