@@ -296,3 +296,14 @@ def test_unfold_backward_native(case, dtype):
         assert torch.equal(got.cpu(), exact.to(dtype))
     else:
         torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_efficient_zero_tensor_is_native_zeros():
+    """Autograd's known-zero gradients (sgn's, for real inputs) are zeros on
+    the device, made natively."""
+    x = torch.randn(5, 3).to("tpu").requires_grad_()
+    with vtpu.cpu_fallback(False):
+        (g,) = torch.autograd.grad(x.sgn().sum(), x)
+        z = torch.ops.aten._efficientzerotensor([2, 0, 3], dtype=torch.bfloat16, device="tpu")
+    assert g.device.type == "tpu" and torch.equal(g.cpu(), torch.zeros(5, 3))
+    assert z.device.type == "tpu" and z.dtype == torch.bfloat16 and z.shape == (2, 0, 3)

@@ -200,7 +200,17 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
+// Autograd's "known zero" gradient (sgn's for real inputs, ...): CPU and
+// CUDA make a ZeroTensor with no storage; here it is plain zeros, which every
+// op reads as a tensor like any other.
+at::Tensor efficientzerotensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory) {
+  return at::zeros_symint(size, at::TensorOptions().dtype(dtype).layout(layout).device(device).pinned_memory(pin_memory));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_efficientzerotensor", efficientzerotensor);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
