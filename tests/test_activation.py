@@ -9,8 +9,6 @@ two; float64 (1e-12, 1e-12); bfloat16 (1.6e-2, 1e-5) and float16 (1e-3,
 1e-5) — both compute in float32 and round once, so they differ from CPU by
 at most one rounding of a float32 difference."""
 
-import contextlib
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -165,8 +163,7 @@ def test_unary_math(name, dtype):
         xc = x.clone().requires_grad_()
         (gc,) = torch.autograd.grad(fn(xc).sum(), xc)
         xt = x.to("tpu").requires_grad_()
-        # digamma's gradient is polygamma(1, x), which runs on the CPU fallback
-        with native_only() if name != "digamma" else contextlib.nullcontext():
+        with native_only():
             (gt,) = torch.autograd.grad(fn(xt).sum(), xt)
         close(gt, gc, dtype, name)
 
@@ -355,3 +352,21 @@ def test_every_op_here_runs_without_fallback():
     sum(o.sum() for o in outs).backward()
     torch.tpu.synchronize()
     assert vtpu.fallback_report() == {}, vtpu.fallback_report()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_polygamma_orders_0_and_1_native(dtype):
+    """polygamma(0, x) is digamma and polygamma(1, x) trigamma (digamma's
+    gradient), natively, across the reflection below 1/2 (negative
+    non-integers, poles at the non-positive integers) and the recurrence;
+    higher orders run on the CPU fallback with CPU's values."""
+    x = torch.cat([torch.linspace(-6.7, 12.3, 257), torch.tensor([0.0, -1.0, -2.0, 0.5, 1e-3, 30.0, 1e4])]).to(dtype)
+    with native_only():
+        got = [torch.polygamma(n, x.to("tpu")) for n in (0, 1)]
+        inplace = x.to("tpu").polygamma_(1)
+    for n in (0, 1):
+        close(got[n], torch.polygamma(n, x), dtype, "digamma" if n == 0 else "trigamma")
+    close(inplace, torch.polygamma(1, x), dtype, "trigamma")
+    vtpu.reset_fallback_report()
+    close(torch.polygamma(2, x.to("tpu")), torch.polygamma(2, x), dtype, "polygamma")
+    assert vtpu.fallback_report().get("aten::polygamma", 0) >= 1

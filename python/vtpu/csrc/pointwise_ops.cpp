@@ -315,6 +315,10 @@ UN(kErfc, VT_ERFC, "erfc", FloatMath)
 UN(kErfinv, VT_ERFINV, "erfinv", FloatMath)
 UN(kLgamma, VT_LGAMMA, "lgamma", FloatMath)
 UN(kDigamma, VT_DIGAMMA, "digamma", FloatMath)
+// polygamma(n, x) for n = 0 (digamma) and 1 (trigamma: digamma's gradient);
+// higher orders run on the CPU fallback
+UN(kPolygamma0, VT_DIGAMMA, "polygamma", FloatMath)
+UN(kPolygamma1, VT_TRIGAMMA, "polygamma", FloatMath)
 #undef UN
 
 #define BIN2(var, vop, str, kind) const Binary var{vop, "aten::" str, Kind::kind, nullptr};
@@ -843,6 +847,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_UNARY(m, "erfinv", kErfinv)
   REG_UNARY(m, "lgamma", kLgamma)
   REG_UNARY(m, "digamma", kDigamma)
+  VT_IMPL(m, "polygamma", [](int64_t n, const at::Tensor& a) {
+    VT_FALLBACK_UNLESS(n == 0 || n == 1, "polygamma of order ", n);
+    return unary(n == 0 ? kPolygamma0 : kPolygamma1, a, {}, false);
+  });
+  VT_IMPL(m, "polygamma.out", [](int64_t n, const at::Tensor& a, at::Tensor& out) -> at::Tensor& {
+    VT_FALLBACK_UNLESS(n == 0 || n == 1, "polygamma of order ", n);
+    unary(n == 0 ? kPolygamma0 : kPolygamma1, a, out, false);
+    return out;
+  });
+  VT_IMPL(m, "polygamma_", [](at::Tensor& a, int64_t n) -> at::Tensor& {
+    VT_FALLBACK_UNLESS(n == 0 || n == 1, "polygamma of order ", n);
+    unary(n == 0 ? kPolygamma0 : kPolygamma1, a, {}, true);
+    return a;
+  });
 
   // gradients: a = grad_output, b = the forward input; params ride along
 #define REG_GRAD(str, spec, SIG, PARAMS, ...)                                                                \

@@ -112,6 +112,30 @@ DEFINE_ERFINV(erfinv_d, double)
 DEFINE_DIGAMMA(digamma_f, float)
 DEFINE_DIGAMMA(digamma_d, double)
 
+/* calc_trigamma of ATen/native/Math.h with its types: T throughout, except
+ * the series' tail, whose double constants make it double (then added to
+ * the T sum); sin in T. digamma's derivative, polygamma(1, x). */
+#define DEFINE_TRIGAMMA(NAME, T, SIN)                                                                          \
+    static T NAME(T x) {                                                                                       \
+        const T pi = (T)3.14159265358979323846;                                                                \
+        T sign = 1, result = 0;                                                                                \
+        if (x < (T)0.5f) {                                                                                     \
+            sign = -1;                                                                                         \
+            const T s = SIN(pi * x);                                                                           \
+            result -= (pi * pi) / (s * s);                                                                     \
+            x = 1 - x;                                                                                         \
+        }                                                                                                      \
+        for (int i = 0; i < 6; ++i) {                                                                          \
+            result += 1 / (x * x);                                                                             \
+            x += 1;                                                                                            \
+        }                                                                                                      \
+        const T ixx = 1 / (x * x);                                                                             \
+        result += (1 + 1 / (2 * x) + ixx * (1. / 6 - ixx * (1. / 30 - ixx * (1. / 42)))) / x;                 \
+        return sign * result;                                                                                  \
+    }
+DEFINE_TRIGAMMA(trigamma_f, float, sinf)
+DEFINE_TRIGAMMA(trigamma_d, double, sin)
+
 /* lgamma without touching the global signgam (kernels run on many threads). */
 static inline float lgamma_f(float x) {
     int s;
@@ -128,7 +152,7 @@ static inline double lgamma_d(double x) {
 
 /* The activations and gradients in the class type T, each with PyTorch's
  * scalar formula (Activation.cpp, UnaryOpsKernel.cpp, BinaryOpsKernel.cpp). */
-#define DEFINE_MATH_CLASS(P, T, ERFINV, DIGAMMA, LGAMMA)                                                       \
+#define DEFINE_MATH_CLASS(P, T, ERFINV, DIGAMMA, LGAMMA, TRIGAMMA)                                                       \
     MUN(P##_silu, T, T, x / ((T)1 + exp(-x)))                                                                  \
     MUN(P##_gelu, T, T, P##_gelu1(x))              \
     MUN(P##_gelu_tanh, T, T,                                                                                   \
@@ -159,6 +183,7 @@ static inline double lgamma_d(double x) {
     MUN(P##_erfinv, T, T, ERFINV(x))                                                                           \
     MUN(P##_lgamma, T, T, LGAMMA(x))                                                                           \
     MUN(P##_digamma, T, T, DIGAMMA(x))                                                                         \
+    MUN(P##_trigamma, T, T, TRIGAMMA(x))                                                                       \
     MBIN(P##_silu_bw, T, T, P##_silu_bw1(x, y))                                                                \
     MBIN(P##_gelu_bw, T, T, P##_gelu_bw1(x, y))                                                                \
     MBIN(P##_gelu_tanh_bw, T, T, P##_gelu_tanh_bw1(x, y))                                                      \
@@ -272,8 +297,8 @@ static inline double lgamma_d(double x) {
 
 DEFINE_MATH_HELPERS(flt, float)
 DEFINE_MATH_HELPERS(dbl, double)
-DEFINE_MATH_CLASS(flt, float, erfinv_f, digamma_f, lgamma_f)
-DEFINE_MATH_CLASS(dbl, double, erfinv_d, digamma_d, lgamma_d)
+DEFINE_MATH_CLASS(flt, float, erfinv_f, digamma_f, lgamma_f, trigamma_f)
+DEFINE_MATH_CLASS(dbl, double, erfinv_d, digamma_d, lgamma_d, trigamma_d)
 
 /* ------------------------------------------------------------ f32 ISA dispatch */
 
@@ -360,7 +385,7 @@ MTER(int_clamp, int64_t, (z < (x < y ? y : x)) ? z : (x < y ? y : x))
         [VT_SINH] = P##_sinh, [VT_COSH] = P##_cosh, [VT_ASIN] = P##_asin, [VT_ACOS] = P##_acos,                \
         [VT_ATAN] = P##_atan, [VT_ASINH] = P##_asinh, [VT_ACOSH] = P##_acosh, [VT_ATANH] = P##_atanh,          \
         [VT_EXP2] = P##_exp2, [VT_ERFC] = P##_erfc, [VT_ERFINV] = P##_erfinv, [VT_LGAMMA] = P##_lgamma,        \
-        [VT_DIGAMMA] = P##_digamma,                                                                            \
+        [VT_DIGAMMA] = P##_digamma, [VT_TRIGAMMA] = P##_trigamma,                                                                            \
     }
 
 const vt_unary_ukernel vt_math_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT] = {

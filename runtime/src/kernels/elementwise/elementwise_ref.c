@@ -519,6 +519,21 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
         }                                                                                                      \
         return acc + M_##SUF(log)(x) - ((T)0.5 / x) - tail;                                                          \
     }                                                                                                          \
+    /* calc_trigamma's steps: reflection below 1/2, six recurrence steps, the \
+     * asymptotic tail (its constants double, as ATen writes them). */       \
+    static T ref_trigamma_##SUF(T x) {                                                                         \
+        T sign = 1, acc = 0;                                                                                   \
+        if (x < (T)0.5f) {                                                                                     \
+            const T s = M_##SUF(sin)((T)REF_PI * x);                                                           \
+            sign = -1;                                                                                         \
+            acc -= ((T)REF_PI * (T)REF_PI) / (s * s);                                                          \
+            x = 1 - x;                                                                                         \
+        }                                                                                                      \
+        for (int k = 0; k < 6; k++, x += 1) acc += 1 / (x * x);                                                \
+        const T w = 1 / (x * x);                                                                               \
+        acc += (1 + 1 / (2 * x) + w * (1. / 6 - w * (1. / 30 - w * (1. / 42)))) / x;                          \
+        return sign * acc;                                                                                     \
+    }                                                                                                          \
     static T ref_erfinv_##SUF(T y) {                                                                           \
         T ay = y < 0 ? -y : y, x;                                                                              \
         if (ay > 1) return (T)NAN;                                                                             \
@@ -578,6 +593,7 @@ vt_status vt_ref_unary(vt_unary_op op, const vt_tensor *out, const vt_tensor *a,
             return L_##SUF(x, &sg);                                                                            \
         }                                                                                                      \
         case VT_DIGAMMA: return ref_digamma_##SUF(x);                                                          \
+        case VT_TRIGAMMA: return ref_trigamma_##SUF(x);                                                        \
         default: break;                                                                                        \
         }                                                                                                      \
         *is_bool = 1;                                                                                          \
