@@ -6,8 +6,17 @@
 
 #include "internal.h"
 
+/* The 16 lanes (lo: 0-7, hi: 8-15) folded pairwise: l + l+8, then +4, +2, +1. */
+static inline float fold(__m256 lo, __m256 hi) {
+    __m256 h = _mm256_add_ps(lo, hi);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
 /* out[b] = sum of x[b*256 .. b*256+256): lane l adds x[16i + l] in order,
- * then lanes fold pairwise (l + l+8, then +4, +2, +1). */
+ * then lanes fold pairwise. */
 void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out) {
     for (int64_t b = 0; b < nblocks; b++) {
         const float *p = x + b * VT_REDUCE_SUM_BLOCK;
@@ -16,11 +25,7 @@ void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out) {
             lo = _mm256_add_ps(lo, _mm256_loadu_ps(p + i));
             hi = _mm256_add_ps(hi, _mm256_loadu_ps(p + i + 8));
         }
-        __m256 h = _mm256_add_ps(lo, hi);
-        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        q = _mm_add_ss(q, _mm_movehdup_ps(q));
-        out[b] = _mm_cvtss_f32(q);
+        out[b] = fold(lo, hi);
     }
 }
 
@@ -39,11 +44,7 @@ void vt_reduce_blocks_bf16_avx2(const uint16_t *x, int64_t nblocks, float *out) 
             lo = _mm256_add_ps(lo, widen8(p + i));
             hi = _mm256_add_ps(hi, widen8(p + i + 8));
         }
-        __m256 h = _mm256_add_ps(lo, hi);
-        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        q = _mm_add_ss(q, _mm_movehdup_ps(q));
-        out[b] = _mm_cvtss_f32(q);
+        out[b] = fold(lo, hi);
     }
 }
 
@@ -69,11 +70,7 @@ float vt_reduce_part_f32_avx2(const float *x, int64_t m) {
     int64_t r = m - i;
     lo = add_first(lo, x + i, r < 8 ? r : 8);
     hi = add_first(hi, x + i + 8, r - 8);
-    __m256 h = _mm256_add_ps(lo, hi);
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
+    return fold(lo, hi);
 }
 
 /* acc[l] += x[l] for ng groups of 16 lanes. */
