@@ -43,16 +43,23 @@ def assert_same_as_this_thread(got):
         assert torch.equal(g, r)
 
 
-def test_backward_runs_on_the_calling_thread():
-    assert not torch._C._is_multithreading_enabled()
+def traced_backward():
+    """net's gradients on tpu, and the threads its hidden layer's gradient
+    hook ran on."""
     seen = []
     x, w1, w2 = inputs("tpu")
     with torch.tpu.precision("highest"):
         h = torch.tanh(x @ w1)
         h.register_hook(lambda g: seen.append(threading.get_ident()))
         (h @ w2).square().sum().backward()
+    return [t.grad.cpu() for t in (x, w1, w2)], seen
+
+
+def test_backward_runs_on_the_calling_thread():
+    assert not torch._C._is_multithreading_enabled()
+    got, seen = traced_backward()
     assert seen == [threading.get_ident()]
-    assert_close_to_cpu([t.grad.cpu() for t in (x, w1, w2)])
+    assert_close_to_cpu(got)
 
 
 def test_backward_from_another_thread():
@@ -74,14 +81,8 @@ def test_backward_from_another_thread():
 
 def test_device_thread_turned_back_on():
     with torch.autograd.set_multithreading_enabled(True):
-        seen = []
-        x, w1, w2 = inputs("tpu")
-        with torch.tpu.precision("highest"):
-            h = torch.tanh(x @ w1)
-            h.register_hook(lambda g: seen.append(threading.get_ident()))
-            (h @ w2).square().sum().backward()
-        assert len(seen) == 1
-        got = [t.grad.cpu() for t in (x, w1, w2)]
+        got, seen = traced_backward()
+    assert len(seen) == 1
     assert_close_to_cpu(got)
     assert_same_as_this_thread(got)
     assert not torch._C._is_multithreading_enabled()
