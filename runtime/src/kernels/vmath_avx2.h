@@ -41,6 +41,9 @@ static inline float vt_avx2_hadd(__m256 v) {
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
+/* 16 lanes (lo: 0-7, hi: 8-15) folded pairwise: l + l+8, then +4, +2, +1
+ * (the portable 16-lane sums' order). */
+static inline float vt_avx2_fold16(__m256 lo, __m256 hi) { return vt_avx2_hadd(_mm256_add_ps(lo, hi)); }
 
 /* All-ones in the lanes whose exp is not certainly 0 (x >= -104 or NaN).
  * The exps compute the other lanes as exp(0) and clear them: a product in

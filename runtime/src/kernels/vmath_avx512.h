@@ -1,11 +1,22 @@
 /* vmath_avx512.h — the Cephes expf core the families' AVX-512 exps share
  * (softmax, attention, the activations; vmath_avx2.h has its AVX2 twin):
  * the range reduction and polynomial, and the lanes whose exp is certainly
- * 0. Include only from files built with the AVX-512 flags. */
+ * 0; the pairwise fold of 16 lanes. Include only from files built with the
+ * AVX-512 flags. */
 #ifndef VTPU_VMATH_AVX512_H
 #define VTPU_VMATH_AVX512_H
 
 #include <immintrin.h>
+
+/* 16 lanes folded pairwise: l + l+8, then +4, +2, +1 (the portable 16-lane
+ * sums' order; vt_avx2_fold16's twin). */
+static inline float vt_avx512_fold16(__m512 v) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
 
 /* The lanes whose exp is not certainly 0 (x >= -104 or NaN). The exps
  * compute the other lanes as exp(0) and clear them (maskz): a scalef result

@@ -8,21 +8,13 @@
 #define LD(p, k) vt_avx2_load(p, k)
 #define MASKED(v, k) _mm256_and_ps(v, _mm256_castsi256_ps(k))
 
-static inline float fold(__m256 lo, __m256 hi) {
-    __m256 h = _mm256_add_ps(lo, hi);
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
-
 /* The 64 lanes' sum (eight vectors of 8): lanes l and l + 32, then l and
  * l + 16, then fold. */
 static inline float fold8(const __m256 *a) {
     /* read only (and inlined): the caller's array stays in registers */
     const __m256 b0 = _mm256_add_ps(a[0], a[4]), b1 = _mm256_add_ps(a[1], a[5]), b2 = _mm256_add_ps(a[2], a[6]),
                  b3 = _mm256_add_ps(a[3], a[7]);
-    return fold(_mm256_add_ps(b0, b2), _mm256_add_ps(b1, b3));
+    return vt_avx2_fold16(_mm256_add_ps(b0, b2), _mm256_add_ps(b1, b3));
 }
 
 /* The loops below take 64 elements a step, vector q of them into a[q]

@@ -6,21 +6,14 @@
 #include <immintrin.h>
 
 #include "kernels/norm/norm.h"
+#include "kernels/vmath_avx512.h"
 
 static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
-
-static inline float fold(__m512 acc) {
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
 
 /* The 64 lanes' sum (four vectors in registers, never an array the
  * compiler keeps in memory): lanes l and l + 32, then l + 16, then fold. */
 static inline float fold4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    return fold(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+    return vt_avx512_fold16(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
 }
 static inline __mmask16 block_mask(int64_t n, int64_t i) { return i < n ? tail_mask(n - i) : 0; }
 

@@ -5,15 +5,7 @@
 #include <immintrin.h>
 
 #include "internal.h"
-
-/* The 16 lanes (lo: 0-7, hi: 8-15) folded pairwise: l + l+8, then +4, +2, +1. */
-static inline float fold(__m256 lo, __m256 hi) {
-    __m256 h = _mm256_add_ps(lo, hi);
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
+#include "kernels/vmath_avx2.h"
 
 /* out[b] = sum of x[b*256 .. b*256+256): lane l adds x[16i + l] in order,
  * then lanes fold pairwise. */
@@ -25,7 +17,7 @@ void vt_reduce_blocks_f32_avx2(const float *x, int64_t nblocks, float *out) {
             lo = _mm256_add_ps(lo, _mm256_loadu_ps(p + i));
             hi = _mm256_add_ps(hi, _mm256_loadu_ps(p + i + 8));
         }
-        out[b] = fold(lo, hi);
+        out[b] = vt_avx2_fold16(lo, hi);
     }
 }
 
@@ -44,7 +36,7 @@ void vt_reduce_blocks_bf16_avx2(const uint16_t *x, int64_t nblocks, float *out) 
             lo = _mm256_add_ps(lo, widen8(p + i));
             hi = _mm256_add_ps(hi, widen8(p + i + 8));
         }
-        out[b] = fold(lo, hi);
+        out[b] = vt_avx2_fold16(lo, hi);
     }
 }
 
@@ -70,7 +62,7 @@ float vt_reduce_part_f32_avx2(const float *x, int64_t m) {
     int64_t r = m - i;
     lo = add_first(lo, x + i, r < 8 ? r : 8);
     hi = add_first(hi, x + i + 8, r - 8);
-    return fold(lo, hi);
+    return vt_avx2_fold16(lo, hi);
 }
 
 /* acc[l] += x[l] for ng groups of 16 lanes. */

@@ -5,15 +5,7 @@
 #include <immintrin.h>
 
 #include "internal.h"
-
-/* The 16 lanes folded pairwise: l + l+8, then +4, +2, +1. */
-static inline float fold(__m512 acc) {
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
+#include "kernels/vmath_avx512.h"
 
 /* out[b] = sum of x[b*256 .. b*256+256): lane l adds x[16i + l] in order,
  * then lanes fold pairwise. */
@@ -22,7 +14,7 @@ void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out) {
         const float *p = x + b * VT_REDUCE_SUM_BLOCK;
         __m512 acc = _mm512_setzero_ps();
         for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + i));
-        out[b] = fold(acc);
+        out[b] = vt_avx512_fold16(acc);
     }
 }
 
@@ -37,7 +29,7 @@ void vt_reduce_blocks_bf16_avx512(const uint16_t *x, int64_t nblocks, float *out
             __m256i h = _mm256_loadu_si256((const __m256i *)(p + i));
             acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
         }
-        out[b] = fold(acc);
+        out[b] = vt_avx512_fold16(acc);
     }
 }
 
@@ -52,7 +44,7 @@ float vt_reduce_part_f32_avx512(const float *x, int64_t m) {
         __mmask16 k = (__mmask16)((1u << (m - i)) - 1);
         acc = _mm512_mask_add_ps(acc, k, acc, _mm512_maskz_loadu_ps(k, x + i));
     }
-    return fold(acc);
+    return vt_avx512_fold16(acc);
 }
 
 /* acc[l] += x[l] for ng groups of 16 lanes. */
