@@ -36,7 +36,7 @@ setup(
             # Python's own CFLAGS carry -g: the last flag wins
             extra_compile_args=["-O2", "-fvisibility=hidden"] + ([] if DEBUG else ["-g0"]),
             extra_link_args=[] if DEBUG else ["-Wl,--strip-debug"],
-            libraries=["m", "rt"],
+            libraries=["m", "rt", "dl"],
         )
     ],
     cmdclass={"build_ext": BuildWithRuntime},

@@ -5,6 +5,11 @@ degrade with one warning, and the environment picks the tiers. Each
 process is tests/compile_cache_worker.py: its compiled steps must match its
 eager steps, and every process's compiled losses must be the same.
 
+Besides each graph's entry, the cache holds the shared objects of the
+generated code of the programs' fused groups (keys "cg...", the AdamW
+step's chains here): a second process loads them and never runs the C
+compiler.
+
 The checks of the entry files themselves (checksums, truncation, atomic
 writes, locks) are runtime/tests/test_cache.c's."""
 
@@ -47,7 +52,13 @@ def run(cache_dir, preexec_fn=None, **env):
 
 
 def entries(root):
-    return sorted(p for p in root.rglob("*.bin"))
+    """The graphs' entries."""
+    return sorted(p for p in root.rglob("*.bin") if not p.name.startswith("cg"))
+
+
+def objects(root):
+    """The generated code's entries."""
+    return sorted(p for p in root.rglob("cg*.bin"))
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +71,11 @@ def cold(tmp_path_factory):
 def test_first_process_compiles_and_stores_each_graph(cold):
     result, root = cold
     s = result["stats"]
-    assert s["num_cache_reqs"] == GRAPHS and s["num_cache_hits"] == 0
+    assert s["num_codegen_compiles"] > 0 and s["num_codegen_failures"] == 0 and s["num_codegen_runs"] > 0
+    assert s["num_cache_reqs"] == GRAPHS + s["num_codegen_compiles"] and s["num_cache_hits"] == 0
     assert s["num_compilations"] == PROGRAMS
     assert len(entries(root)) == GRAPHS
+    assert len(objects(root)) == s["num_codegen_compiles"]
     assert result["warnings"] == []
 
 
@@ -70,11 +83,17 @@ def test_second_process_loads_every_graph_from_tier2(cold):
     first, root = cold
     result = run(root)
     s = result["stats"]
-    assert s["num_cache_reqs"] == GRAPHS and s["num_cache_hits"] == GRAPHS and s["num_tier2_hits"] == GRAPHS
+    # (the first call of a cold process may fuse one group more: the
+    # compile holds some of its buffers alive)
+    loads = s["num_codegen_loads"]
+    assert 0 < loads <= first["stats"]["num_codegen_compiles"] and s["num_codegen_runs"] > 0
+    want = GRAPHS + loads
+    assert s["num_cache_reqs"] == want and s["num_cache_hits"] == want and s["num_tier2_hits"] == want
     assert s["num_compilations"] == 0  # nothing was compiled
+    assert s["num_codegen_compiles"] == 0 and s["num_codegen_failures"] == 0  # the C compiler never ran
     assert result["compiled"] == first["compiled"]  # the same programs: the same results
     per_entry = s["per_entry_stats"]
-    assert len(per_entry) == GRAPHS
+    assert len(per_entry) == want
     for e in per_entry.values():
         assert e["read_count"] == 1 and e["compilation_duration"] > 0 and e["last_read"] > 0
 
@@ -84,8 +103,11 @@ def test_processes_compiling_at_once_compile_each_graph_once(tmp_path):
     procs = [start(tmp_path / "cache", WORKER_BARRIER=barrier) for _ in range(2)]
     barrier.touch()
     a, b = [finish(p) for p in procs]
-    assert a["stats"]["num_compilations"] + b["stats"]["num_compilations"] == PROGRAMS
-    assert a["stats"]["num_cache_hits"] + b["stats"]["num_cache_hits"] == GRAPHS
+    sa, sb = a["stats"], b["stats"]
+    assert sa["num_compilations"] + sb["num_compilations"] == PROGRAMS
+    made = len(objects(tmp_path / "cache"))  # each object compiled by one of them
+    assert made > 0 and sa["num_codegen_compiles"] + sb["num_codegen_compiles"] == made
+    assert sa["num_cache_hits"] + sb["num_cache_hits"] == GRAPHS + sa["num_codegen_loads"] + sb["num_codegen_loads"]
     assert a["compiled"] == b["compiled"]
 
 
@@ -93,6 +115,7 @@ def test_damaged_entries_are_discarded_and_rebuilt(cold, tmp_path):
     first, root = cold
     cache = tmp_path / "cache"
     run(cache)
+    used = [k for k in run(cache)["stats"]["per_entry_stats"] if k.startswith("cg")]  # what a warm process loads
     damaged = entries(cache)
     assert len(damaged) == GRAPHS
     raw = bytearray(damaged[0].read_bytes())
@@ -100,13 +123,19 @@ def test_damaged_entries_are_discarded_and_rebuilt(cold, tmp_path):
     damaged[0].write_bytes(raw)
     size = damaged[1].stat().st_size
     os.truncate(damaged[1], size // 3)
+    (obj,) = [p for p in objects(cache) if p.name == used[0] + ".bin"]
+    raw = bytearray(obj.read_bytes())
+    raw[-100] ^= 0x01  # one bit inside the shared object: never loaded
+    obj.write_bytes(raw)
     result = run(cache)
     s = result["stats"]
-    assert s["num_discarded_entries"] == GRAPHS and s["num_cache_hits"] == 0
+    assert s["num_discarded_entries"] == GRAPHS + 1 and s["num_cache_hits"] == s["num_codegen_loads"]
     assert s["num_compilations"] == PROGRAMS
+    assert s["num_codegen_compiles"] == 1  # the damaged object, and only it
     assert result["compiled"] == first["compiled"]
     again = run(cache)["stats"]  # rebuilt, good again
-    assert again["num_cache_hits"] == GRAPHS and again["num_compilations"] == 0
+    assert again["num_cache_hits"] == GRAPHS + len(used) and again["num_compilations"] == 0
+    assert again["num_codegen_compiles"] == 0
 
 
 def test_unwritable_cache_directory_compiles_without_it_and_warns_once(tmp_path):
@@ -148,9 +177,12 @@ def test_tier3_root_serves_a_new_host(tmp_path):
     shared = tmp_path / "shared"
     first = run(tmp_path / "host_a", TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=shared)
     assert len(entries(shared)) == GRAPHS
+    made = first["stats"]["num_codegen_compiles"]
+    assert len(objects(shared)) == made
     result = run(tmp_path / "host_b", TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT=shared)
     s = result["stats"]
-    assert s["num_tier3_hits"] == GRAPHS and s["num_compilations"] == 0
+    assert s["num_tier3_hits"] == GRAPHS + s["num_codegen_loads"] and s["num_compilations"] == 0
+    assert s["num_codegen_compiles"] == 0
     assert len(entries(tmp_path / "host_b")) == GRAPHS  # copied into the host's tier
     assert result["compiled"] == first["compiled"]
 

@@ -233,7 +233,12 @@ def stats() -> dict:
     ``num_cache_hits``, ``per_entry_stats`` (per key: ``read_count``,
     ``compilation_duration`` in µs, ``last_read`` in µs since the epoch), and
     vtpu's hits per tier, entries discarded by their checks, refused writes
-    and ``num_compilations`` (graphs this process compiled)."""
+    and ``num_compilations`` (graphs this process compiled); generated
+    code of fused groups: ``num_codegen_compiles`` (objects the C compiler
+    built in this process), ``num_codegen_loads`` (taken from the cache),
+    ``num_codegen_failures`` (compiles that failed: those groups run on
+    the interpreter), ``num_codegen_runs`` (group commands run on
+    generated code) and ``codegen_compile_duration`` (µs)."""
     s = _C._cache_stats()
     s["num_compilations"] = _compilations
     return s

@@ -480,6 +480,10 @@ int vt_foreach_fusable(const struct vt_foreach_args *x);
 /* Whether tensor i of x is written in place (x->in_place says, or out[i] is a[i]). */
 int vt_foreach_in_place(const struct vt_foreach_args *x, int64_t i);
 vt_status vt_foreach_item_plan(vt_ew_plan *p, const struct vt_foreach_args *x, int64_t i);
+/* The f32 scalar S and alpha tensor i of x computes with (rounded as its
+ * plan rounds them: generated code reproduces the plan); 0 when tensor i
+ * computes in f64 (or x is not fusable). */
+int vt_foreach_item_f32_scalars(const struct vt_foreach_args *x, int64_t i, float *s, float *alpha);
 /* Run p over all its elements; VT_ERR_KERNEL "ZeroDivisionError" after an
  * integer division by zero. */
 vt_status vt_ew_plan_run(vt_ew_plan *p);

@@ -84,6 +84,13 @@ py::dict stats() {
     per_entry[py::str(e.key)] = one;
   }
   d["per_entry_stats"] = per_entry;
+  vt_codegen_stats cg;
+  vt_codegen_get_stats(&cg);
+  d["num_codegen_compiles"] = cg.compiles;
+  d["num_codegen_loads"] = cg.loads;
+  d["num_codegen_failures"] = cg.failures;
+  d["num_codegen_runs"] = cg.runs;
+  d["codegen_compile_duration"] = cg.compile_us;
   return d;
 }
 
@@ -97,6 +104,7 @@ void register_cache(py::module& m) {
   m.def("_cache_unlock", [](int handle) { vt_cache_unlock(handle); });
   m.def("_cache_clear", [](bool files) { check(vt_cache_clear(files)); });
   m.def("_cache_stats", torch::wrap_pybind_function(stats));
+  m.def("_codegen_set_compiler", [](const std::string& cc) { check(vt_codegen_set_compiler(cc.c_str())); });
 }
 
 }  // namespace vtpu

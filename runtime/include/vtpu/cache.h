@@ -75,6 +75,24 @@ typedef struct vt_cache_entry_stats {
 /* Statistics of this process's i-th entry (0 <= i < entries). */
 vt_status vt_cache_entry_at(size_t i, vt_cache_entry_stats *out);
 
+/* Generated code for the fusion groups of graph programs
+ * (runtime/src/graph/codegen.c): each group's C function is compiled once
+ * by the system C compiler and its shared object kept in the cache above
+ * (keys "cg..."). */
+typedef struct vt_codegen_stats {
+    uint64_t compiles;   /* objects this process compiled (the C compiler ran) */
+    uint64_t loads;      /* objects this process loaded from the cache */
+    uint64_t failures;   /* groups whose compile failed or could not run: they run as plans */
+    uint64_t runs;       /* group commands that ran generated code */
+    uint64_t compile_us; /* what the compiles took */
+} vt_codegen_stats;
+void vt_codegen_get_stats(vt_codegen_stats *out);
+/* The C compiler for generated code: a name looked up in PATH or a path;
+ * "none" (or NULL) turns generated code off (groups run as plans). The
+ * default is $VTPU_CC, else "cc". VT_ERR_INVALID_ARGUMENT when not found
+ * (generated code is then off). */
+vt_status vt_codegen_set_compiler(const char *cc);
+
 #ifdef __cplusplus
 }
 #endif

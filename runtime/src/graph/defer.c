@@ -29,6 +29,7 @@ typedef struct pending {
     uint64_t bytes;
     atomic_int count; /* n, for the lock-free check of the hot path */
     int queue;        /* the queue the recorded nodes were issued on */
+    int program;      /* a graph program recorded some of the nodes: groups may run generated code */
     uint64_t *sig;    /* signature per record (loop detection) */
     int run[LOOP_MAX + 1]; /* run[p]: trailing records equal to the record p before */
 } pending;
@@ -47,7 +48,13 @@ static pthread_once_t pend_once = PTHREAD_ONCE_INIT;
 static _Thread_local int flushing; /* this thread is inside a flush */
 static _Thread_local int in_program; /* graph programs this thread is running */
 
-void vt_defer_program_begin(void) { in_program++; }
+static atomic_uint_fast64_t program_runs;
+
+void vt_defer_program_begin(void) {
+    in_program++;
+    atomic_fetch_add_explicit(&program_runs, 1, memory_order_relaxed);
+}
+uint64_t vt_defer_program_runs(void) { return atomic_load_explicit(&program_runs, memory_order_relaxed); }
 void vt_defer_program_end(void) {
     if (in_program > 0) in_program--;
 }
@@ -155,6 +162,7 @@ vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
         loop |= r >= per;
     }
     loop &= !in_program;
+    p->program |= in_program > 0;
     for (int per = top + 1 > LOOP_MIN ? top + 1 : LOOP_MIN; per <= LOOP_MAX; per++) p->run[per] = 0;
     p->n++;
     p->bytes += out_bytes;
@@ -329,7 +337,7 @@ static vt_status flush_locked(int dev, pending *p) {
                 /* dead: freed before the flush, and no later group reads it */
                 elide[m] = !vt_hbm_access_live(&r->acc[0]) && find_use(lu, cap - 1, &r->acc[0])->at == g;
             }
-            s = vt_fuse_enqueue(dev, members, groups[g].count, elide, &st);
+            s = vt_fuse_enqueue(dev, members, groups[g].count, elide, p->program, &st);
             if (s != VT_OK) poison_groups(dev, recs, groups + g, ngroups - g, s);
         }
         atomic_fetch_add(&stats.flushes, 1);
@@ -346,6 +354,7 @@ static vt_status flush_locked(int dev, pending *p) {
     /* Nodes not queued after a failure are dropped: the error says so. */
     p->n = 0;
     p->bytes = 0;
+    p->program = 0;
     memset(p->run, 0, sizeof p->run);
     atomic_store_explicit(&p->count, 0, memory_order_relaxed);
     vt_set_thread_queue(dev, caller_queue);

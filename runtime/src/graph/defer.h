@@ -23,6 +23,8 @@ typedef struct vt_rec {
 /* Whether a node submitted on this thread in mode is recorded instead of
  * queued (every kind is, in DeferAndFuse, except on a queue's worker). */
 int vt_defer_wants(vt_eager_mode mode);
+/* Graph program runs begun so far, in any thread (vt_defer_program_begin). */
+uint64_t vt_defer_program_runs(void);
 /* Record a checked node with its uses (vt_node_uses of n). */
 vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m);
 
@@ -84,9 +86,10 @@ int vt_defer_alloc_fails(void);
  * group reads it, so it lives in L1 scratch only (so does an output a later
  * member overwrites, all of it). A group whose last node
  * is a tail (a reduction, a softmax) runs as that node fed by the group's
- * tiles, or, where its input's layout does not allow that, as two commands. Adds to *st
- * what the group writes. */
-vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *dead,
+ * tiles, or, where its input's layout does not allow that, as two commands.
+ * codegen: the group may run generated code (graph/codegen.h; groups of
+ * graph programs). Adds to *st what the group writes. */
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *g, int count, const unsigned char *dead, int codegen,
                           vt_fusion_stats *st);
 
 #endif

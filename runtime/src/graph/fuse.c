@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "graph/codegen.h"
 #include "graph/defer.h"
 
 /* Elements per tile: a few scratch tiles and the nodes' operands stay in L2. */
@@ -171,6 +172,9 @@ typedef struct group {
     const char *tail_mem;
     size_t tail_es;
     int tail_slot;
+    /* generated code for the whole group (graph/codegen.h), NULL: the
+     * members' plans run */
+    const vt_cg_group *cg;
     member m[];
 } group;
 
@@ -239,6 +243,10 @@ static void note_failure(group *g, vt_ew_plan *lp) {
 /* Run the group on output elements [b, e), tile by tile. */
 static void group_range(void *ctx, int64_t b, int64_t e) {
     group *g = ctx;
+    if (g->cg) {
+        g->cg->fn(g->cg->p, g->cg->k, b, e);
+        return;
+    }
     /* a tile never spans more than this thread's range */
     const int64_t tile = e - b < g->tile ? e - b : g->tile;
     vt_ew_plan *lp = thread_plans(g, tile);
@@ -258,16 +266,27 @@ static const void *group_read(void *ctx, int64_t first, int64_t m) {
     vt_ew_plan *lp = primed == g->run ? (vt_ew_plan *)(void *)kept : thread_plans(g, VT_SOURCE_MAX);
     if (!lp) return zeros; /* the group fails with no_memory */
     const size_t slot_bytes = slot_size(g, VT_SOURCE_MAX);
+    if (g->cg) {
+        void *p[VT_CG_MAX_PTRS];
+        memcpy(p, g->cg->p, sizeof(void *) * (size_t)g->cg->nptr);
+        unsigned char *slot = thread_slots(g) + slot_bytes * (size_t)(g->tail_slot >= 0 ? g->tail_slot : 0);
+        if (g->cg->tail_ptr >= 0) /* element first of the values goes to the slot's start */
+            p[g->cg->tail_ptr] = (void *)((uintptr_t)slot - (uintptr_t)first * (uintptr_t)g->tail_es);
+        g->cg->fn(p, g->cg->k, first, first + m);
+        return g->tail_slot >= 0 ? (const void *)slot : (const void *)(g->tail_mem + first * (int64_t)g->tail_es);
+    }
     run_tile(g, lp, thread_slots(g), slot_bytes, first, first + m);
     note_failure(g, lp);
     return g->tail_slot >= 0 ? (const void *)(thread_slots(g) + slot_bytes * (size_t)g->tail_slot)
                             : (const void *)(g->tail_mem + first * (int64_t)g->tail_es);
 }
 
-/* For a trace: "fused: aten::mul + aten::add + ...", the shape, the bytes. */
+/* For a trace: "fused: aten::mul + aten::add + ..." ("generated: ..." when
+ * generated code runs it), the shape, the bytes. */
 static void describe(const group *g) {
     char name[160], shape[48];
-    size_t at = (size_t)snprintf(name, sizeof name, "%s", g->count + (g->tail != NULL) > 1 ? "fused: " : "");
+    size_t at = (size_t)snprintf(name, sizeof name, "%s",
+                                 g->cg ? "generated: " : g->count + (g->tail != NULL) > 1 ? "fused: " : "");
     for (int i = 0; i < g->count && at < sizeof name; i++)
         at += (size_t)snprintf(name + at, sizeof name - at, i ? " + %s" : "%s", g->m[i].name);
     if (g->tail && at < sizeof name) snprintf(name + at, sizeof name - at, " + %s", g->tail->name);
@@ -279,6 +298,7 @@ static vt_status group_kernel(void *args) {
     group *g = *(group **)args;
     if (vt_tracing()) describe(g);
     g->run = atomic_fetch_add(&runs, 1) + 1;
+    if (g->cg) vt_cg_count_run();
     if (g->tail) {
         const vt_node *n = g->tail;
         const vt_source src = {group_read, g};
@@ -333,11 +353,13 @@ static int in_scratch(const vt_rec *const *r, const unsigned char *elide, int i)
  * member's dims permuted by perm (group_order; NULL: none); tail: a tail
  * the group feeds (NULL: none), with the values member q writes. */
 static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
-                               const int *perm, const vt_rec *tail, int q, vt_fusion_stats *st) {
+                               const int *perm, const vt_rec *tail, int q, int codegen, vt_fusion_stats *st) {
     const size_t head = sizeof(group) + sizeof(member) * (size_t)count;
+    codegen = codegen && !perm && count > 1;
+    const size_t cg_at = (head + (tail ? sizeof(vt_node) : 0) + 63) & ~(size_t)63;
     group *g = vt_defer_alloc_fails()
                    ? NULL
-                   : aligned_alloc(64, (head + (tail ? sizeof(vt_node) : 0) + 63) & ~(size_t)63);
+                   : aligned_alloc(64, (cg_at + (codegen ? sizeof(vt_cg_group) : 0) + 63) & ~(size_t)63);
     vt_prepared p;
     int nacc = tail ? tail->nacc : 0;
     for (int i = 0; i < count; i++) nacc += r[i]->nacc;
@@ -357,6 +379,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     g->slot_es = 1;
     g->tail = NULL;
     g->tail_slot = -1;
+    g->cg = NULL;
     atomic_init(&g->failed_at, count);
     atomic_init(&g->no_memory, 0);
     atomic_init(&g->bad_read, 0);
@@ -448,6 +471,12 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
             st->bytes_written += bytes;
             g->bytes += bytes;
         }
+    }
+    if (codegen) {
+        unsigned char scratch[VT_FUSE_MAX_NODES];
+        for (int i = 0; i < count; i++) scratch[i] = (unsigned char)in_scratch(r, elide, i);
+        vt_cg_group *cg = (vt_cg_group *)(void *)((unsigned char *)g + cg_at);
+        if (vt_cg_build(r, count, scratch, tail && g->tail_slot >= 0 ? q : -1, cg)) g->cg = cg;
     }
     const int nodes = count + (tail != NULL);
     st->groups++;
@@ -551,7 +580,7 @@ static int superseded(const vt_rec *const *r, int ne, int i) {
     return 0;
 }
 
-vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *dead,
+vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsigned char *dead, int codegen,
                           vt_fusion_stats *st) {
     if (count == 1 && !vt_fuse_is_member(r[0])) return enqueue_alone(dev, r[0], st);
     const vt_rec *tail = vt_fuse_is_tail(r[count - 1]) ? r[count - 1] : NULL;
@@ -560,7 +589,8 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
     for (int i = 0; i < ne; i++) elide[i] = dead[i] || superseded(r, ne, i);
     int order[VT_MAX_DIMS];
     const int *perm = group_order(r, order);
-    if (!tail) return enqueue_group(dev, r, count, elide, perm, NULL, -1, st);
+    codegen = codegen && vt_cg_enabled();
+    if (!tail) return enqueue_group(dev, r, count, elide, perm, NULL, -1, codegen, st);
     const vt_access *in = &tail->acc[tail->acc_of_src[0]];
     int q = ne - 1;
     while (q >= 0 && !(r[q]->acc[0].block == in->block && r[q]->acc[0].gen == in->gen)) q--;
@@ -568,11 +598,11 @@ vt_status vt_fuse_enqueue(int dev, const vt_rec *const *r, int count, const unsi
     for (int k = 0; k < tail->nacc && !apart; k++)
         apart = tail->tensor_of[k] < VT_NODE_MAX_OUT && touches(r, ne, elide, tail->acc[k].block) &&
                 !written_in_step(r, ne, elide, tail, k);
-    if (!apart) return enqueue_group(dev, r, ne, elide, perm, tail, q, st);
+    if (!apart) return enqueue_group(dev, r, ne, elide, perm, tail, q, codegen, st);
     /* the tail reads memory: what it reads is written there first */
     unsigned char keep[VT_FUSE_MAX_NODES];
     for (int i = 0; i < ne; i++)
         keep[i] = elide[i] && !(r[i]->acc[0].block == in->block && r[i]->acc[0].gen == in->gen);
-    vt_status s = enqueue_group(dev, r, ne, keep, perm, NULL, -1, st);
+    vt_status s = enqueue_group(dev, r, ne, keep, perm, NULL, -1, codegen, st);
     return s == VT_OK ? enqueue_alone(dev, tail, st) : s;
 }

@@ -209,6 +209,8 @@ void vt_node_set_roll(vt_node *n, int ndims, const int *dims, const int64_t *shi
 void vt_node_set_range(vt_node *n, vt_scalar a, vt_scalar b, int64_t vec, int64_t chunk);
 /* The node of tensor i of foreach op x (checked by vt_foreach_check). */
 void vt_foreach_item_node(vt_node *n, const char *name, const vt_foreach_args *x, int64_t i);
+/* The single-tensor foreach call a foreach node stands for. */
+vt_foreach_args vt_foreach_node_args(const vt_node *n);
 /* An elementwise node's dims, permuted alike in every operand so that its
  * elements are visited in out's memory order (no-op for other kinds). */
 void vt_node_memory_order(vt_node *n);

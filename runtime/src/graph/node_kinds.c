@@ -625,7 +625,7 @@ static vt_status matmul_ref(const vt_node *n) { return matmul_call(n, 1); }
  * One tensor of a foreach op (what DeferAndFuse records per tensor): the
  * single-tensor vt_foreach_args the node stands for. */
 
-static vt_foreach_args foreach_args(const vt_node *n) {
+vt_foreach_args vt_foreach_node_args(const vt_node *n) {
     vt_foreach_args x;
     memset(&x, 0, sizeof x);
     x.op = (vt_foreach_op)n->op;
@@ -657,18 +657,18 @@ static vt_status foreach_check(const vt_node *n) {
     if (n->nout != 1 || n->nsrc > 3 || n->host || n->absent)
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: a foreach node has one output and up to 3 tensor inputs",
                             n->name);
-    const vt_foreach_args x = foreach_args(n);
+    const vt_foreach_args x = vt_foreach_node_args(n);
     if (!vt_foreach_fusable(&x))
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: foreach %s is not an elementwise op", n->name,
                             vt_foreach_op_name(x.op));
     return named(n, vt_foreach_check(&x));
 }
 static vt_status foreach_plan(const vt_node *n, vt_ew_plan *p) {
-    const vt_foreach_args x = foreach_args(n);
+    const vt_foreach_args x = vt_foreach_node_args(n);
     return vt_foreach_item_plan(p, &x, 0);
 }
 static vt_status foreach_ref(const vt_node *n) {
-    const vt_foreach_args x = foreach_args(n);
+    const vt_foreach_args x = vt_foreach_node_args(n);
     return vt_ref_foreach(&x);
 }
 

@@ -325,6 +325,15 @@ static void fe_plan_range(void *vctx, int64_t b, int64_t e) {
     vt_iter_blocks(&c->h.it, b, e, fe_plan_block, c);
 }
 
+int vt_foreach_item_f32_scalars(const vt_foreach_args *x, int64_t i, float *s, float *alpha) {
+    if (!vt_foreach_fusable(x) || i < 0 || i >= x->n) return 0;
+    fe_item it;
+    plan_item(x, i, 0, 0, &it);
+    *s = it.p32.s;
+    *alpha = it.p32.alpha;
+    return !it.f64;
+}
+
 int vt_foreach_fusable(const vt_foreach_args *x) {
     return x && (unsigned)x->op < VT_FOREACH_OP_COUNT && !fe_is_reduction(x->op) && !x->scalar_tensor;
 }

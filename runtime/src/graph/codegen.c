@@ -1,0 +1,741 @@
+/* codegen.c — generated C for the fusion groups of graph programs
+ * (codegen.h): the source of a group, the compile by the system C compiler,
+ * the shared objects in the compile cache, and the table of loaded groups.
+ *
+ * A group's source names no address and no scalar value: its pointers and
+ * host scalars are arguments, so one object serves every run of the group
+ * (an optimizer's learning rate changes, its code does not). The cache key
+ * is a 128-bit hash of the source, the compiler (its path, size and
+ * modification time: never run to ask) and its flags; the entry holds the
+ * source too, compared on load, so a hash collision is a miss, never
+ * another group's code. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "graph/codegen.h"
+#include "vtpu/cache.h"
+
+extern char **environ;
+
+#define VT_CG_ABI 1
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    atomic_uint_fast64_t compiles, loads, failures, runs, compile_us;
+} stats;
+
+/* ------------------------------------------------------------ the compiler */
+
+static int cc_known;      /* the compiler was looked for */
+static char cc_path[4096]; /* "": none, generated code is off */
+static char cc_id[4300];   /* path, size, modification time */
+static char tmp_dir[4096];
+
+/* The compiler's full path: name as is when it has a '/', else found in PATH. */
+static int find_compiler(const char *name, char *path, size_t cap) {
+    if (!name || !*name || strcmp(name, "none") == 0) return 0;
+    if (strchr(name, '/')) {
+        if (access(name, X_OK) != 0 || strlen(name) >= cap) return 0;
+        strcpy(path, name);
+        return 1;
+    }
+    const char *dirs = getenv("PATH");
+    if (!dirs) dirs = "/usr/bin:/bin";
+    while (*dirs) {
+        const char *end = strchr(dirs, ':');
+        const size_t n = end ? (size_t)(end - dirs) : strlen(dirs);
+        if (n > 0 && (size_t)snprintf(path, cap, "%.*s/%s", (int)n, dirs, name) < cap && access(path, X_OK) == 0)
+            return 1;
+        dirs += n + (end != NULL);
+    }
+    return 0;
+}
+
+static void set_compiler_locked(const char *name) {
+    cc_known = 1;
+    cc_path[0] = cc_id[0] = 0;
+    char path[sizeof cc_path];
+    struct stat st;
+    if (!find_compiler(name, path, sizeof path) || stat(path, &st) != 0) return;
+    strcpy(cc_path, path);
+    snprintf(cc_id, sizeof cc_id, "%s|%lld|%lld", path, (long long)st.st_size, (long long)st.st_mtime);
+}
+
+static int have_compiler_locked(void) {
+    if (!cc_known) {
+        const char *env = getenv("VTPU_CC");
+        set_compiler_locked(env && *env ? env : "cc");
+    }
+    return cc_path[0] != 0;
+}
+
+vt_status vt_codegen_set_compiler(const char *name) {
+    pthread_mutex_lock(&mu);
+    set_compiler_locked(name ? name : "none");
+    const int ok = cc_path[0] != 0 || !name || strcmp(name, "none") == 0;
+    pthread_mutex_unlock(&mu);
+    return ok ? VT_OK : vt_set_error(VT_ERR_INVALID_ARGUMENT, "C compiler %s not found", name);
+}
+
+int vt_cg_enabled(void) {
+    pthread_mutex_lock(&mu);
+    const int on = have_compiler_locked();
+    pthread_mutex_unlock(&mu);
+    return on;
+}
+
+void vt_codegen_get_stats(vt_codegen_stats *out) {
+    out->compiles = atomic_load(&stats.compiles);
+    out->loads = atomic_load(&stats.loads);
+    out->failures = atomic_load(&stats.failures);
+    out->runs = atomic_load(&stats.runs);
+    out->compile_us = atomic_load(&stats.compile_us);
+}
+
+void vt_cg_count_run(void) { atomic_fetch_add_explicit(&stats.runs, 1, memory_order_relaxed); }
+
+/* Flags for the ISA path in force: the object is built for what the
+ * kernels run on (the key holds the flags, so hosts sharing a tier-3 root
+ * share objects only where their paths match). */
+static const char *isa_flags(void) {
+#if defined(__x86_64__)
+    const char *p = vt_isa_path();
+    if (strcmp(p, "avx2") == 0) return "-mavx2 -mfma -mf16c";
+    if (strcmp(p, "scalar") != 0) return "-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq";
+#endif
+    return "";
+}
+
+static void remove_tmp_dir(void) {
+    if (tmp_dir[0]) rmdir(tmp_dir);
+}
+
+/* This process's directory for sources and objects on their way. */
+static int make_tmp_dir_locked(void) {
+    if (tmp_dir[0]) return 1;
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t) t = "/tmp";
+    if ((size_t)snprintf(tmp_dir, sizeof tmp_dir, "%s/vtpu-cg-XXXXXX", t) >= sizeof tmp_dir || !mkdtemp(tmp_dir)) {
+        tmp_dir[0] = 0;
+        return 0;
+    }
+    atexit(remove_tmp_dir);
+    return 1;
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Run the compiler on src (the file) into so; 1 when it exited with 0. */
+static int run_compiler(const char *src, const char *so) {
+    char flags[256];
+    snprintf(flags, sizeof flags, "%s", isa_flags());
+    char *argv[32];
+    int n = 0;
+    argv[n++] = cc_path;
+    static char *const fixed[] = {"-std=c11", "-O3", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
+                                  "-fno-math-errno", "-w"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = fixed[i];
+    for (char *f = strtok(flags, " "); f && n < 24; f = strtok(NULL, " ")) argv[n++] = f;
+    argv[n++] = "-o";
+    argv[n++] = (char *)so;
+    argv[n++] = (char *)src;
+    argv[n++] = "-lm";
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0) return 0;
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    const int e = posix_spawn(&pid, cc_path, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0) return 0;
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static int write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    const int ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+static void *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    void *data = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        const long n = ftell(f);
+        if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL) {
+            if (fread(data, 1, (size_t)n, f) != (size_t)n) {
+                free(data);
+                data = NULL;
+            } else {
+                *len = (size_t)n;
+            }
+        }
+    }
+    fclose(f);
+    return data;
+}
+
+/* The object at path loaded: its group function, or NULL. */
+static vt_cg_fn load_object(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return NULL;
+    const int *abi = dlsym(h, "vt_cg_abi");
+    void *fn = dlsym(h, "vt_cg_group");
+    if (!abi || *abi != VT_CG_ABI || !fn) {
+        dlclose(h);
+        return NULL;
+    }
+    vt_cg_fn f;
+    memcpy(&f, &fn, sizeof f);
+    return f; /* never closed: queued commands may hold the function */
+}
+
+/* ------------------------------------------------------------ loaded groups */
+
+/* A group's source seen in this process: seen in one program run only
+ * (ready 0: not looked up yet), or looked up (ready 1) with its function,
+ * NULL when the compile failed (the group runs its plans, and is not
+ * compiled again). */
+typedef struct loaded {
+    char key[48];
+    char *src;
+    int ready;
+    uint64_t seen; /* the program run it was first seen in */
+    vt_cg_fn fn;
+} loaded;
+static loaded *table;
+static size_t n_table, cap_table;
+
+static int grow_table(void) {
+    const size_t cap = cap_table ? cap_table * 2 : 64;
+    loaded *t = realloc(table, cap * sizeof *t);
+    if (!t) return 0;
+    table = t;
+    cap_table = cap;
+    return 1;
+}
+
+static uint64_t hash64(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* An entry's payload: the source's length (8 bytes, little-endian), the
+ * source, the object. */
+static vt_cg_fn from_entry(const char *key, const char *src, const void *data, size_t len) {
+    const size_t n = strlen(src);
+    const unsigned char *d = data;
+    if (len < 8) return NULL;
+    uint64_t m = 0;
+    for (int i = 0; i < 8; i++) m |= (uint64_t)d[i] << (8 * i);
+    if (m != n || len <= 8 + n || memcmp(d + 8, src, n) != 0) return NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.so", tmp_dir, key);
+    vt_cg_fn fn = write_file(path, d + 8 + n, len - 8 - n) ? load_object(path) : NULL;
+    unlink(path);
+    return fn;
+}
+
+static vt_cg_fn compile_source(const char *key, const char *src) {
+    char c_path[4200], so_path[4200];
+    snprintf(c_path, sizeof c_path, "%s/%s.c", tmp_dir, key);
+    snprintf(so_path, sizeof so_path, "%s/%s.so", tmp_dir, key);
+    const int64_t t0 = now_us();
+    vt_cg_fn fn = NULL;
+    size_t so_len = 0;
+    void *so = NULL;
+    if (write_file(c_path, src, strlen(src)) && run_compiler(c_path, so_path) && (so = read_file(so_path, &so_len))) {
+        fn = load_object(so_path);
+        const uint64_t us = (uint64_t)(now_us() - t0);
+        atomic_fetch_add(&stats.compiles, 1);
+        atomic_fetch_add(&stats.compile_us, us);
+        if (fn) {
+            const size_t n = strlen(src);
+            unsigned char *entry = malloc(8 + n + so_len);
+            if (entry) {
+                for (int i = 0; i < 8; i++) entry[i] = (unsigned char)((uint64_t)n >> (8 * i));
+                memcpy(entry + 8, src, n);
+                memcpy(entry + 8 + n, so, so_len);
+                vt_cache_put(key, entry, 8 + n + so_len, us); /* a tier that refuses it is noted there */
+                free(entry);
+            }
+        }
+    }
+    free(so);
+    unlink(c_path);
+    unlink(so_path);
+    return fn;
+}
+
+/* The function of src: loaded before, from the cache, or compiled now.
+ * A group is looked up when it runs in a second program run, not in the
+ * first it ran in: how a record is cut into groups depends on which
+ * buffers are alive, and a program's first call (with its compile, or its
+ * load from the cache) keeps others alive than its later calls. So the
+ * groups a process looks up are its steady ones, those another process
+ * running the same program has compiled; a group that runs in one call
+ * only (if in each of a model's layers) is not worth a compile. */
+static vt_cg_fn function_of(const char *src) {
+    pthread_mutex_lock(&mu);
+    vt_cg_fn fn = NULL;
+    if (!have_compiler_locked() || !make_tmp_dir_locked()) goto out;
+    const char *flags = isa_flags();
+    uint64_t h1 = hash64(0xcbf29ce484222325ull, src, strlen(src)), h2 = hash64(0x84222325cbf29ce4ull, src, strlen(src));
+    h1 = hash64(hash64(h1, cc_id, strlen(cc_id)), flags, strlen(flags));
+    h2 = hash64(hash64(h2, flags, strlen(flags)), cc_id, strlen(cc_id));
+    char key[48];
+    snprintf(key, sizeof key, "cg%d-%016llx%016llx", VT_CG_ABI, (unsigned long long)h1, (unsigned long long)h2);
+    loaded *t = NULL;
+    for (size_t i = 0; i < n_table && !t; i++)
+        if (strcmp(table[i].key, key) == 0 && strcmp(table[i].src, src) == 0) t = &table[i];
+    if (t && t->ready) {
+        fn = t->fn;
+        goto out;
+    }
+    const uint64_t run = vt_defer_program_runs();
+    if (t && t->seen == run) goto out; /* the same program run */
+    if (!t) { /* its first run: noted */
+        char *copy = strdup(src);
+        if (!copy || (n_table == cap_table && !grow_table())) {
+            free(copy);
+            goto out;
+        }
+        t = &table[n_table++];
+        snprintf(t->key, sizeof t->key, "%s", key);
+        t->src = copy;
+        t->ready = 0;
+        t->seen = run;
+        t->fn = NULL;
+        goto out;
+    }
+    /* one compile per key across the host's processes: the lock first, so
+     * a process that waited finds the entry another one stored */
+    int lock = -1;
+    vt_cache_lock(key, 10 * 60 * 1000, &lock);
+    void *data = NULL;
+    size_t len = 0;
+    int tier = 0;
+    if (vt_cache_get(key, &data, &len, &tier) == VT_OK && data) fn = from_entry(key, src, data, len);
+    vt_cache_release(data);
+    if (fn) atomic_fetch_add(&stats.loads, 1);
+    else fn = compile_source(key, src);
+    vt_cache_unlock(lock);
+    if (!fn) atomic_fetch_add(&stats.failures, 1);
+    t->fn = fn;
+    t->ready = 1;
+out:
+    pthread_mutex_unlock(&mu);
+    return fn;
+}
+
+/* ------------------------------------------------------------ the source */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int bad;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) {
+    if (b->bad) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        const int m = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (m < 0) {
+            b->bad = 1;
+            return;
+        }
+        if (b->s && b->n + (size_t)m < b->cap) {
+            b->n += (size_t)m;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap <= b->n + (size_t)m) cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->bad = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+typedef struct gen {
+    sbuf body, decl;
+    vt_cg_group *g;
+    const void *addr[VT_CG_MAX_PTRS];
+    vt_dtype dt[VT_CG_MAX_PTRS];
+    int written[VT_CG_MAX_PTRS];
+    int nscalar;
+    int full; /* more pointers or host scalars than a group takes */
+    /* Chains: members tied by a value one computes and another uses, or
+     * by memory one of them writes (union-find over members); each chain
+     * runs over a tile before the next, so a wide group (an optimizer's
+     * chains side by side) streams a few arrays at a time, as the plans do. */
+    int cur; /* the member being written */
+    int parent[VT_FUSE_MAX_NODES];
+    int ntouch;
+    int16_t touch_m[VT_FUSE_MAX_NODES * 5], touch_p[VT_FUSE_MAX_NODES * 5];
+    size_t span[VT_FUSE_MAX_NODES + 1]; /* member i's statements: body[span[i], span[i + 1]) */
+} gen;
+
+static int root(gen *c, int i) {
+    while (c->parent[i] != i) i = c->parent[i] = c->parent[c->parent[i]];
+    return i;
+}
+
+static void tie(gen *c, int i, int j) {
+    i = root(c, i), j = root(c, j);
+    if (i != j) c->parent[i > j ? i : j] = i < j ? i : j; /* a chain's root is its first member */
+}
+
+/* The member being written uses pointer p. */
+static void touch(gen *c, int p) {
+    if (c->ntouch == (int)(sizeof c->touch_m / sizeof c->touch_m[0])) {
+        c->full = 1;
+        return;
+    }
+    c->touch_m[c->ntouch] = (int16_t)c->cur;
+    c->touch_p[c->ntouch++] = (int16_t)p;
+}
+
+static int dtype_ok(vt_dtype dt) { return dt == VT_F32 || dt == VT_BF16; }
+
+/* The pointer argument for memory at addr of dtype dt (one per address). */
+static int ptr_of(gen *c, const void *addr, vt_dtype dt, int write) {
+    for (int i = 0; i < c->g->nptr; i++)
+        if (addr && c->addr[i] == addr) {
+            if (c->dt[i] != dt) return -1;
+            c->written[i] |= write;
+            return i;
+        }
+    if (c->g->nptr == VT_CG_MAX_PTRS) return -1;
+    const int i = c->g->nptr++;
+    c->addr[i] = addr;
+    c->g->p[i] = (void *)(uintptr_t)addr;
+    c->dt[i] = dt;
+    c->written[i] = write;
+    return i;
+}
+
+static int host_k(gen *c, float v) {
+    if (c->g->nk == VT_CG_MAX_K) {
+        c->full = 1;
+        return 0;
+    }
+    c->g->k[c->g->nk] = v;
+    return c->g->nk++;
+}
+
+/* Element i of t is at vt_base(t) + i elements: t is laid out row-major
+ * over the group's numel elements. */
+static int dense(const vt_tensor *t, int64_t numel) {
+    return vt_tensor_numel(t) == numel && vt_tensor_is_contiguous(t);
+}
+
+/* Into name (a C expression of the value as a float): src k of member i,
+ * converted to the member's compute dtype (to_compute) or as it is. */
+static int operand(gen *c, const vt_rec *const *r, int i, int k, int64_t numel, const vt_dtype *val_dt, vt_dtype compute,
+                   char *name, size_t cap) {
+    const vt_node *n = &r[i]->n;
+    vt_dtype dt;
+    char raw[32];
+    if (n->host >> k & 1) {
+        if (!dtype_ok(n->compute)) return 0;
+        float v;
+        if (n->compute == VT_F32) {
+            memcpy(&v, n->store[k], 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, n->store[k], 2);
+            v = vt_bf16_to_f32(h);
+        }
+        const int kk = host_k(c, v);
+        if (kk < 0) return 0;
+        snprintf(raw, sizeof raw, "k%d", kk);
+        dt = n->compute;
+    } else {
+        const int a = r[i]->acc_of_src[k];
+        if (a < 0) return 0;
+        const vt_tensor *t = &n->src[k];
+        dt = t->dtype;
+        if (!dtype_ok(dt)) return 0;
+        int from = -1; /* an earlier member's value, through the same view */
+        for (int j = i - 1; j >= 0 && from < 0; j--) {
+            const vt_tensor *o = &r[j]->n.out[0];
+            if (r[j]->acc[0].block == r[i]->acc[a].block && r[j]->acc[0].gen == r[i]->acc[a].gen &&
+                vt_base(o) == vt_base(t) && o->dtype == t->dtype && dense(o, numel) && dense(t, numel))
+                from = j;
+        }
+        if (from >= 0) {
+            tie(c, i, from);
+            snprintf(raw, sizeof raw, "v%d", from);
+            dt = val_dt[from];
+        } else if (dense(t, numel)) {
+            const int p = ptr_of(c, vt_base(t), dt, 0);
+            if (p < 0) return 0;
+            touch(c, p);
+            snprintf(raw, sizeof raw, dt == VT_F32 ? "p%d[i]" : "bf(p%d[i])", p);
+        } else if (vt_tensor_numel(t) == 1) {
+            const int p = ptr_of(c, vt_base(t), dt, 0);
+            if (p < 0) return 0;
+            touch(c, p);
+            const int s = c->nscalar++; /* read once, before the loop, as the plans read it once per run */
+            put(&c->decl, dt == VT_F32 ? "    const float s%d = p%d[0];\n" : "    const float s%d = bf(p%d[0]);\n", s, p);
+            snprintf(raw, sizeof raw, "s%d", s);
+        } else {
+            return 0;
+        }
+    }
+    if (compute == VT_BF16 && dt == VT_F32) snprintf(name, cap, "rbf(%s)", raw);
+    else snprintf(name, cap, "%s", raw);
+    return 1;
+}
+
+/* The expression member i computes, in f32, from its operands x, y. */
+static int expression(gen *c, const vt_node *n, const char *x, const char *y, char *e, size_t cap) {
+    if (n->kind == VT_NODE_BINARY) {
+        const float al = n->alpha.is_float ? (float)n->alpha.f : (float)n->alpha.i;
+        switch (n->op) {
+        case VT_ADD:
+        case VT_SUB: {
+            const char sign = n->op == VT_ADD ? '+' : '-';
+            if (al == 1) {
+                snprintf(e, cap, "%s %c %s", x, sign, y);
+            } else {
+                const int kk = host_k(c, n->op == VT_ADD ? al : -al);
+                if (kk < 0) return 0;
+                snprintf(e, cap, "fmaf(k%d, %s, %s)", kk, y, x);
+            }
+            return 1;
+        }
+        case VT_MUL: snprintf(e, cap, "%s * %s", x, y); return 1;
+        case VT_DIV: snprintf(e, cap, "%s / %s", x, y); return 1;
+        case VT_POW: snprintf(e, cap, "powf(%s, %s)", x, y); return 1; /* the plan's libm call */
+        case VT_MAXIMUM:
+        case VT_MINIMUM:
+            snprintf(e, cap, "(%s != %s || %s != %s) ? NAN : (%s %c %s ? %s : %s)", x, x, y, y, x,
+                     n->op == VT_MAXIMUM ? '>' : '<', y, x, y);
+            return 1;
+        case VT_THRESHOLD_BACKWARD: {
+            const int kk = host_k(c, al);
+            if (kk < 0) return 0;
+            snprintf(e, cap, "%s <= k%d ? 0.0f : %s", y, kk, x);
+            return 1;
+        }
+        case VT_TANH_BACKWARD: snprintf(e, cap, "%s * fmaf(-%s, %s, 1.0f)", x, y, y); return 1;
+        case VT_SIGMOID_BACKWARD: snprintf(e, cap, "%s * (1.0f - %s) * %s", x, y, y); return 1;
+        default: return 0;
+        }
+    }
+    switch (n->op) {
+    case VT_NEG: snprintf(e, cap, "-%s", x); return 1;
+    case VT_ABS: snprintf(e, cap, "fabsf(%s)", x); return 1;
+    case VT_SQUARE: snprintf(e, cap, "%s * %s", x, x); return 1;
+    case VT_RECIPROCAL: snprintf(e, cap, "1.0f / %s", x); return 1;
+    case VT_SQRT: snprintf(e, cap, "sqrtf(%s)", x); return 1;
+    case VT_RSQRT: snprintf(e, cap, "1.0f / sqrtf(%s)", x); return 1;
+    case VT_RELU: snprintf(e, cap, "%s < 0 ? 0.0f : %s", x, x); return 1;
+    default: return 0;
+    }
+}
+
+/* The expression a foreach member computes (kernels/optim/optim.h's
+ * element formulas, with its plan's scalars), from its operands a, b, c
+ * (NULL: absent), in f32. */
+static int foreach_expression(gen *c, const vt_node *n, const char *a, const char *b, const char *t, char *e,
+                              size_t cap) {
+    const vt_foreach_args x = vt_foreach_node_args(n);
+    float sv, al;
+    if (!vt_foreach_item_f32_scalars(&x, 0, &sv, &al)) return 0;
+    int ks = -1, ka = -1; /* host scalars made on first use */
+#define KS (ks < 0 ? (ks = host_k(c, sv)) : ks)
+#define KA (ka < 0 ? (ka = host_k(c, al)) : ka)
+    /* B: the other tensor, or the scalar S (binary ops) */
+    char S[48] = "";
+    if (b) snprintf(S, sizeof S, "%s", b);
+    else if (n->op <= VT_FOREACH_CLAMP_MAX) snprintf(S, sizeof S, "k%d", KS);
+    switch ((vt_foreach_op)n->op) {
+    case VT_FOREACH_ADD:
+    case VT_FOREACH_SUB: snprintf(e, cap, "fmaf(%s, k%d, %s)", S, KA, a); return 1;
+    case VT_FOREACH_MUL: snprintf(e, cap, "%s * %s", a, S); return 1;
+    case VT_FOREACH_DIV: snprintf(e, cap, "%s / %s", a, S); return 1;
+    case VT_FOREACH_MAXIMUM:
+        snprintf(e, cap, "(%s != %s || %s != %s ? %s + %s : (%s > %s ? %s : %s))", a, a, S, S, a, S, a, S, a, S);
+        return 1;
+    case VT_FOREACH_MINIMUM:
+        snprintf(e, cap, "(%s != %s || %s != %s ? %s + %s : (%s < %s ? %s : %s))", a, a, S, S, a, S, a, S, a, S);
+        return 1;
+    case VT_FOREACH_CLAMP_MIN: snprintf(e, cap, "%s < %s ? %s : %s", a, S, S, a); return 1;
+    case VT_FOREACH_CLAMP_MAX: snprintf(e, cap, "%s > %s ? %s : %s", a, S, S, a); return 1;
+    case VT_FOREACH_POW: /* the exponents the kernel computes without pow() */
+        if (b) return 0;
+        if (sv == 2) snprintf(e, cap, "%s * %s", a, a);
+        else if (sv == 0.5f) snprintf(e, cap, "sqrtf(%s)", a);
+        else if (sv == 1) snprintf(e, cap, "%s", a);
+        else if (sv == -1) snprintf(e, cap, "1.0f / %s", a);
+        else return 0;
+        return 1;
+    case VT_FOREACH_ADDCMUL: snprintf(e, cap, "fmaf(k%d * %s, %s, %s)", KS, b, t, a); return 1;
+    case VT_FOREACH_ADDCDIV: snprintf(e, cap, "%s + (k%d * %s) / %s", a, KS, b, t); return 1;
+    case VT_FOREACH_LERP:
+        if (!b) return 0;
+        if (t) /* |w| < 0.5 per element, as OPTIM_LERP */
+            snprintf(e, cap, "(fabsf(%s) < 0.5f ? fmaf(%s, %s - %s, %s) : fmaf(%s - 1.0f, %s - %s, %s))", t, t, b, a, a,
+                     t, b, a, b);
+        else if (fabs((double)sv) < 0.5) snprintf(e, cap, "fmaf(k%d, %s - %s, %s)", KS, b, a, a);
+        else snprintf(e, cap, "fmaf(k%d - 1.0f, %s - %s, %s)", KS, b, a, b);
+        return 1;
+    case VT_FOREACH_NEG: snprintf(e, cap, "-%s", a); return 1;
+    case VT_FOREACH_ABS: snprintf(e, cap, "(%s < 0 ? -%s : (%s == 0 ? 0.0f : %s))", a, a, a, a); return 1;
+    case VT_FOREACH_SQRT: snprintf(e, cap, "sqrtf(%s)", a); return 1;
+    case VT_FOREACH_SIGN:
+        snprintf(e, cap, "(%s != %s ? %s : (float)((%s > 0) - (%s < 0)))", a, a, a, a, a);
+        return 1;
+    case VT_FOREACH_RECIPROCAL: snprintf(e, cap, "1.0f / %s", a); return 1;
+    case VT_FOREACH_COPY: snprintf(e, cap, "%s", a); return 1;
+    default: return 0; /* exp (the ISA tables' own), zero (no input), the reductions */
+    }
+#undef KS
+#undef KA
+}
+
+/* Elements per tile of a group of several chains: one chain streams its
+ * own few arrays at a time (a loop over all of an optimizer's chains at
+ * once would stream dozens, more than the prefetchers follow). */
+#define CHAIN_TILE 2048
+
+static const char preamble[] =
+    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
+    "static inline float bf(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
+    "static inline uint16_t tobf(float f) {\n"
+    "    uint32_t u; memcpy(&u, &f, 4);\n"
+    "    return f != f ? (uint16_t)0x7fc0 : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n}\n"
+    "static inline float rbf(float f) { return bf(tobf(f)); }\n";
+
+int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, int tail_q, vt_cg_group *out) {
+    if (count < 2 || count > VT_FUSE_MAX_NODES) return 0;
+    const int64_t numel = vt_tensor_numel(&r[0]->n.out[0]);
+    if (numel < VT_CG_MIN_ELEMS) return 0;
+    gen c = {.g = out};
+    out->nptr = out->nk = 0;
+    out->tail_ptr = -1;
+    vt_dtype val_dt[VT_FUSE_MAX_NODES];
+    int ok = 1;
+    for (int i = 0; i < count && ok; i++) {
+        const vt_node *n = &r[i]->n;
+        const vt_tensor *o = &n->out[0];
+        c.cur = i;
+        c.parent[i] = i;
+        c.span[i] = c.body.n;
+        ok = n->nout == 1 && dtype_ok(o->dtype) && vt_tensor_numel(o) == numel && r[i]->nacc > 0 &&
+             r[i]->tensor_of[0] == 0;
+        if (!ok) break;
+        char x[48], y[48], z[48], e[512];
+        const int unary = n->kind == VT_NODE_UNARY, binary = n->kind == VT_NODE_BINARY, copy = n->kind == VT_NODE_COPY;
+        const int fe = n->kind == VT_NODE_FOREACH;
+        /* a foreach op computes in f32 from its operands as they are and
+         * rounds once, to out's dtype; a copy converts once */
+        const vt_dtype compute = copy || fe ? VT_F32 : n->compute;
+        if (fe) {
+            ok = n->nsrc >= 1 && n->nsrc <= 3 && operand(&c, r, i, 0, numel, val_dt, VT_F32, x, sizeof x) &&
+                 (n->nsrc < 2 || operand(&c, r, i, 1, numel, val_dt, VT_F32, y, sizeof y)) &&
+                 (n->nsrc < 3 || operand(&c, r, i, 2, numel, val_dt, VT_F32, z, sizeof z)) &&
+                 foreach_expression(&c, n, x, n->nsrc > 1 ? y : NULL, n->nsrc > 2 ? z : NULL, e, sizeof e);
+        } else {
+            ok = (unary || binary || copy) && dtype_ok(compute) && n->nsrc == (binary ? 2 : 1) &&
+                 operand(&c, r, i, 0, numel, val_dt, compute, x, sizeof x) &&
+                 (!binary || operand(&c, r, i, 1, numel, val_dt, compute, y, sizeof y));
+            if (ok && copy) snprintf(e, sizeof e, "%s", x); /* then rounded to out's dtype below */
+            else if (ok) ok = expression(&c, n, x, y, e, sizeof e);
+        }
+        if (!ok) break;
+        /* results are rounded to the compute dtype, then converted to out's */
+        const int round = compute == VT_BF16 || o->dtype == VT_BF16;
+        put(&c.body, round ? "        const float v%d = rbf(%s);\n" : "        const float v%d = %s;\n", i, e);
+        val_dt[i] = o->dtype;
+        if (!scratch[i]) {
+            ok = dense(o, numel);
+            const int p = ok ? ptr_of(&c, vt_base(o), o->dtype, 1) : -1;
+            ok = p >= 0;
+            if (ok) touch(&c, p);
+            if (ok) put(&c.body, o->dtype == VT_F32 ? "        p%d[i] = v%d;\n" : "        p%d[i] = tobf(v%d);\n", p, i);
+        } else if (i == tail_q) {
+            const int p = ptr_of(&c, NULL, o->dtype, 1);
+            ok = p >= 0;
+            if (ok) touch(&c, p);
+            out->tail_ptr = p;
+            if (ok) put(&c.body, o->dtype == VT_F32 ? "        p%d[i] = v%d;\n" : "        p%d[i] = tobf(v%d);\n", p, i);
+        }
+    }
+    int built = 0;
+    if (ok && !c.full && !c.body.bad && !c.decl.bad) {
+        sbuf src = {0};
+        put(&src, "%sconst int vt_cg_abi = %d;\n", preamble, VT_CG_ABI);
+        put(&src, "void vt_cg_group(void *const *p, const float *k, int64_t b, int64_t e) {\n");
+        for (int i = 0; i < out->nptr; i++) {
+            const char *t = c.dt[i] == VT_F32 ? "float" : "uint16_t";
+            put(&src, "    %s%s *restrict p%d = p[%d];\n", c.written[i] ? "" : "const ", t, i, i);
+        }
+        for (int i = 0; i < out->nk; i++) put(&src, "    const float k%d = k[%d];\n", i, i);
+        put(&src, "%s", c.decl.s ? c.decl.s : "");
+        c.span[count] = c.body.n;
+        /* memory a member writes ties every member using it */
+        int first[VT_CG_MAX_PTRS];
+        for (int q = 0; q < out->nptr; q++) first[q] = -1;
+        for (int a = 0; a < c.ntouch; a++) {
+            const int q = c.touch_p[a];
+            if (first[q] < 0) first[q] = c.touch_m[a];
+            else if (c.written[q]) tie(&c, c.touch_m[a], first[q]);
+        }
+        int chains = 0;
+        for (int i = 0; i < count; i++) chains += root(&c, i) == i;
+        if (chains == 1) {
+            put(&src, "    for (int64_t i = b; i < e; i++) {\n%s    }\n}\n", c.body.s);
+        } else { /* tile by tile, chain by chain, each chain's members in order */
+            put(&src, "    for (int64_t t = b; t < e; t += %d) {\n", CHAIN_TILE);
+            put(&src, "    const int64_t te = e - t < %d ? e : t + %d;\n", CHAIN_TILE, CHAIN_TILE);
+            for (int h = 0; h < count; h++) {
+                if (root(&c, h) != h) continue;
+                put(&src, "    for (int64_t i = t; i < te; i++) {\n");
+                for (int i = h; i < count; i++)
+                    if (root(&c, i) == h) put(&src, "%.*s", (int)(c.span[i + 1] - c.span[i]), c.body.s + c.span[i]);
+                put(&src, "    }\n");
+            }
+            put(&src, "    }\n}\n");
+        }
+        if (!src.bad) {
+            out->fn = function_of(src.s);
+            built = out->fn != NULL;
+        }
+        free(src.s);
+    }
+    free(c.body.s);
+    free(c.decl.s);
+    return built;
+}

@@ -1,0 +1,54 @@
+/* codegen.h — generated code for the fusion groups of graph programs. A
+ * group's members (graph/fuse.c) are written out as one C function that
+ * computes every member per element, each intermediate in a register,
+ * compiled by the system C compiler into a shared object and loaded; the
+ * object is kept in the compile cache (vtpu/cache.h), so a host compiles a
+ * group once. Where a member is not one the generator knows, or no compiler
+ * is there, the group runs its members' plans as before (the interpreter).
+ *
+ * The generated code computes what the plans compute, bit for bit: each op
+ * is written as its portable kernel computes it (IEEE add, sub, mul, div,
+ * fmaf for an alpha, the compute dtype's rounding where the plan rounds),
+ * compiled without floating-point contraction or fast-math, so the
+ * compiler's vector code rounds as the scalar statements do. */
+#ifndef VTPU_GRAPH_CODEGEN_H
+#define VTPU_GRAPH_CODEGEN_H
+
+#include "graph/defer.h"
+
+/* Groups smaller than this run their plans: generated code saves about a
+ * nanosecond per element and member, so a few microseconds a run at most,
+ * against a compile of 0.1-0.5 s (and an optimizer's per-parameter scalar
+ * steps are cut into groups differently from run to run). */
+#define VT_CG_MIN_ELEMS 16384
+#define VT_CG_MAX_PTRS 128
+#define VT_CG_MAX_K 256
+
+/* A group's generated function: every member on elements [b, e) of the
+ * group's output; p: the memory it reads and writes (element 0 of each
+ * dense operand, or a scalar operand's element), k: the host scalars. */
+typedef void (*vt_cg_fn)(void *const *p, const float *k, int64_t b, int64_t e);
+
+typedef struct vt_cg_group {
+    vt_cg_fn fn;
+    int nptr, nk;
+    int tail_ptr; /* p[tail_ptr] is where the tail's values go (rebased per run), -1: none */
+    void *p[VT_CG_MAX_PTRS];
+    float k[VT_CG_MAX_K];
+} vt_cg_group;
+
+/* Whether groups recorded in graph programs run generated code (VTPU_CC:
+ * the compiler, default "cc"; "none" turns generated code off). */
+int vt_cg_enabled(void);
+
+/* Generated code for the elementwise members r[0..count) of a group walked
+ * in row-major order: scratch[i] says member i's output lives in scratch
+ * (never written to memory); tail_q: the member whose value a tail reads
+ * from scratch (-1: none). Fills *out and returns 1, or returns 0 (the
+ * group runs its plans): a member the generator does not know, an operand
+ * neither dense nor a scalar, no compiler, a compile that failed. */
+int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, int tail_q, vt_cg_group *out);
+/* A group command ran generated code (vt_codegen_stats.runs). */
+void vt_cg_count_run(void);
+
+#endif
