@@ -38,8 +38,10 @@ def steps(model, x, backend=None):
 def main():
     dtype = getattr(torch, os.environ.get("WORKER_DTYPE", "float32"))
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to("tpu", dtype)
-    x = torch.randn(8, 16).to("tpu", dtype)
+    # a first layer of 32768 weights: its AdamW update is a group large
+    # enough for generated code (runtime/src/graph/codegen.h)
+    model = nn.Sequential(nn.Linear(256, 128), nn.GELU(), nn.Linear(128, 4)).to("tpu", dtype)
+    x = torch.randn(8, 256).to("tpu", dtype)
     eager = steps(copy.deepcopy(model), x)
     barrier = os.environ.get("WORKER_BARRIER")
     while barrier and not os.path.exists(barrier):
