@@ -145,6 +145,28 @@ def test_a_reduction_fed_by_the_generated_group(dtype):
     check(fn, x, y)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast_and_strided_operands(dtype):
+    """A bias along rows, a scale per row (the same value along a row), a
+    transposed input, and halves of the last dim written into a cat's
+    slices (a rotary embedding): the generated walk along rows."""
+    def fn(x, b, s, w):
+        y = (x + b) * s - w.t() * 0.5
+        h1, h2 = y[..., :48], y[..., 48:]
+        return torch.cat([h1 * 2 - h2, h2 * 3 + h1], dim=-1)
+
+    g = torch.Generator().manual_seed(15)
+    args = (special(512 * 96, dtype, 16).view(512, 96), torch.randn(96, generator=g).to(dtype),
+            torch.randn(512, 1, generator=g).to(dtype), torch.randn(96, 512, generator=g).to(dtype))
+    check(fn, *args)
+    compiled = torch.compile(fn, backend="tpu")
+    compiled(*[a.to("tpu") for a in args])
+    with vtpu.tracing.trace() as t:
+        compiled(*[a.to("tpu") for a in args])
+    groups = [e["name"] for e in t.events if " + " in e["name"]]
+    assert len(groups) == 3 and all(n.startswith("generated: ") for n in groups), groups
+
+
 def test_in_place_chain_on_an_input():
     def fn(x, y):
         x.mul_(2).add_(y).div_(3)

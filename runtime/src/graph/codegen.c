@@ -388,8 +388,15 @@ static void put(sbuf *b, const char *fmt, ...) {
 typedef struct gen {
     sbuf body, decl;
     vt_cg_group *g;
+    int ndim;                   /* the group's shape, in the order it is walked */
+    int64_t sizes[VT_MAX_DIMS];
+    const int64_t *osizes;      /* its shape as the nodes have it */
+    const int *perm;            /* dim d of the walk is dim perm[d] of the nodes' (NULL: the same) */
     const void *addr[VT_CG_MAX_PTRS];
     vt_dtype dt[VT_CG_MAX_PTRS];
+    int64_t st[VT_CG_MAX_PTRS][VT_MAX_DIMS]; /* each pointer's strides over the group's shape (0: broadcast) */
+    const void *block[VT_CG_MAX_PTRS];      /* the allocation it points into (NULL: the tail's scratch) */
+    const vt_tensor *view[VT_CG_MAX_PTRS];  /* a view it stands for */
     int written[VT_CG_MAX_PTRS];
     int nscalar;
     int full; /* more pointers or host scalars than a group takes */
@@ -426,11 +433,13 @@ static void touch(gen *c, int p) {
 
 static int dtype_ok(vt_dtype dt) { return dt == VT_F32 || dt == VT_BF16; }
 
-/* The pointer argument for memory at addr of dtype dt (one per address). */
-static int ptr_of(gen *c, const void *addr, vt_dtype dt, int write) {
+/* The pointer argument for the view at addr of dtype dt with strides st
+ * over the group's shape (one per view; addr NULL: a new one). */
+static int ptr_of(gen *c, const void *addr, vt_dtype dt, const int64_t *st, int write, const void *block,
+                  const vt_tensor *view) {
+    const size_t sb = sizeof(int64_t) * (size_t)c->ndim;
     for (int i = 0; i < c->g->nptr; i++)
-        if (addr && c->addr[i] == addr) {
-            if (c->dt[i] != dt) return -1;
+        if (addr && c->addr[i] == addr && c->dt[i] == dt && memcmp(c->st[i], st, sb) == 0) {
             c->written[i] |= write;
             return i;
         }
@@ -439,8 +448,31 @@ static int ptr_of(gen *c, const void *addr, vt_dtype dt, int write) {
     c->addr[i] = addr;
     c->g->p[i] = (void *)(uintptr_t)addr;
     c->dt[i] = dt;
+    memcpy(c->st[i], st, sb);
     c->written[i] = write;
+    c->block[i] = block;
+    c->view[i] = view;
     return i;
+}
+
+/* t's strides over the group's walk, t broadcast to the group's shape
+ * (right-aligned; 0 along a dim t has not or has of size 1); 0 when t
+ * does not broadcast. */
+static int bstrides(const gen *c, const vt_tensor *t, int64_t *st) {
+    if (t->ndim > c->ndim) return 0;
+    const int lead = c->ndim - t->ndim;
+    int64_t in[VT_MAX_DIMS];
+    for (int d = 0; d < c->ndim; d++) {
+        if (d < lead) {
+            in[d] = 0;
+            continue;
+        }
+        const int64_t n = t->sizes[d - lead];
+        if (n != 1 && n != c->osizes[d]) return 0;
+        in[d] = n == 1 ? 0 : t->strides[d - lead];
+    }
+    for (int d = 0; d < c->ndim; d++) st[d] = in[c->perm ? c->perm[d] : d];
+    return 1;
 }
 
 static int host_k(gen *c, float v) {
@@ -452,16 +484,10 @@ static int host_k(gen *c, float v) {
     return c->g->nk++;
 }
 
-/* Element i of t is at vt_base(t) + i elements: t is laid out row-major
- * over the group's numel elements. */
-static int dense(const vt_tensor *t, int64_t numel) {
-    return vt_tensor_numel(t) == numel && vt_tensor_is_contiguous(t);
-}
-
 /* Into name (a C expression of the value as a float): src k of member i,
  * converted to the member's compute dtype (to_compute) or as it is. */
-static int operand(gen *c, const vt_rec *const *r, int i, int k, int64_t numel, const vt_dtype *val_dt, vt_dtype compute,
-                   char *name, size_t cap) {
+static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype *val_dt, vt_dtype compute, char *name,
+                   size_t cap) {
     const vt_node *n = &r[i]->n;
     vt_dtype dt;
     char raw[32];
@@ -485,31 +511,33 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, int64_t numel, 
         const vt_tensor *t = &n->src[k];
         dt = t->dtype;
         if (!dtype_ok(dt)) return 0;
+        int64_t st[VT_MAX_DIMS];
+        if (!bstrides(c, t, st)) return 0;
         int from = -1; /* an earlier member's value, through the same view */
         for (int j = i - 1; j >= 0 && from < 0; j--) {
             const vt_tensor *o = &r[j]->n.out[0];
+            int64_t ost[VT_MAX_DIMS];
             if (r[j]->acc[0].block == r[i]->acc[a].block && r[j]->acc[0].gen == r[i]->acc[a].gen &&
-                vt_base(o) == vt_base(t) && o->dtype == t->dtype && dense(o, numel) && dense(t, numel))
+                vt_base(o) == vt_base(t) && o->dtype == t->dtype && bstrides(c, o, ost) &&
+                memcmp(ost, st, sizeof(int64_t) * (size_t)c->ndim) == 0)
                 from = j;
         }
         if (from >= 0) {
             tie(c, i, from);
             snprintf(raw, sizeof raw, "v%d", from);
             dt = val_dt[from];
-        } else if (dense(t, numel)) {
-            const int p = ptr_of(c, vt_base(t), dt, 0);
-            if (p < 0) return 0;
-            touch(c, p);
-            snprintf(raw, sizeof raw, dt == VT_F32 ? "p%d[i]" : "bf(p%d[i])", p);
         } else if (vt_tensor_numel(t) == 1) {
-            const int p = ptr_of(c, vt_base(t), dt, 0);
+            const int p = ptr_of(c, vt_base(t), dt, st, 0, r[i]->acc[a].block, t);
             if (p < 0) return 0;
             touch(c, p);
             const int s = c->nscalar++; /* read once, before the loop, as the plans read it once per run */
             put(&c->decl, dt == VT_F32 ? "    const float s%d = p%d[0];\n" : "    const float s%d = bf(p%d[0]);\n", s, p);
             snprintf(raw, sizeof raw, "s%d", s);
         } else {
-            return 0;
+            const int p = ptr_of(c, vt_base(t), dt, st, 0, r[i]->acc[a].block, t);
+            if (p < 0) return 0;
+            touch(c, p);
+            snprintf(raw, sizeof raw, dt == VT_F32 ? "A%d" : "bf(A%d)", p); /* A<p>: the element (see emit) */
         }
     }
     if (compute == VT_BF16 && dt == VT_F32) snprintf(name, cap, "rbf(%s)", raw);
@@ -638,11 +666,67 @@ static const char preamble[] =
     "    return f != f ? (uint16_t)0x7fc0 : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n}\n"
     "static inline float rbf(float f) { return bf(tobf(f)); }\n";
 
-int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, int tail_q, vt_cg_group *out) {
+/* The group's shape with size-1 dims dropped and adjacent dims every
+ * pointer lays out alike merged (as vt_iter merges them), into g: the m
+ * merged sizes, then each pointer's m strides. Returns m, or 0 when more
+ * than VT_CG_MAX_DIMS remain. */
+static int merge_dims(gen *c) {
+    int64_t size[VT_MAX_DIMS];
+    int keep[VT_MAX_DIMS], m = 0;
+    for (int d = 0; d < c->ndim; d++) {
+        if (c->sizes[d] == 1) continue;
+        int joins = m > 0;
+        for (int q = 0; q < c->g->nptr && joins; q++) joins = c->st[q][keep[m - 1]] == c->st[q][d] * c->sizes[d];
+        if (joins) {
+            size[m - 1] *= c->sizes[d];
+            keep[m - 1] = d; /* the merged dim steps as its innermost part */
+        } else {
+            size[m] = c->sizes[d];
+            keep[m++] = d;
+        }
+    }
+    if (m == 0 || m > VT_CG_MAX_DIMS) return 0;
+    int64_t *g = c->g->g;
+    for (int d = 0; d < m; d++) g[d] = size[d];
+    for (int q = 0; q < c->g->nptr; q++)
+        for (int d = 0; d < m; d++) g[m + q * m + d] = c->st[q][keep[d]];
+    return m;
+}
+
+/* The function as a walk along rows: elements [b, e) of the group, row
+ * by row of the innermost merged dim, each pointer's row start from the
+ * outer indices (g: sizes, then strides), the inner loop over the row. */
+static void emit_rows(gen *c, sbuf *src, int m) {
+    const int np = c->g->nptr;
+    put(src, "    int64_t idx[%d], q = b;\n", m);
+    put(src, "    for (int d = %d; d >= 0; d--) idx[d] = q %% g[d], q /= g[d];\n", m - 1);
+    for (int q = 0; q < np; q++) {
+        const int64_t inner = c->g->g[m + q * m + m - 1];
+        if (inner != 0 && inner != 1) put(src, "    const int64_t z%d = g[%d];\n", q, m + q * m + m - 1);
+    }
+    put(src, "    for (int64_t pos = b; pos < e;) {\n");
+    put(src, "        const int64_t j0 = idx[%d], n = g[%d] - j0 < e - pos ? g[%d] - j0 : e - pos;\n", m - 1, m - 1,
+        m - 1);
+    for (int q = 0; q < np; q++) {
+        put(src, "        const int64_t o%d = 0", q);
+        for (int d = 0; d < m - 1; d++) put(src, " + idx[%d] * g[%d]", d, m + q * m + d);
+        put(src, ";\n");
+        if (c->g->g[m + q * m + m - 1] == 0) /* the same element along the row: read once */
+            put(src, "        const %s r%d = p%d[o%d];\n", c->dt[q] == VT_F32 ? "float" : "uint16_t", q, q, q);
+    }
+    put(src, "        for (int64_t j = j0; j < j0 + n; j++) {\n%s        }\n", c->body.s);
+    put(src, "        pos += n;\n        idx[%d] = 0;\n", m - 1);
+    put(src, "        for (int d = %d; d >= 0 && ++idx[d] == g[d]; d--) idx[d] = 0;\n", m - 2);
+    put(src, "    }\n}\n");
+}
+
+int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, const int *perm, int tail_q,
+                vt_cg_group *out) {
     if (count < 2 || count > VT_FUSE_MAX_NODES) return 0;
     const int64_t numel = vt_tensor_numel(&r[0]->n.out[0]);
     if (numel < VT_CG_MIN_ELEMS) return 0;
-    gen c = {.g = out};
+    gen c = {.g = out, .ndim = r[0]->n.out[0].ndim, .osizes = r[0]->n.out[0].sizes, .perm = perm};
+    for (int d = 0; d < c.ndim; d++) c.sizes[d] = c.osizes[perm ? perm[d] : d];
     out->nptr = out->nk = 0;
     out->tail_ptr = -1;
     vt_dtype val_dt[VT_FUSE_MAX_NODES];
@@ -663,14 +747,14 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
          * rounds once, to out's dtype; a copy converts once */
         const vt_dtype compute = copy || fe ? VT_F32 : n->compute;
         if (fe) {
-            ok = n->nsrc >= 1 && n->nsrc <= 3 && operand(&c, r, i, 0, numel, val_dt, VT_F32, x, sizeof x) &&
-                 (n->nsrc < 2 || operand(&c, r, i, 1, numel, val_dt, VT_F32, y, sizeof y)) &&
-                 (n->nsrc < 3 || operand(&c, r, i, 2, numel, val_dt, VT_F32, z, sizeof z)) &&
+            ok = n->nsrc >= 1 && n->nsrc <= 3 && operand(&c, r, i, 0, val_dt, VT_F32, x, sizeof x) &&
+                 (n->nsrc < 2 || operand(&c, r, i, 1, val_dt, VT_F32, y, sizeof y)) &&
+                 (n->nsrc < 3 || operand(&c, r, i, 2, val_dt, VT_F32, z, sizeof z)) &&
                  foreach_expression(&c, n, x, n->nsrc > 1 ? y : NULL, n->nsrc > 2 ? z : NULL, e, sizeof e);
         } else {
             ok = (unary || binary || copy) && dtype_ok(compute) && n->nsrc == (binary ? 2 : 1) &&
-                 operand(&c, r, i, 0, numel, val_dt, compute, x, sizeof x) &&
-                 (!binary || operand(&c, r, i, 1, numel, val_dt, compute, y, sizeof y));
+                 operand(&c, r, i, 0, val_dt, compute, x, sizeof x) &&
+                 (!binary || operand(&c, r, i, 1, val_dt, compute, y, sizeof y));
             if (ok && copy) snprintf(e, sizeof e, "%s", x); /* then rounded to out's dtype below */
             else if (ok) ok = expression(&c, n, x, y, e, sizeof e);
         }
@@ -679,25 +763,47 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         const int round = compute == VT_BF16 || o->dtype == VT_BF16;
         put(&c.body, round ? "        const float v%d = rbf(%s);\n" : "        const float v%d = %s;\n", i, e);
         val_dt[i] = o->dtype;
-        if (!scratch[i]) {
-            ok = dense(o, numel);
-            const int p = ok ? ptr_of(&c, vt_base(o), o->dtype, 1) : -1;
-            ok = p >= 0;
-            if (ok) touch(&c, p);
-            if (ok) put(&c.body, o->dtype == VT_F32 ? "        p%d[i] = v%d;\n" : "        p%d[i] = tobf(v%d);\n", p, i);
-        } else if (i == tail_q) {
-            const int p = ptr_of(&c, NULL, o->dtype, 1);
-            ok = p >= 0;
-            if (ok) touch(&c, p);
-            out->tail_ptr = p;
-            if (ok) put(&c.body, o->dtype == VT_F32 ? "        p%d[i] = v%d;\n" : "        p%d[i] = tobf(v%d);\n", p, i);
+        int64_t ost[VT_MAX_DIMS];
+        int p = -2; /* the pointer the value is stored through (-2: none) */
+        if (!scratch[i]) { /* memory: through its view, which writes each element once */
+            ok = bstrides(&c, o, ost);
+            for (int d = 0; d < c.ndim && ok; d++) ok = ost[d] != 0 || c.sizes[d] == 1;
+            p = ok ? ptr_of(&c, vt_base(o), o->dtype, ost, 1, r[i]->acc[0].block, o) : -1;
+        } else if (i == tail_q) { /* the tail's values: dense in the group's order */
+            for (int d = c.ndim - 1; d >= 0; d--) ost[d] = d == c.ndim - 1 ? 1 : ost[d + 1] * c.sizes[d + 1];
+            p = out->tail_ptr = ptr_of(&c, NULL, o->dtype, ost, 1, NULL, NULL);
+        }
+        if (p == -1) ok = 0;
+        if (p >= 0) {
+            touch(&c, p);
+            put(&c.body, o->dtype == VT_F32 ? "        A%d = v%d;\n" : "        A%d = tobf(v%d);\n", p, i);
         }
     }
+    /* Pointers are restrict, and each element is read and written in
+     * member order: two views of one allocation, one of them written, must
+     * not share an element (the group's views do not, fuse.c's fits; an
+     * in-place op's own input and output may). */
+    for (int a = 0; a < out->nptr && ok; a++)
+        for (int b = a + 1; b < out->nptr && ok; b++)
+            if (c.block[a] && c.block[a] == c.block[b] && (c.written[a] || c.written[b]))
+                ok = vt_view_overlap(c.view[a], c.view[b]) == VT_OVERLAP_NO;
     int built = 0;
-    if (ok && !c.full && !c.body.bad && !c.decl.bad) {
+    const int m = ok && !c.full && !c.body.bad && !c.decl.bad ? merge_dims(&c) : 0;
+    if (m > 0) {
+        /* one dim, every operand dense: the plain loop (chain by chain);
+         * else a walk along rows of the merged dims */
+        int one_d = m == 1;
+        for (int q = 0; q < out->nptr; q++) one_d &= out->g[m + q * m + m - 1] == 1 || out->g[m + q * m + m - 1] == 0;
         sbuf src = {0};
         put(&src, "%sconst int vt_cg_abi = %d;\n", preamble, VT_CG_ABI);
-        put(&src, "void vt_cg_group(void *const *p, const float *k, int64_t b, int64_t e) {\n");
+        for (int q = 0; q < out->nptr; q++) {
+            const int64_t inner = out->g[m + q * m + m - 1];
+            if (one_d) put(&src, "#define A%d p%d[i]\n", q, q);
+            else if (inner == 1) put(&src, "#define A%d p%d[o%d + j]\n", q, q, q);
+            else if (inner == 0) put(&src, "#define A%d r%d\n", q, q);
+            else put(&src, "#define A%d p%d[o%d + j * z%d]\n", q, q, q, q);
+        }
+        put(&src, "void vt_cg_group(void *const *p, const float *k, const int64_t *g, int64_t b, int64_t e) {\n");
         for (int i = 0; i < out->nptr; i++) {
             const char *t = c.dt[i] == VT_F32 ? "float" : "uint16_t";
             put(&src, "    %s%s *restrict p%d = p[%d];\n", c.written[i] ? "" : "const ", t, i, i);
@@ -715,7 +821,9 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         }
         int chains = 0;
         for (int i = 0; i < count; i++) chains += root(&c, i) == i;
-        if (chains == 1) {
+        if (!one_d) {
+            emit_rows(&c, &src, m);
+        } else if (chains == 1) {
             put(&src, "    for (int64_t i = b; i < e; i++) {\n%s    }\n}\n", c.body.s);
         } else { /* tile by tile, chain by chain, each chain's members in order */
             put(&src, "    for (int64_t t = b; t < e; t += %d) {\n", CHAIN_TILE);

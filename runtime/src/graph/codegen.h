@@ -23,11 +23,15 @@
 #define VT_CG_MIN_ELEMS 16384
 #define VT_CG_MAX_PTRS 128
 #define VT_CG_MAX_K 256
+#define VT_CG_MAX_DIMS 6 /* of the group's shape, after merging the dims every operand lays out alike */
 
 /* A group's generated function: every member on elements [b, e) of the
- * group's output; p: the memory it reads and writes (element 0 of each
- * dense operand, or a scalar operand's element), k: the host scalars. */
-typedef void (*vt_cg_fn)(void *const *p, const float *k, int64_t b, int64_t e);
+ * group's output, in row-major order; p: the memory it reads and writes
+ * (each operand's first element), k: the host scalars, g: the geometry
+ * (the merged dims' sizes, then each operand's strides over them), which
+ * the source does not name either, but for whether an operand's innermost
+ * stride is 1, 0 or another. */
+typedef void (*vt_cg_fn)(void *const *p, const float *k, const int64_t *g, int64_t b, int64_t e);
 
 typedef struct vt_cg_group {
     vt_cg_fn fn;
@@ -35,19 +39,23 @@ typedef struct vt_cg_group {
     int tail_ptr; /* p[tail_ptr] is where the tail's values go (rebased per run), -1: none */
     void *p[VT_CG_MAX_PTRS];
     float k[VT_CG_MAX_K];
+    int64_t g[VT_CG_MAX_DIMS * (1 + VT_CG_MAX_PTRS)];
 } vt_cg_group;
 
 /* Whether groups recorded in graph programs run generated code (VTPU_CC:
  * the compiler, default "cc"; "none" turns generated code off). */
 int vt_cg_enabled(void);
 
-/* Generated code for the elementwise members r[0..count) of a group walked
- * in row-major order: scratch[i] says member i's output lives in scratch
- * (never written to memory); tail_q: the member whose value a tail reads
- * from scratch (-1: none). Fills *out and returns 1, or returns 0 (the
- * group runs its plans): a member the generator does not know, an operand
- * neither dense nor a scalar, no compiler, a compile that failed. */
-int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, int tail_q, vt_cg_group *out);
+/* Generated code for the elementwise members r[0..count) of a group:
+ * scratch[i] says member i's output lives in scratch (never written to
+ * memory); perm: the group walks its shape with dims permuted so (dim d of
+ * the walk is dim perm[d]; NULL: row-major), as fuse.c's group_order; tail_q:
+ * the member whose value a tail reads from scratch, in the walk's order
+ * (-1: none). Fills *out and returns 1, or returns 0 (the group runs its
+ * plans): a member the generator does not know, an operand that does not
+ * broadcast to the group's shape, no compiler, a compile that failed. */
+int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, const int *perm, int tail_q,
+                vt_cg_group *out);
 /* A group command ran generated code (vt_codegen_stats.runs). */
 void vt_cg_count_run(void);
 

@@ -244,7 +244,7 @@ static void note_failure(group *g, vt_ew_plan *lp) {
 static void group_range(void *ctx, int64_t b, int64_t e) {
     group *g = ctx;
     if (g->cg) {
-        g->cg->fn(g->cg->p, g->cg->k, b, e);
+        g->cg->fn(g->cg->p, g->cg->k, g->cg->g, b, e);
         return;
     }
     /* a tile never spans more than this thread's range */
@@ -272,7 +272,7 @@ static const void *group_read(void *ctx, int64_t first, int64_t m) {
         unsigned char *slot = thread_slots(g) + slot_bytes * (size_t)(g->tail_slot >= 0 ? g->tail_slot : 0);
         if (g->cg->tail_ptr >= 0) /* element first of the values goes to the slot's start */
             p[g->cg->tail_ptr] = (void *)((uintptr_t)slot - (uintptr_t)first * (uintptr_t)g->tail_es);
-        g->cg->fn(p, g->cg->k, first, first + m);
+        g->cg->fn(p, g->cg->k, g->cg->g, first, first + m);
         return g->tail_slot >= 0 ? (const void *)slot : (const void *)(g->tail_mem + first * (int64_t)g->tail_es);
     }
     run_tile(g, lp, thread_slots(g), slot_bytes, first, first + m);
@@ -355,7 +355,7 @@ static int in_scratch(const vt_rec *const *r, const unsigned char *elide, int i)
 static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const unsigned char *elide,
                                const int *perm, const vt_rec *tail, int q, int codegen, vt_fusion_stats *st) {
     const size_t head = sizeof(group) + sizeof(member) * (size_t)count;
-    codegen = codegen && !perm && count > 1;
+    codegen = codegen && count > 1;
     const size_t cg_at = (head + (tail ? sizeof(vt_node) : 0) + 63) & ~(size_t)63;
     group *g = vt_defer_alloc_fails()
                    ? NULL
@@ -476,7 +476,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         unsigned char scratch[VT_FUSE_MAX_NODES];
         for (int i = 0; i < count; i++) scratch[i] = (unsigned char)in_scratch(r, elide, i);
         vt_cg_group *cg = (vt_cg_group *)(void *)((unsigned char *)g + cg_at);
-        if (vt_cg_build(r, count, scratch, tail && g->tail_slot >= 0 ? q : -1, cg)) g->cg = cg;
+        if (vt_cg_build(r, count, scratch, perm, tail && g->tail_slot >= 0 ? q : -1, cg)) g->cg = cg;
     }
     const int nodes = count + (tail != NULL);
     st->groups++;
