@@ -63,6 +63,7 @@ bench: install
 	$(VPY) bench/attention.py
 	$(VPY) bench/gpt_step.py
 	$(VPY) bench/compile.py
+	$(VPY) bench/codegen.py
 	$(VPY) bench/dist.py
 
 fuzz:

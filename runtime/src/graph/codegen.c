@@ -661,10 +661,13 @@ static int foreach_expression(gen *c, const vt_node *n, const char *a, const cha
 static const char preamble[] =
     "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n"
     "static inline float bf(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }\n"
-    "static inline uint16_t tobf(float f) {\n"
+    /* vt_f32_to_bf16 widened back, in 32-bit lanes (no narrowing in the loop) */
+    "static inline float rbf(float f) {\n"
     "    uint32_t u; memcpy(&u, &f, 4);\n"
-    "    return f != f ? (uint16_t)0x7fc0 : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n}\n"
-    "static inline float rbf(float f) { return bf(tobf(f)); }\n";
+    "    u = f != f ? 0x7fc00000u : (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;\n"
+    "    float r; memcpy(&r, &u, 4); return r;\n}\n"
+    /* a value rbf rounded, as bf16 */
+    "static inline uint16_t hi(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }\n";
 
 /* The group's shape with size-1 dims dropped and adjacent dims every
  * pointer lays out alike merged (as vt_iter merges them), into g: the m
@@ -776,7 +779,7 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         if (p == -1) ok = 0;
         if (p >= 0) {
             touch(&c, p);
-            put(&c.body, o->dtype == VT_F32 ? "        A%d = v%d;\n" : "        A%d = tobf(v%d);\n", p, i);
+            put(&c.body, o->dtype == VT_F32 ? "        A%d = v%d;\n" : "        A%d = hi(v%d);\n", p, i);
         }
     }
     /* Pointers are restrict, and each element is read and written in
