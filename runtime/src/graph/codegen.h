@@ -59,4 +59,12 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
 /* A group command ran generated code (vt_codegen_stats.runs). */
 void vt_cg_count_run(void);
 
+/* codegen_cc.c: the function of a group's source (which defines
+ * vt_cg_abi as VT_CG_ABI and vt_cg_group), compiled by the system C
+ * compiler or loaded from the compile cache; NULL when no compiler is
+ * there, the compile failed, or src has run in one program run only so
+ * far (a group is compiled from its second). */
+#define VT_CG_ABI 1
+vt_cg_fn vt_cg_function(const char *src);
+
 #endif
