@@ -55,8 +55,7 @@ typedef struct gen {
     int64_t sizes[VT_MAX_DIMS];
     const int64_t *osizes;      /* its shape as the nodes have it */
     const int *perm;            /* dim d of the walk is dim perm[d] of the nodes' (NULL: the same) */
-    const void *addr[VT_CG_MAX_PTRS];
-    vt_dtype dt[VT_CG_MAX_PTRS];
+    vt_dtype dt[VT_CG_MAX_PTRS]; /* of each pointer (g->p) */
     int64_t st[VT_CG_MAX_PTRS][VT_MAX_DIMS]; /* each pointer's strides over the group's shape (0: broadcast) */
     const void *block[VT_CG_MAX_PTRS];      /* the allocation it points into (NULL: the tail's scratch) */
     const vt_tensor *view[VT_CG_MAX_PTRS];  /* a view it stands for */
@@ -102,13 +101,12 @@ static int ptr_of(gen *c, const void *addr, vt_dtype dt, const int64_t *st, int 
                   const vt_tensor *view) {
     const size_t sb = sizeof(int64_t) * (size_t)c->ndim;
     for (int i = 0; i < c->g->nptr; i++)
-        if (addr && c->addr[i] == addr && c->dt[i] == dt && memcmp(c->st[i], st, sb) == 0) {
+        if (addr && c->g->p[i] == addr && c->dt[i] == dt && memcmp(c->st[i], st, sb) == 0) {
             c->written[i] |= write;
             return i;
         }
     if (c->g->nptr == VT_CG_MAX_PTRS) return -1;
     const int i = c->g->nptr++;
-    c->addr[i] = addr;
     c->g->p[i] = (void *)(uintptr_t)addr;
     c->dt[i] = dt;
     memcpy(c->st[i], st, sb);
@@ -138,6 +136,8 @@ static int bstrides(const gen *c, const vt_tensor *t, int64_t *st) {
     return 1;
 }
 
+/* The index of host scalar v in k (a full k marks the group full: it
+ * runs its plans). */
 static int host_k(gen *c, float v) {
     if (c->g->nk == VT_CG_MAX_K) {
         c->full = 1;
@@ -148,7 +148,8 @@ static int host_k(gen *c, float v) {
 }
 
 /* Into name (a C expression of the value as a float): src k of member i,
- * converted to the member's compute dtype (to_compute) or as it is. */
+ * rounded to compute where compute is bf16 and the value f32 (as the
+ * plans stage an input in the compute dtype). */
 static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype *val_dt, vt_dtype compute, char *name,
                    size_t cap) {
     const vt_node *n = &r[i]->n;
@@ -164,9 +165,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
             memcpy(&h, n->store[k], 2);
             v = vt_bf16_to_f32(h);
         }
-        const int kk = host_k(c, v);
-        if (kk < 0) return 0;
-        snprintf(raw, sizeof raw, "k%d", kk);
+        snprintf(raw, sizeof raw, "k%d", host_k(c, v));
         dt = n->compute;
     } else {
         const int a = r[i]->acc_of_src[k];
@@ -219,9 +218,7 @@ static int expression(gen *c, const vt_node *n, const char *x, const char *y, ch
             if (al == 1) {
                 snprintf(e, cap, "%s %c %s", x, sign, y);
             } else {
-                const int kk = host_k(c, n->op == VT_ADD ? al : -al);
-                if (kk < 0) return 0;
-                snprintf(e, cap, "fmaf(k%d, %s, %s)", kk, y, x);
+                snprintf(e, cap, "fmaf(k%d, %s, %s)", host_k(c, n->op == VT_ADD ? al : -al), y, x);
             }
             return 1;
         }
@@ -233,12 +230,7 @@ static int expression(gen *c, const vt_node *n, const char *x, const char *y, ch
             snprintf(e, cap, "(%s != %s || %s != %s) ? NAN : (%s %c %s ? %s : %s)", x, x, y, y, x,
                      n->op == VT_MAXIMUM ? '>' : '<', y, x, y);
             return 1;
-        case VT_THRESHOLD_BACKWARD: {
-            const int kk = host_k(c, al);
-            if (kk < 0) return 0;
-            snprintf(e, cap, "%s <= k%d ? 0.0f : %s", y, kk, x);
-            return 1;
-        }
+        case VT_THRESHOLD_BACKWARD: snprintf(e, cap, "%s <= k%d ? 0.0f : %s", y, host_k(c, al), x); return 1;
         case VT_TANH_BACKWARD: snprintf(e, cap, "%s * fmaf(-%s, %s, 1.0f)", x, y, y); return 1;
         case VT_SIGMOID_BACKWARD: snprintf(e, cap, "%s * (1.0f - %s) * %s", x, y, y); return 1;
         default: return 0;
