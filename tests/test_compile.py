@@ -9,6 +9,8 @@ which may reorder float operations, so training runs compare with a small
 relative tolerance rather than bit for bit."""
 
 import copy
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -86,6 +88,25 @@ def test_decompositions_keep_native_ops():
     d = vtpu.compiler.decompositions()
     assert torch.ops.aten.gelu.default not in d  # vtpu's own kernel runs
     assert torch.ops.aten.slice_backward.default in d  # no kernel: decomposed, never a CPU fallback
+
+
+def test_cache_fingerprint_does_not_depend_on_imports():
+    """Importing Inductor (which imports torch.distributed's functional
+    collectives and so adds their decompositions to PyTorch's table) must
+    not change the tier-2 directory: processes that did and did not import
+    it share entries."""
+    code = (
+        "import sys, torch, vtpu\n"
+        "if sys.argv[1] == '1':\n"
+        "    import torch._inductor.compile_fx\n"
+        "from vtpu import compile_cache\n"
+        "print(compile_cache.fingerprint())\n"
+    )
+    prints = [
+        subprocess.run([sys.executable, "-c", code, flag], capture_output=True, text=True, check=True).stdout.strip()
+        for flag in "01"
+    ]
+    assert prints[0] and prints[0] == prints[1]
 
 
 def _train(model, data, compiled, steps=10):

@@ -39,10 +39,16 @@ def _native(op) -> bool:
 
 @functools.cache
 def decompositions() -> dict:
-    """Core ATen decompositions of the ops vtpu has no kernel for."""
+    """Core ATen decompositions of the aten ops vtpu has no kernel for.
+    Only aten's: other namespaces join PyTorch's table when their modules
+    are imported (torch.distributed's functional collectives, which
+    torch._inductor imports, add c10d_functional's), so the table, and the
+    cache's keys made from it, would depend on what the process imported."""
     from torch._decomp import core_aten_decompositions
 
-    return {op: fn for op, fn in core_aten_decompositions().items() if not _native(op)}
+    return {
+        op: fn for op, fn in core_aten_decompositions().items() if op.namespace == "aten" and not _native(op)
+    }
 
 
 def _inplace_variant(op):
