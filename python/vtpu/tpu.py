@@ -115,7 +115,7 @@ def synchronize(device: _device_t = None) -> None:
     """Wait for all work queued on ``device``; raises the first kernel error since the last sync."""
     if torch.compiler.is_compiling():
         return torch.accelerator.synchronize(torch.device("tpu", _index(device)))
-    _C._synchronize(_index(device))
+    _C._synchronize(_C._current_device() if device is None else _index(device))
 
 
 def _is_in_bad_fork() -> bool:

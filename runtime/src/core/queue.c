@@ -579,9 +579,16 @@ vt_status vt_enqueue_packed(int dev, const char *name, const vt_packed_kernel *p
  * wait began. */
 static int wait_all(int dev, int64_t timeout_ms) {
     uint64_t target[VT_MAX_QUEUES];
-    for (int k = 0; k < VT_MAX_QUEUES; k++) target[k] = atomic_load(&queue_at(dev, k)->tail);
+    int busy = 0;
+    for (int k = 0; k < VT_MAX_QUEUES; k++) {
+        vt_queue *q = queue_at(dev, k);
+        target[k] = atomic_load(&q->tail);
+        busy |= atomic_load(&q->done) < target[k];
+    }
+    if (!busy) return 1; /* an idle device: no clock reads */
     int64_t deadline = timeout_ms < 0 ? -1 : now_ns() + timeout_ms * 1000000;
     for (int k = 0; k < VT_MAX_QUEUES; k++) {
+        if (atomic_load(&queue_at(dev, k)->done) >= target[k]) continue;
         int64_t left = -1;
         if (deadline >= 0) {
             left = (deadline - now_ns()) / 1000000;
