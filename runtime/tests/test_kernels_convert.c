@@ -195,7 +195,7 @@ TEST(kernels_copy_broadcast_and_large) {
  * 16 x 16 tiles. Every element size, reversed dims, sizes off the tile,
  * a transpose big enough to split between threads mid-row; against the
  * reference copy, bit for bit. */
-TEST(kernels_copy_transposes_in_tiles) {
+static void transposes_in_tiles(void) {
     static const vt_dtype dts[] = {VT_I8, VT_BF16, VT_F32, VT_F64, VT_I64};
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
         vt_dtype dt = dts[d];
@@ -231,8 +231,30 @@ TEST(kernels_copy_transposes_in_tiles) {
         CHECK_OK(vt_copy(&bo.t, &big.t));
         CHECK_OK(vt_ref_copy(&br.t, &big.t));
         CHECK(ht_compare("700x1300 transpose", &bo.t, &br.t, -1) == 0);
-        ht_free(&big), ht_free(&bo), ht_free(&br);
+        /* whole tiles only, into rows of a wider (strided) destination */
+        host_tensor sq = ht_transposed(dt, 64, 48);
+        ht_fill_random(&sq, 0, 0);
+        int64_t ws[2] = {64, 50};
+        host_tensor wide = ht_new(dt, 2, ws), wref = ht_new(dt, 2, ws);
+        vt_tensor wv = wide.t, wr = wref.t;
+        wv.sizes[1] = wr.sizes[1] = 48;
+        CHECK_OK(vt_copy(&wv, &sq.t));
+        CHECK_OK(vt_ref_copy(&wr, &sq.t));
+        CHECK(ht_compare("64x48 into rows of 50", &wv, &wr, -1) == 0);
+        ht_free(&big), ht_free(&bo), ht_free(&br), ht_free(&sq), ht_free(&wide), ht_free(&wref);
     }
+}
+
+/* On every ISA the host has: AVX-512 moves whole tiles in registers. */
+TEST(kernels_copy_transposes_in_tiles) {
+    unsigned active = vt_isa_active();
+    unsigned masks[3] = {0, VT_ISA_AVX2, active};
+    for (int m = 0; m < 3; m++) {
+        if ((masks[m] & vt_isa_available()) != masks[m]) continue;
+        vt_isa_force(masks[m]);
+        transposes_in_tiles();
+    }
+    vt_isa_force(active);
 }
 
 TEST(kernels_fill) {

@@ -442,6 +442,26 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
         else DW_NAME(dw_store_)((const float *)&v_, 1, yd + (i) * ystep * 2, 1, 0);                             \
     } while (0)
             int64_t z2 = 0;
+            if (T == 9) { /* 3x3: the nine weights stay in registers */
+                const dw_vf w0 = dw_ld(w), w1 = dw_ld(w + 16), w2 = dw_ld(w + 32), w3 = dw_ld(w + 48);
+                const dw_vf w4 = dw_ld(w + 64), w5 = dw_ld(w + 80), w6 = dw_ld(w + 96), w7 = dw_ld(w + 112);
+                const dw_vf w8 = dw_ld(w + 128);
+                const int64_t o0 = toff[0], o1 = toff[1], o2 = toff[2], o3 = toff[3], o4 = toff[4], o5 = toff[5],
+                              o6 = toff[6], o7 = toff[7], o8 = toff[8];
+#define DW_TAPS9(p)                                                                                             \
+    ((dw_vf){0} + dw_ld((p) + o0) * w0 + dw_ld((p) + o1) * w1 + dw_ld((p) + o2) * w2 + dw_ld((p) + o3) * w3 +   \
+     dw_ld((p) + o4) * w4 + dw_ld((p) + o5) * w5 + dw_ld((p) + o6) * w6 + dw_ld((p) + o7) * w7 +              \
+     dw_ld((p) + o8) * w8)
+                for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step) {
+                    const dw_vf a0 = DW_TAPS9(x), a1 = DW_TAPS9(x + step), a2 = DW_TAPS9(x + 2 * step),
+                                a3 = DW_TAPS9(x + 3 * step);
+                    DW_PUT(z2, a0);
+                    DW_PUT(z2 + 1, a1);
+                    DW_PUT(z2 + 2, a2);
+                    DW_PUT(z2 + 3, a3);
+                }
+#undef DW_TAPS9
+            }
             for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step) {
                 dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
                 DW_NAME(dw_taps_4_)(x, w, toff, T, step, &a0, &a1, &a2, &a3);

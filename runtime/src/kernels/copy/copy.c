@@ -126,11 +126,13 @@ static void copy_same(size_t es, const void *src, int64_t ss, void *dst, int64_t
 
 /* Contiguous bf16 <-> f32, the conversions every bf16 kernel stages through:
  * per-ISA versions, chosen once. */
+typedef void (*transpose_fn)(const char *src, int64_t ss, char *dst, int64_t ds, size_t es);
 typedef struct bf16_cvt {
     void (*to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*from_f32)(const float *src, uint16_t *dst, int64_t n);
     void (*acc_f32)(float *d, const float *s, int64_t n, float alpha);
     void (*acc_bf16)(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
+    transpose_fn transpose16; /* NULL: the scalar tiles */
 } bf16_cvt;
 
 static void bf16_f32_portable(const uint16_t *src, float *dst, int64_t n) {
@@ -184,11 +186,13 @@ static void acc_bf16_portable(uint16_t *restrict d, const uint16_t *restrict s, 
     for (; j < n; j++) d[j] = vt_f32_to_bf16(vt_bf16_to_f32(d[j]) + alpha * vt_bf16_to_f32(s[j]));
 }
 
-static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable, acc_f32_portable, acc_bf16_portable};
+static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable, acc_f32_portable, acc_bf16_portable,
+                                       NULL};
 #if VT_X86
 static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512, vt_acc_f32_avx512,
-                                     vt_acc_bf16_avx512};
-static const bf16_cvt bf16_avx2 = {vt_cvt_bf16_f32_avx2, vt_cvt_f32_bf16_avx2, vt_acc_f32_avx2, vt_acc_bf16_avx2};
+                                     vt_acc_bf16_avx512, vt_transpose16_avx512};
+static const bf16_cvt bf16_avx2 = {vt_cvt_bf16_f32_avx2, vt_cvt_f32_bf16_avx2, vt_acc_f32_avx2, vt_acc_bf16_avx2,
+                                   NULL};
 #endif
 static _Atomic(const bf16_cvt *) bf16_active;
 
@@ -245,27 +249,46 @@ _Static_assert(sizeof(copy_ctx) <= VT_EW_PLAN_BYTES, "copy_ctx outgrew a plan");
 
 /* A transpose of rows x n elements of es bytes: dst contiguous along the
  * row (s0 = 1), src along the rows (rs1 = +-es). 16 x 16 tiles, so each
- * tile reads and writes whole cache lines instead of one line per element. */
+ * tile reads and writes whole cache lines instead of one line per element;
+ * whole tiles of 2- and 4-byte elements with src ascending go through the
+ * ISA's register transpose where it has one. */
 #define TRANSPOSE_TILE 16
 #define TRANSPOSE_LOOP(T)                                                                                          \
-    for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE)                                                          \
-        for (int64_t j0 = 0; j0 < n; j0 += TRANSPOSE_TILE) {                                                       \
-            int64_t re = r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows;                                   \
-            int64_t je = j0 + TRANSPOSE_TILE < n ? j0 + TRANSPOSE_TILE : n;                                         \
+    for (int64_t r0 = rb; r0 < re_; r0 += TRANSPOSE_TILE)                                                          \
+        for (int64_t j0 = jb; j0 < je_; j0 += TRANSPOSE_TILE) {                                                    \
+            int64_t re = r0 + TRANSPOSE_TILE < re_ ? r0 + TRANSPOSE_TILE : re_;                                     \
+            int64_t je = j0 + TRANSPOSE_TILE < je_ ? j0 + TRANSPOSE_TILE : je_;                                     \
             for (int64_t r = r0; r < re; r++) {                                                                    \
                 T *d = (T *)(dst + r * rs[0]);                                                                     \
                 const T *q = (const T *)(src + r * rs[1]);                                                         \
                 for (int64_t j = j0; j < je; j++) d[j] = q[j * s1];                                                \
             }                                                                                                      \
         }
-static void transpose_block(char *dst, const char *src, int64_t s1, int64_t n, int64_t rows, const int64_t *rs,
-                            size_t es) {
+/* rows [rb, re_) x elements [jb, je_) */
+static void transpose_tiles(char *dst, const char *src, int64_t s1, int64_t rb, int64_t re_, int64_t jb, int64_t je_,
+                            const int64_t *rs, size_t es) {
     switch (es) {
     case 1: TRANSPOSE_LOOP(uint8_t) break;
     case 2: TRANSPOSE_LOOP(uint16_t) break;
     case 4: TRANSPOSE_LOOP(uint32_t) break;
     default: TRANSPOSE_LOOP(uint64_t) break;
     }
+}
+
+static void transpose_block(char *dst, const char *src, int64_t s1, int64_t n, int64_t rows, const int64_t *rs,
+                            size_t es) {
+    const transpose_fn tile = bf16_table()->transpose16;
+    if (!tile || (es != 2 && es != 4) || rs[1] != (int64_t)es || rows < TRANSPOSE_TILE || n < TRANSPOSE_TILE) {
+        transpose_tiles(dst, src, s1, 0, rows, 0, n, rs, es);
+        return;
+    }
+    const int64_t rw = rows / TRANSPOSE_TILE * TRANSPOSE_TILE, nw = n / TRANSPOSE_TILE * TRANSPOSE_TILE;
+    for (int64_t r0 = 0; r0 < rw; r0 += TRANSPOSE_TILE)
+        for (int64_t j0 = 0; j0 < nw; j0 += TRANSPOSE_TILE)
+            tile(src + r0 * rs[1] + j0 * s1 * (int64_t)es, s1 * (int64_t)es, dst + r0 * rs[0] + j0 * (int64_t)es,
+                 rs[0], es);
+    if (nw < n) transpose_tiles(dst, src, s1, 0, rw, nw, n, rs, es);
+    if (rw < rows) transpose_tiles(dst, src, s1, rw, rows, 0, n, rs, es);
 }
 
 static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, int64_t rows, const int64_t *rs) {
