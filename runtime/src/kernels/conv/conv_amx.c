@@ -95,6 +95,8 @@ typedef struct amx_job {
 
 /* ------------------------------------------------------------ packing */
 
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
 /* The bf16 parts (MXU DEFAULT rounding) of n values of t from element off,
  * stride st, at dst; dst[n..npad) = +0, and up to npad rounded up to 16
  * written (the split's whole vectors). tmp: n floats. */
@@ -160,14 +162,49 @@ static void merged_row(const amx_job *j, int64_t base, float *tmp, uint16_t *dst
     }
 }
 
+/* Whether an input row's channels are lines of their own (NCHW): each
+ * channel's positions contiguous, at least a tile of them. */
+static int channel_lines(const amx_job *j) { return !j->merged && j->x5->strides[4] == 1 && j->g->in[2] >= 16; }
+
+/* One input row (from element base) of an NCHW input at dst: the parts of
+ * each channel's line (tmp: [round_up(C, 16)][round_up(n, 16)] parts, then
+ * n floats), transposed 16 x 16 at a time into n positions of Cp. */
+static void transposed_row(const amx_job *j, int64_t base, uint16_t *tmp, uint16_t *dst) {
+    const vt_conv_geom *g = j->g;
+    const vt_tensor *x = j->x5;
+    const int64_t C = g->C, Cr = round_up(C, 16), n = g->in[2], np = round_up(n, 16), Cp = j->Cp;
+    float *ftmp = (float *)(void *)(tmp + Cr * np);
+    for (int64_t c = 0; c < C; c++) {
+        int64_t at = base + c * x->strides[1];
+        if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + at, n, tmp + c * np);
+        else parts_line(x, at, 1, n, np, ftmp, tmp + c * np);
+    }
+    memset(tmp + C * np, 0, (size_t)((Cr - C) * np) * 2);
+    uint16_t last[16 * 16];
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        const int whole = i0 + 16 <= n;
+        for (int64_t c0 = 0; c0 < Cr; c0 += 16) {
+            uint16_t *to = whole ? dst + i0 * Cp + c0 : last;
+            vt_transpose16_avx512((const char *)(tmp + c0 * np + i0), np * 2, (char *)to, (whole ? Cp : 16) * 2, 2);
+            if (!whole)
+                for (int64_t i = i0; i < n; i++) memcpy(dst + i * Cp + c0, last + (i - i0) * 16, 32);
+        }
+        if (Cr < Cp)
+            for (int64_t i = i0; i < n && i < i0 + 16; i++) memset(dst + i * Cp + Cr, 0, (size_t)(Cp - Cr) * 2);
+    }
+}
+
 /* Rows [begin, end) of the padded buffer: row r = (b, e0, e1) of the
  * chunk, E2 positions of Cp parts; zero outside the input. */
 static void fill_rows(void *ctx, int64_t begin, int64_t end) {
     amx_job *j = ctx;
     const vt_conv_geom *g = j->g;
     const vt_tensor *x = j->x5;
-    /* the row's floats, then (merged taps) its parts and one channel's */
-    float *tmp = malloc((size_t)(g->C * g->in[2]) * sizeof(float) * (j->merged ? 3 : 1) + 256);
+    /* the row's floats, then (merged taps) its parts and one channel's;
+     * NCHW rows: every channel's parts, then one line's floats */
+    size_t bytes = channel_lines(j) ? (size_t)(round_up(g->C, 16) * round_up(g->in[2], 16) * 2 + g->in[2] * 4)
+                                    : (size_t)(g->C * g->in[2]) * sizeof(float) * (j->merged ? 3 : 1);
+    float *tmp = malloc(bytes + 256);
     if (!tmp) {
         atomic_store(&j->oom, 1);
         return;
@@ -190,6 +227,8 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
             uint16_t *row = dst + g->pad[2] * Cp;
             if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, row);
             else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, row);
+        } else if (channel_lines(j)) {
+            transposed_row(j, base, (uint16_t *)(void *)tmp, dst + g->pad[2] * Cp);
         } else {
             for (int64_t i2 = 0; i2 < g->in[2]; i2++)
                 parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
@@ -368,7 +407,6 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
 
 /* ------------------------------------------------------------ driver */
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* The padded grid both directions walk: channels padded to 32 (or, merged
  * taps, to Cq), outputs to 32, the padded extents, and each tap's offset in

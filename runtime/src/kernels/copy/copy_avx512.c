@@ -77,7 +77,7 @@ void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) 
  * 64 bits leave, in 128-bit lane k of u[4g + c], column 4k + c of rows
  * 4g .. 4g + 3; two shuffles of 128-bit lanes gather each column's four
  * lanes. */
-static inline void transpose16x16_epi32(__m512i a[16]) {
+static inline __attribute__((always_inline)) void transpose16x16_epi32(__m512i a[16]) {
     __m512i t[16], u[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
