@@ -208,12 +208,29 @@ static void plan(sm_ctx *c, int nops, const vt_tensor *const *ops, int ref, int 
     if (c->C == 0 || c->L == 0) c->items = 0;
 }
 
-static void line_offsets(const sm_ctx *c, int64_t line, int64_t *off) {
-    for (int k = 0; k < c->nops; k++) off[k] = 0;
-    for (int d = c->nd - 1; d >= 0 && line; d--) {
+/* The lines in order: each operand's offset of the current line, found by
+ * division once per range, then stepped (a division per line cost as much
+ * as a short line's softmax). */
+typedef struct line_walk {
+    int64_t idx[VT_MAX_DIMS], off[3];
+} line_walk;
+
+static void walk_start(const sm_ctx *c, int64_t line, line_walk *w) {
+    for (int k = 0; k < c->nops; k++) w->off[k] = 0;
+    for (int d = c->nd - 1; d >= 0; d--) {
         int64_t i = line % c->sz[d];
         line /= c->sz[d];
-        for (int k = 0; k < c->nops; k++) off[k] += i * c->st[k][d];
+        w->idx[d] = i;
+        for (int k = 0; k < c->nops; k++) w->off[k] += i * c->st[k][d];
+    }
+}
+
+static void walk_next(const sm_ctx *c, line_walk *w) {
+    for (int d = c->nd - 1; d >= 0; d--) {
+        for (int k = 0; k < c->nops; k++) w->off[k] += c->st[k][d];
+        if (++w->idx[d] < c->sz[d]) return;
+        for (int k = 0; k < c->nops; k++) w->off[k] -= c->st[k][d] * c->sz[d];
+        w->idx[d] = 0;
     }
 }
 
@@ -226,9 +243,10 @@ static void rows_range(void *p, int64_t b, int64_t e) {
         c->oom = 1;
         return;
     }
-    for (int64_t it = b; it < e; it++) {
-        int64_t off[3];
-        line_offsets(c, it, off);
+    line_walk w;
+    walk_start(c, b, &w);
+    for (int64_t it = b; it < e; it++, walk_next(c, &w)) {
+        const int64_t *off = w.off;
         void *ptr[3];
         int direct[3];
         for (int k = 0; k < c->nops; k++) {
@@ -269,9 +287,11 @@ static void cols_range(void *p, int64_t b, int64_t e) {
         c->oom = 1;
         return;
     }
+    line_walk w;
+    walk_start(c, b / c->tiles, &w);
     for (int64_t it = b; it < e; it++) {
-        int64_t off[3], tile = it % c->tiles;
-        line_offsets(c, it / c->tiles, off);
+        const int64_t tile = it % c->tiles, *off = w.off;
+        if (it > b && tile == 0) walk_next(c, &w);
         int64_t l0 = tile * W, w = c->L - l0 < W ? c->L - l0 : W;
         void *ptr[3];
         int64_t rs[3];
