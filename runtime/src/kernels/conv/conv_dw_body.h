@@ -73,10 +73,24 @@ static inline dw_vu dw_rne_ftz(dw_vu u) {
 /* dw_rne_ftz of a value that already is bf16 (low 16 bits zero): the
  * rounding leaves it as it is; only the flush of subnormals to a signed
  * zero and the quieting of a NaN remain. */
+#if defined(__AVX512F__)
+static inline dw_vu dw_bf16_ftz(dw_vu u) { /* the same in four mask ops */
+    __m512i x;
+    memcpy(&x, &u, sizeof x);
+    __mmask16 den = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7f800000));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    x = _mm512_mask_or_epi32(x, nan, x, _mm512_set1_epi32(0x00400000));
+    x = _mm512_mask_and_epi32(x, den, x, _mm512_set1_epi32((int)0x80000000u));
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+#else
 static inline dw_vu dw_bf16_ftz(dw_vu u) {
     dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u), den = (dw_vu)((u & 0x7f800000u) == 0);
     return dw_sel(den, u & 0x80000000u, dw_sel(nan, u | 0x00400000u, u));
 }
+#endif
 static inline dw_vu dw_trunc_ftz(dw_vu u) {
     dw_vu den = (dw_vu)((u & 0x7f800000u) == 0);
     return dw_sel(den, u & 0x80000000u, u & 0xffff0000u);
@@ -172,6 +186,27 @@ static void DW_NAME(dw_narrow_)(const float *src, int64_t n, uint16_t *dst) {
     int64_t i = 0;
     for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) DW_NAME(dw_store_)(src + i, 1, dst + i, 1, 0);
     for (; i < n; i++) dst[i] = vt_f32_to_bf16(src[i]);
+}
+
+/* One lane vector rounded as vt_f32_to_bf16 into 16 bf16 at dst. Built for
+ * AVX512-BF16: VCVTNEPS2BF16 rounds a normal value the same (nearest even),
+ * a NaN lane becomes 0x7fc0, and a vector with a denormal lane (which the
+ * instruction reads as zero) takes dw_store_. */
+static inline void DW_NAME(dw_put_bf16_)(void *dst, dw_vf v) {
+#if defined(DW_HW_RNE)
+    __m512 x;
+    memcpy(&x, &v, sizeof x);
+    __m512i u = _mm512_castps_si512(x);
+    __mmask16 den = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) &
+                    _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7fffffff));
+    if (__builtin_expect(den == 0, 1)) {
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+        h = _mm256_mask_mov_epi16(h, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm256_set1_epi16(0x7fc0));
+        _mm256_storeu_si256((__m256i *)dst, h);
+        return;
+    }
+#endif
+    DW_NAME(dw_store_)((const float *)&v, 1, dst, 1, 0);
 }
 
 /* Input position (in lane vectors) of output position z's first tap. */
@@ -359,6 +394,63 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
         }
 }
 
+/* One output row of a 3x3 window over rows of the cl stage (rw floats
+ * apart, positions W floats apart, step floats per output): the nine
+ * weights in registers, two positions at a time, the taps in order. kind
+ * 0: into y (lane vectors W apart), 1: f32 at yd, 2: bf16 at yd (ystep
+ * elements apart). A function of its own so that its few pointers stay in
+ * registers. Returns the positions done (the even part of n). */
+__attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, int64_t rw, int64_t W, int64_t step,
+                                                               int64_t n, const float *w, int kind, float *y,
+                                                               char *yd, int64_t ystep) {
+    const dw_vf w0 = dw_ld(w), w1 = dw_ld(w + 16), w2 = dw_ld(w + 32), w3 = dw_ld(w + 48);
+    const dw_vf w4 = dw_ld(w + 64), w5 = dw_ld(w + 80), w6 = dw_ld(w + 96), w7 = dw_ld(w + 112);
+    const dw_vf w8 = dw_ld(w + 128);
+    const int64_t n2 = n / 2 * 2;
+    /* each tap as a row's base plus 0, W or 2W: the compiler, left to
+     * itself, kept all eighteen offsets and ran out of registers */
+#define DW_ROWS3(q)                                                                                             \
+    const float *q##0 = q, *q##1 = q + rw, *q##2 = q + 2 * rw;                                                  \
+    __asm__("" : "+r"(q##1), "+r"(q##2))
+#define DW_TAPS9(q)                                                                                             \
+    ((dw_vf){0} + dw_ld(q##0) * w0 + dw_ld(q##0 + W) * w1 + dw_ld(q##0 + 2 * W) * w2 + dw_ld(q##1) * w3 +       \
+     dw_ld(q##1 + W) * w4 + dw_ld(q##1 + 2 * W) * w5 + dw_ld(q##2) * w6 + dw_ld(q##2 + W) * w7 +               \
+     dw_ld(q##2 + 2 * W) * w8)
+    if (kind == 0) {
+        for (int64_t i = 0; i < n2; i += 2, x += 2 * step, y += 2 * W) {
+            const float *p = x, *r = x + step;
+            DW_ROWS3(p);
+            DW_ROWS3(r);
+            const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);
+            dw_st(y, a0);
+            dw_st(y + W, a1);
+        }
+    } else if (kind == 1) {
+        float *f = (float *)(void *)yd;
+        for (int64_t i = 0; i < n2; i += 2, x += 2 * step, f += 2 * ystep) {
+            const float *p = x, *r = x + step;
+            DW_ROWS3(p);
+            DW_ROWS3(r);
+            const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);
+            dw_st(f, a0);
+            dw_st(f + ystep, a1);
+        }
+    } else {
+        uint16_t *h = (uint16_t *)(void *)yd;
+        for (int64_t i = 0; i < n2; i += 2, x += 2 * step, h += 2 * ystep) {
+            const float *p = x, *r = x + step;
+            DW_ROWS3(p);
+            DW_ROWS3(r);
+            const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);
+            DW_NAME(dw_put_bf16_)(h, a0);
+            DW_NAME(dw_put_bf16_)(h + ystep, a1);
+        }
+    }
+#undef DW_TAPS9
+#undef DW_ROWS3
+    return n2;
+}
+
 /* Output rows z1 in [z1a, z1b) of image n, slice z0 of a vt_dw_cl forward.
  * The input rows they read go once through the bf16 rounding into stage
  * ([k0][row][E2][ncb * lanes], zeros in the padding and past C: a padding
@@ -439,28 +531,13 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
         dw_vf v_ = (v);                                                                                         \
         if (!yd) dw_st(y + (i) * W, v_);                                                                        \
         else if (!c->y_bf16) dw_st((float *)(void *)(yd + (i) * ystep * 4), v_);                               \
-        else DW_NAME(dw_store_)((const float *)&v_, 1, yd + (i) * ystep * 2, 1, 0);                             \
+        else DW_NAME(dw_put_bf16_)(yd + (i) * ystep * 2, v_);                                                    \
     } while (0)
             int64_t z2 = 0;
-            if (T == 9) { /* 3x3: the nine weights stay in registers */
-                const dw_vf w0 = dw_ld(w), w1 = dw_ld(w + 16), w2 = dw_ld(w + 32), w3 = dw_ld(w + 48);
-                const dw_vf w4 = dw_ld(w + 64), w5 = dw_ld(w + 80), w6 = dw_ld(w + 96), w7 = dw_ld(w + 112);
-                const dw_vf w8 = dw_ld(w + 128);
-                const int64_t o0 = toff[0], o1 = toff[1], o2 = toff[2], o3 = toff[3], o4 = toff[4], o5 = toff[5],
-                              o6 = toff[6], o7 = toff[7], o8 = toff[8];
-#define DW_TAPS9(p)                                                                                             \
-    ((dw_vf){0} + dw_ld((p) + o0) * w0 + dw_ld((p) + o1) * w1 + dw_ld((p) + o2) * w2 + dw_ld((p) + o3) * w3 +   \
-     dw_ld((p) + o4) * w4 + dw_ld((p) + o5) * w5 + dw_ld((p) + o6) * w6 + dw_ld((p) + o7) * w7 +              \
-     dw_ld((p) + o8) * w8)
-                for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step) {
-                    const dw_vf a0 = DW_TAPS9(x), a1 = DW_TAPS9(x + step), a2 = DW_TAPS9(x + 2 * step),
-                                a3 = DW_TAPS9(x + 3 * step);
-                    DW_PUT(z2, a0);
-                    DW_PUT(z2 + 1, a1);
-                    DW_PUT(z2 + 2, a2);
-                    DW_PUT(z2 + 3, a3);
-                }
-#undef DW_TAPS9
+            if (g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->dil[1] == 1 && g->dil[2] == 1) {
+                const int kind = !yd ? 0 : !c->y_bf16 ? 1 : 2;
+                z2 = DW_NAME(dw_cl_row3x3_)(x, E2 * W, W, step, g->out[2], w, kind, y, yd, ystep);
+                x += z2 * step;
             }
             for (; z2 + 4 <= g->out[2]; z2 += 4, x += 4 * step) {
                 dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
