@@ -7,8 +7,12 @@
  *
  * Every product is of two bf16 parts (floats whose low 16 bits are zero),
  * so it is exact in f32 and a fused multiply-add rounds the same as the
- * multiply and the add: all ISA paths give the same bits. The includer
- * defines DW_SFX (the table's name suffix). */
+ * multiply and the add: all ISA paths give the same bits. Not below the
+ * smallest normal f32 (about 1.2e-38): there a product rounds, so the
+ * paths of one ISA sum every tap in the same order of fused steps (their
+ * outputs agree bit for bit), while a build without FMA may differ in the
+ * last bit of such tiny sums. The includer defines DW_SFX (the table's
+ * name suffix). */
 #include "kernels/conv/conv.h"
 #include "kernels/mxu/mxu_local.h"
 
@@ -250,16 +254,19 @@ static inline void DW_NAME(dw_row_3x3_)(const int64_t *off, const float *x, cons
     dw_vf w5 = dw_ld(w + 80), w6 = dw_ld(w + 96), w7 = dw_ld(w + 112), w8 = dw_ld(w + 128);
     int64_t o0 = off[0], o1 = off[1], o2 = off[2], o3 = off[3], o4 = off[4], o5 = off[5], o6 = off[6], o7 = off[7],
             o8 = off[8];
+    /* from 0, each tap added in turn (one fused multiply-add each): summed
+     * from the first product instead, the compiler may fuse either product
+     * of the first pair, and a product in the denormal range is not exact */
 #define DW_TAPS(p)                                                                                              \
-    (dw_ld((p) + o0) * w0 + dw_ld((p) + o1) * w1 + dw_ld((p) + o2) * w2 + dw_ld((p) + o3) * w3 +                 \
+    ((dw_vf){0} + dw_ld((p) + o0) * w0 + dw_ld((p) + o1) * w1 + dw_ld((p) + o2) * w2 + dw_ld((p) + o3) * w3 +   \
      dw_ld((p) + o4) * w4 + dw_ld((p) + o5) * w5 + dw_ld((p) + o6) * w6 + dw_ld((p) + o7) * w7 +                 \
      dw_ld((p) + o8) * w8)
     int64_t i = 0;
     for (; i + 2 <= n; i += 2, x += 2 * step, y += 2 * VT_DW_LANES) {
-        dw_vf a = (dw_vf){0} + DW_TAPS(x), b = (dw_vf){0} + DW_TAPS(x + step);
+        dw_vf a = DW_TAPS(x), b = DW_TAPS(x + step);
         dw_st(y, a), dw_st(y + VT_DW_LANES, b);
     }
-    for (; i < n; i++, x += step, y += VT_DW_LANES) dw_st(y, (dw_vf){0} + DW_TAPS(x));
+    for (; i < n; i++, x += step, y += VT_DW_LANES) dw_st(y, DW_TAPS(x));
 #undef DW_TAPS
 }
 
