@@ -108,6 +108,14 @@ TEST(softmax_matches_reference_avx2) {
     vt_isa_force(vt_isa_default());
 }
 
+/* Many lines over two dims that do not merge (reversed and strided
+ * layouts): the threads' ranges start mid-walk and step across both dims. */
+TEST(softmax_many_lines_split_between_threads) {
+    int64_t s3[3] = {64, 33, 300};
+    for (int layout = 0; layout < 3; layout++)
+        for (int dim = 0; dim < 3; dim += 1) softmax_case(VT_F32, VT_F32, 3, s3, dim, layout, dim == 2);
+}
+
 TEST(softmax_half_to_float_and_large_rows) {
     int64_t s[2] = {5, 100003};
     softmax_case(VT_BF16, VT_F32, 2, s, 1, 0, 0);
