@@ -166,6 +166,12 @@ typedef struct vt_dw_kernels {
                            float *hi);
     void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,
                             float *hi);
+    /* NCHW lane blocks, 16 x 16 at a time (NULL: no register transpose on
+     * this ISA): 16 channel rows (row_bytes apart, 16 contiguous f32 or
+     * bf16 positions each) in as 16 positions of 16 f32 lanes; and out,
+     * rounded to bf16 as vt_f32_to_bf16 when is_bf16 */
+    void (*lanes_in)(const void *src, int is_bf16, int64_t row_bytes, float *dst);
+    void (*lanes_out)(const float *src, void *dst, int is_bf16, int64_t row_bytes);
 } vt_dw_kernels;
 extern const vt_dw_kernels vt_dw_kernels_portable;
 #if VT_X86

@@ -81,8 +81,8 @@ static inline float load_elem(vt_dtype dt, const char *p) {
  * tensor t5 [N, C, s0, s1, s2] at image n, channels c0.., position
  * e - pad (dim 1: e + row0 - pad, the block being a band from padded row
  * row0); positions outside t5 stay 0. */
-static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const int64_t E[3], const int64_t pad[3],
-                       int64_t row0, float *blk) {
+static void fill_block(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, int64_t c0, int nl, const int64_t E[3],
+                       const int64_t pad[3], int64_t row0, float *blk) {
     memset(blk, 0, (size_t)(E[0] * E[1] * E[2] * VT_DW_LANES) * sizeof(float));
     size_t es = vt_dtype_size(t5->dtype);
     const char *base = (const char *)t5->data + (t5->offset + n * t5->strides[0] + c0 * t5->strides[1]) * (int64_t)es;
@@ -106,10 +106,15 @@ static void fill_block(const vt_tensor *t5, int64_t n, int64_t c0, int nl, const
                 }
                 continue;
             }
+            int64_t done = 0; /* positions moved 16 x 16 in registers (NCHW rows) */
+            if (k->lanes_in && nl == VT_DW_LANES && s2 == (int64_t)es &&
+                (t5->dtype == VT_F32 || t5->dtype == VT_BF16))
+                for (; done + 16 <= hi2 - lo2; done += 16)
+                    k->lanes_in(row + done * s2, t5->dtype == VT_BF16, cs, dst + (lo2 + done) * VT_DW_LANES);
             for (int l = 0; l < nl; l++) {
-                const char *src = row + l * cs;
-                float *d = dst + lo2 * VT_DW_LANES + l;
-                int64_t n2 = hi2 - lo2;
+                const char *src = row + l * cs + done * s2;
+                float *d = dst + (lo2 + done) * VT_DW_LANES + l;
+                int64_t n2 = hi2 - lo2 - done;
                 if (t5->dtype == VT_F32 && s2 == 4) {
                     const float *f = (const float *)src;
                     for (int64_t i = 0; i < n2; i++) d[i * VT_DW_LANES] = f[i];
@@ -131,7 +136,7 @@ static void fill_split(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, i
                        float *const slot[3]) {
     int64_t X = E[0] * E[1] * E[2] * VT_DW_LANES;
     if (nl != VT_DW_LANES || t5->strides[1] != 1 || (t5->dtype != VT_F32 && t5->dtype != VT_BF16)) {
-        fill_block(t5, n, c0, nl, E, pad, row0, slot[0]);
+        fill_block(k, t5, n, c0, nl, E, pad, row0, slot[0]);
         k->split(slot[0], X, nlow, slot);
         return;
     }
@@ -202,10 +207,15 @@ static void store_block(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, 
             }
             /* positions [0, n2) read the block, the rest are 0 */
             const float *s0 = src + pad[2] * VT_DW_LANES;
+            int64_t done = 0; /* positions moved 16 x 16 in registers (NCHW rows) */
+            if (k->lanes_out && !bias && nl == VT_DW_LANES && s2 == (int64_t)es &&
+                (t5->dtype == VT_F32 || t5->dtype == VT_BF16))
+                for (; done + 16 <= n2; done += 16)
+                    k->lanes_out(s0 + done * VT_DW_LANES, row + done * s2, t5->dtype == VT_BF16, cs);
             for (int l = 0; l < nl; l++) {
                 char *dst = row + l * cs;
                 const double *b = bias ? bias + l : NULL;
-                int64_t i2 = 0;
+                int64_t i2 = done;
                 if (!b && t5->dtype == VT_F32 && s2 == 4) {
                     float *f = (float *)dst;
                     for (; i2 < n2; i2++) f[i2] = s0[i2 * VT_DW_LANES + l];

@@ -15,6 +15,9 @@
  * name suffix). */
 #include "kernels/conv/conv.h"
 #include "kernels/mxu/mxu_local.h"
+#if defined(__AVX512F__)
+#include "kernels/transpose_avx512.h"
+#endif
 
 /* The helpers below pass lane vectors by value; they are static inline, so
  * the ABI GCC warns about for builds without AVX-512 never applies. */
@@ -563,6 +566,40 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
         }
 }
 
+#if defined(__AVX512F__)
+static void DW_NAME(dw_lanes_in_)(const void *src, int is_bf16, int64_t row_bytes, float *dst) {
+    __m512i a[16];
+    for (int j = 0; j < 16; j++) {
+        const char *p = (const char *)src + j * row_bytes;
+        a[j] = is_bf16 ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16)
+                       : _mm512_loadu_si512((const void *)p);
+    }
+    vt_transpose16x16_epi32(a);
+    for (int r = 0; r < 16; r++) _mm512_storeu_si512((void *)(dst + r * VT_DW_LANES), a[r]);
+}
+
+static void DW_NAME(dw_lanes_out_)(const float *src, void *dst, int is_bf16, int64_t row_bytes) {
+    __m512i a[16];
+    for (int j = 0; j < 16; j++) a[j] = _mm512_loadu_si512((const void *)(src + j * VT_DW_LANES));
+    vt_transpose16x16_epi32(a);
+    for (int r = 0; r < 16; r++) {
+        char *p = (char *)dst + r * row_bytes;
+        if (!is_bf16) {
+            _mm512_storeu_si512((void *)p, a[r]);
+        } else {
+            dw_vf v;
+            memcpy(&v, &a[r], sizeof v);
+            DW_NAME(dw_put_bf16_)(p, v);
+        }
+    }
+}
+#define DW_LANES_IN DW_NAME(dw_lanes_in_)
+#define DW_LANES_OUT DW_NAME(dw_lanes_out_)
+#else
+#define DW_LANES_IN NULL
+#define DW_LANES_OUT NULL
+#endif
+
 const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_split_),
     DW_NAME(dw_load_split_),
@@ -574,4 +611,8 @@ const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_cl_rows_),
     DW_NAME(dw_backward_input_),
     DW_NAME(dw_backward_weight_),
+    DW_LANES_IN,
+    DW_LANES_OUT,
 };
+#undef DW_LANES_IN
+#undef DW_LANES_OUT

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "internal.h"
+#include "kernels/transpose_avx512.h"
 
 static inline __m512 bf16x16_to_f32(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -73,41 +74,15 @@ void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) 
     }
 }
 
-/* Rows a[0..15] of 32-bit lanes transposed in registers: unpacks of 32 and
- * 64 bits leave, in 128-bit lane k of u[4g + c], column 4k + c of rows
- * 4g .. 4g + 3; two shuffles of 128-bit lanes gather each column's four
- * lanes. */
-static inline __attribute__((always_inline)) void transpose16x16_epi32(__m512i a[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(a[i], a[i + 1]);
-    }
-    for (int g = 0; g < 16; g += 4) {
-        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
-        __m512i v2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
-        a[c] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-        a[4 + c] = _mm512_shuffle_i32x4(v0, v2, 0xdd);
-        a[8 + c] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-        a[12 + c] = _mm512_shuffle_i32x4(v1, v3, 0xdd);
-    }
-}
-
 void vt_transpose16_avx512(const char *src, int64_t ss, char *dst, int64_t ds, size_t es) {
     __m512i a[16];
     if (es == 4) {
         for (int j = 0; j < 16; j++) a[j] = _mm512_loadu_si512((const void *)(src + j * ss));
-        transpose16x16_epi32(a);
+        vt_transpose16x16_epi32(a);
         for (int r = 0; r < 16; r++) _mm512_storeu_si512((void *)(dst + r * ds), a[r]);
         return;
     }
     for (int j = 0; j < 16; j++) a[j] = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + j * ss)));
-    transpose16x16_epi32(a);
+    vt_transpose16x16_epi32(a);
     for (int r = 0; r < 16; r++) _mm256_storeu_si256((__m256i *)(dst + r * ds), _mm512_cvtepi32_epi16(a[r]));
 }
