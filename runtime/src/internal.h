@@ -557,6 +557,7 @@ void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n);
 void vt_cvt_bf16_f32_avx2(const uint16_t *src, float *dst, int64_t n);
 void vt_cvt_f32_bf16_avx2(const float *src, uint16_t *dst, int64_t n);
+void vt_cvt_f32_bf16_avx512bf16(const float *src, uint16_t *dst, int64_t n);
 void vt_acc_f32_avx512(float *d, const float *s, int64_t n, float alpha);
 void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
 void vt_acc_f32_avx2(float *d, const float *s, int64_t n, float alpha);

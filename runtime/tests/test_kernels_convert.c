@@ -324,8 +324,8 @@ TEST(kernels_convert_bf16_paths) {
         f[i] = u2f(u);
     }
     unsigned active = vt_isa_active();
-    unsigned masks[3] = {0, VT_ISA_AVX2, active};
-    for (int m = 0; m < 3; m++) {
+    unsigned masks[4] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512, active}; /* active: AVX512-BF16 where there */
+    for (int m = 0; m < 4; m++) {
         if ((masks[m] & vt_isa_available()) != masks[m]) continue;
         vt_isa_force(masks[m]);
         static const int64_t lens[] = {N, 1, 15, 16, 17, 31, 33, 1000};

@@ -191,6 +191,8 @@ static const bf16_cvt bf16_portable = {bf16_f32_portable, f32_bf16_portable, acc
 #if VT_X86
 static const bf16_cvt bf16_avx512 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512, vt_acc_f32_avx512,
                                      vt_acc_bf16_avx512, vt_transpose16_avx512};
+static const bf16_cvt bf16_avx512bf16 = {vt_cvt_bf16_f32_avx512, vt_cvt_f32_bf16_avx512bf16, vt_acc_f32_avx512,
+                                         vt_acc_bf16_avx512, vt_transpose16_avx512};
 static const bf16_cvt bf16_avx2 = {vt_cvt_bf16_f32_avx2, vt_cvt_f32_bf16_avx2, vt_acc_f32_avx2, vt_acc_bf16_avx2,
                                    NULL};
 #endif
@@ -214,9 +216,12 @@ void vt_accumulate_bf16(uint16_t *d, const uint16_t *s, int64_t n, float alpha) 
 }
 
 unsigned vt_convert_select_isa(unsigned mask) {
-    const unsigned isa = vt_isa_widest(mask);
-    atomic_store_explicit(&bf16_active, VT_ISA_TABLE(isa, &bf16_portable, &bf16_avx2, &bf16_avx512),
-                          memory_order_release);
+    unsigned isa = vt_isa_widest(mask);
+    const bf16_cvt *t = VT_ISA_TABLE(isa, &bf16_portable, &bf16_avx2, &bf16_avx512);
+#if VT_X86
+    if (isa == VT_ISA_AVX512 && (mask & VT_ISA_AVX512BF16)) t = &bf16_avx512bf16, isa |= VT_ISA_AVX512BF16;
+#endif
+    atomic_store_explicit(&bf16_active, t, memory_order_release);
     return isa;
 }
 
