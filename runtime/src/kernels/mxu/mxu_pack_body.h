@@ -13,6 +13,7 @@
 #ifndef VT_PACK_RNE16
 #error "define VT_PACK_RNE16 and VT_PACK_TABLE before including mxu_pack_body.h"
 #endif
+#include "kernels/transpose_avx512.h"
 
 /* 16 values of x from element i as f32 bits; lanes at or past x.n are +0.
  * A bf16 value widens exactly, so its parts are the f32 path's. */
@@ -91,31 +92,6 @@ static void pack_b_rows(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, in
     }
 }
 
-/* r[q] holds 16 words of column q; afterwards r[j] holds word j of every
- * column. Three stages: 32-bit and 64-bit unpacks within 128-bit lanes, then
- * a 4x4 transpose of the lanes. */
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int a = 0; a < 16; a += 4) { /* u[a+e], lane L: rows a..a+3, word 4L+e */
-        u[a] = _mm512_unpacklo_epi64(t[a], t[a + 2]);
-        u[a + 1] = _mm512_unpackhi_epi64(t[a], t[a + 2]);
-        u[a + 2] = _mm512_unpacklo_epi64(t[a + 1], t[a + 3]);
-        u[a + 3] = _mm512_unpackhi_epi64(t[a + 1], t[a + 3]);
-    }
-    for (int e = 0; e < 4; e++) {
-        __m512i w0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), w1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
-        __m512i w2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44), w3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
-        r[e] = _mm512_shuffle_i32x4(w0, w2, 0x88);
-        r[4 + e] = _mm512_shuffle_i32x4(w0, w2, 0xDD);
-        r[8 + e] = _mm512_shuffle_i32x4(w1, w3, 0x88);
-        r[12 + e] = _mm512_shuffle_i32x4(w1, w3, 0xDD);
-    }
-}
-
 static void pack_b_cols(const vt_mxu_line cols[16], vt_precision prec, int64_t kt, int nseg, const int *seg,
                         uint16_t *dst) {
     for (int64_t c = 0; c < kt; c++) {
@@ -127,7 +103,7 @@ static void pack_b_cols(const vt_mxu_line cols[16], vt_precision prec, int64_t k
                 if (part_used(i, prec)) w[i][q] = v[i];
         }
         for (int i = 0; i < 3; i++)
-            if (part_used(i, prec)) transpose16(w[i]);
+            if (part_used(i, prec)) vt_transpose16x16_epi32(w[i]); /* w[i][j]: word j of every column */
         for (int g = 0; g < nseg; g++) {
             uint16_t *d = dst + (g * kt + c) * VT_MXU_CHUNK;
             for (int j = 0; j < 16; j++) _mm512_storeu_si512(d + j * 32, w[seg[g]][j]);
@@ -157,7 +133,7 @@ static void pack_a_cols(vt_mxu_line x, int64_t k_stride, int64_t K, vt_precision
             if (part_used(i, prec)) w[i][j] = _mm512_or_si512(_mm512_srli_epi32(pe[i], 16), po[i]);
     }
     for (int i = 0; i < 3; i++)
-        if (part_used(i, prec)) transpose16(w[i]);
+        if (part_used(i, prec)) vt_transpose16x16_epi32(w[i]); /* w[i][j]: word j of every column */
     for (int g = 0; g < nseg; g++) {
         uint16_t *d = dst + (g * kt + c) * VT_MXU_CHUNK;
         for (int r = 0; r < 16; r++) _mm512_storeu_si512(d + r * 32, w[seg[g]][r]);
