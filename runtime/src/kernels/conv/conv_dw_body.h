@@ -196,20 +196,16 @@ static void DW_NAME(dw_narrow_)(const float *src, int64_t n, uint16_t *dst) {
 }
 
 /* One lane vector rounded as vt_f32_to_bf16 into 16 bf16 at dst. Built for
- * AVX512-BF16: VCVTNEPS2BF16 rounds a normal value the same (nearest even),
- * a NaN lane becomes 0x7fc0, and a vector with a denormal lane (which the
- * instruction reads as zero) takes dw_store_. */
+ * AVX512-BF16, as copy_avx512bf16.c: VCVTNEPS2BF16 rounds a normal value
+ * the same (nearest even); a vector with a NaN or a denormal lane (which
+ * the instruction keeps as a NaN payload or reads as zero) takes
+ * dw_store_. */
 static inline void DW_NAME(dw_put_bf16_)(void *dst, dw_vf v) {
 #if defined(DW_HW_RNE)
     __m512 x;
     memcpy(&x, &v, sizeof x);
-    __m512i u = _mm512_castps_si512(x);
-    __mmask16 den = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)) &
-                    _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7fffffff));
-    if (__builtin_expect(den == 0, 1)) {
-        __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
-        h = _mm256_mask_mov_epi16(h, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm256_set1_epi16(0x7fc0));
-        _mm256_storeu_si256((__m256i *)dst, h);
+    if (__builtin_expect(_mm512_fpclass_ps_mask(x, 0xa1) == 0, 1)) { /* quiet NaN, denormal, signalling NaN */
+        _mm256_storeu_si256((__m256i *)dst, (__m256i)_mm512_cvtneps_pbh(x));
         return;
     }
 #endif
@@ -426,36 +422,22 @@ __attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, 
     ((dw_vf){0} + dw_ld(q##0) * w0 + dw_ld(q##0 + W) * w1 + dw_ld(q##0 + 2 * W) * w2 + dw_ld(q##1) * w3 +       \
      dw_ld(q##1 + W) * w4 + dw_ld(q##1 + 2 * W) * w5 + dw_ld(q##2) * w6 + dw_ld(q##2 + W) * w7 +               \
      dw_ld(q##2 + 2 * W) * w8)
-    if (kind == 0) {
-        for (int64_t i = 0; i < n2; i += 2, x += 2 * step, y += 2 * W) {
-            const float *p = x, *r = x + step;
-            DW_ROWS3(p);
-            DW_ROWS3(r);
-            const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);
-            dw_st(y, a0);
-            dw_st(y + W, a1);
-        }
-    } else if (kind == 1) {
-        float *f = (float *)(void *)yd;
-        for (int64_t i = 0; i < n2; i += 2, x += 2 * step, f += 2 * ystep) {
-            const float *p = x, *r = x + step;
-            DW_ROWS3(p);
-            DW_ROWS3(r);
-            const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);
-            dw_st(f, a0);
-            dw_st(f + ystep, a1);
-        }
-    } else {
-        uint16_t *h = (uint16_t *)(void *)yd;
-        for (int64_t i = 0; i < n2; i += 2, x += 2 * step, h += 2 * ystep) {
-            const float *p = x, *r = x + step;
-            DW_ROWS3(p);
-            DW_ROWS3(r);
-            const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);
-            DW_NAME(dw_put_bf16_)(h, a0);
-            DW_NAME(dw_put_bf16_)(h + ystep, a1);
-        }
+    /* one loop per kind of output o (stepping ostep per position) */
+#define DW_ROW9(o, ostep, PUT)                                                                                  \
+    for (int64_t i = 0; i < n2; i += 2, x += 2 * step, o += 2 * (ostep)) {                                      \
+        const float *p = x, *r = x + step;                                                                      \
+        DW_ROWS3(p);                                                                                            \
+        DW_ROWS3(r);                                                                                            \
+        const dw_vf a0 = DW_TAPS9(p), a1 = DW_TAPS9(r);                                                          \
+        PUT(o, a0);                                                                                             \
+        PUT(o + (ostep), a1);                                                                                   \
     }
+    float *f = (float *)(void *)yd;
+    uint16_t *h = (uint16_t *)(void *)yd;
+    if (kind == 0) DW_ROW9(y, W, dw_st)
+    else if (kind == 1) DW_ROW9(f, ystep, dw_st)
+    else DW_ROW9(h, ystep, DW_NAME(dw_put_bf16_))
+#undef DW_ROW9
 #undef DW_TAPS9
 #undef DW_ROWS3
     return n2;
