@@ -371,7 +371,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
         atomic_store(&j->oom, 1);
         return;
     }
-    _tile_loadconfig(j->merged ? &j->cfg : &vt_amx_tiles16);
+    vt_amx_load_config(j->merged ? &j->cfg : &vt_amx_tiles16);
     for (int64_t pb = 0; pb < npanel; pb += j->ob) {
         int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
         for (int64_t p = begin; p < end; p++) {
@@ -619,7 +619,7 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
     const amx_job *j = &w->f;
     const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps;
     const size_t ldc = (size_t)(taps * Cp) * sizeof(float);
-    _tile_loadconfig(&vt_amx_tiles16);
+    vt_amx_load_config(&vt_amx_tiles16);
     for (int64_t kb = 0; kb < w->nkc; kb += KBLOCK) {
         int64_t ke = kb + KBLOCK < w->nkc ? kb + KBLOCK : w->nkc;
         for (int64_t u = begin; u < end; u++) {

@@ -8,7 +8,7 @@
 
 static void block_amx(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                       const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
-    _tile_loadconfig(&vt_amx_tiles16);
+    vt_amx_load_config(&vt_amx_tiles16);
     const size_t ldcb = (size_t)ldc * sizeof(float);
     /* Rows outer: the two A strips are reused from L2 across all of nb
      * while B strips stream past them (measured faster than columns outer
@@ -82,7 +82,7 @@ static void direct_amx(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint
         const int64_t r = mb - m < 32 ? mb - m : 32;
         if (m == 0 || r < 32) { /* the whole strips' configuration, then the last strip's */
             const vt_amx_tile_config t = strip_tiles(r, pairs);
-            _tile_loadconfig(&t);
+            vt_amx_load_config(&t);
         }
         const uint16_t *a0 = a + m * lda, *a1 = a0 + 16 * lda;
         for (int64_t n = 0; n < nb; n += 32) {

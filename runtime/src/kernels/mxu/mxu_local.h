@@ -71,6 +71,15 @@ static const vt_amx_tile_config vt_amx_tiles16 = {1,
                                                    {64, 64, 64, 64, 64, 64, 64, 64},
                                                    {16, 16, 16, 16, 16, 16, 16, 16}};
 
+/* LDTILECFG of a whole configuration. GCC 12's _tile_loadconfig tells the
+ * compiler that it reads 8 bytes, so the stores to the rest of a
+ * configuration built on the stack may be dropped as dead (a standalone
+ * test built with -O2 loaded a configuration without its rows and columns
+ * and faulted); this operand is all 64 bytes. */
+static inline void vt_amx_load_config(const vt_amx_tile_config *t) {
+    __asm__ volatile("ldtilecfg %0" ::"m"(*t));
+}
+
 /* The 2x2 blocking every AMX kernel uses: a 32x32 f32 C block in tiles 0-3
  * (rows 0-15 at c0, rows 16-31 at c1, columns 16-31 16 floats on; ldc in
  * bytes), A tiles 4-5, B tiles 6-7. */
