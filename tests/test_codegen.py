@@ -113,6 +113,17 @@ def test_alpha_and_unary_ops(dtype):
     check(fn, special(20000, dtype, 3), special(20000, dtype, 4))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_expanded_scalar_operand(dtype):
+    """A 0-dim tensor expanded to the group's shape is a view of one
+    element with stride 0 everywhere: the plain loop reads that element
+    (it once read element i, past the view's one element)."""
+    def fn(x, s):
+        return (s.expand_as(x) * x + 1) * x - s.expand(x.shape)
+
+    check(fn, special(30000, dtype, 24), torch.tensor(0.75, dtype=dtype))
+
+
 def test_mixed_dtypes_and_conversions():
     def fn(x, y):
         z = x + y  # bf16 + f32: computed in f32

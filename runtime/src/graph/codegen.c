@@ -456,7 +456,8 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         put(&src, "%sconst int vt_cg_abi = %d;\n", preamble, VT_CG_ABI);
         for (int q = 0; q < out->nptr; q++) {
             const int64_t inner = out->g[m + q * m + m - 1];
-            if (one_d) put(&src, "#define A%d p%d[i]\n", q, q);
+            /* one dim: a view broadcast along it (an expanded scalar) is its first element */
+            if (one_d) put(&src, inner == 0 ? "#define A%d p%d[0]\n" : "#define A%d p%d[i]\n", q, q);
             else if (inner == 1) put(&src, "#define A%d p%d[o%d + j]\n", q, q, q);
             else if (inner == 0) put(&src, "#define A%d r%d\n", q, q);
             else put(&src, "#define A%d p%d[o%d + j * z%d]\n", q, q, q, q);
