@@ -3,8 +3,9 @@ elementwise chains compiled with backend "tpu" with generated code, the
 same programs on the interpreter (the members' kernels tile by tile:
 compiler "none"), CPU Inductor and CPU eager, in one run, float32 and
 bfloat16. Cases: a chain of arithmetic on three 16M-element inputs (one
-dense dim: the plain loop), and a bias, a relu and a per-row scale on a
-4096 x 4096 matrix (broadcast operands: the walk along rows).
+dense dim: the plain loop), a bias, a relu and a per-row scale on a
+4096 x 4096 matrix (broadcast operands: the walk along rows), and a gated
+activation with silu and gelu (members that call their kernels).
 
 Run: python bench/codegen.py"""
 
@@ -32,12 +33,22 @@ def bias_act(x, b, s):
     return torch.relu(x + b) * s
 
 
+def gated(x, y, b):
+    """A gated MLP's activation (SwiGLU-like) with a bias and a residual
+    scale: the transcendental members run their kernels on the group's
+    chunks."""
+    return torch.nn.functional.silu(x + b) * y + torch.nn.functional.gelu(y) * 0.5
+
+
 CASES = {
     "chain, 16M elements": (chain, lambda g: (torch.randn(N, generator=g), torch.randn(N, generator=g),
                                               torch.randn(N, generator=g))),
     "bias + relu, per-row scale, 4096x4096": (bias_act, lambda g: (torch.randn(4096, 4096, generator=g),
                                                                     torch.randn(4096, generator=g),
                                                                     torch.randn(4096, 1, generator=g))),
+    "silu(x + b) * y + gelu(y) / 2, 16M elements": (gated, lambda g: (torch.randn(N, generator=g),
+                                                                     torch.randn(N, generator=g),
+                                                                     torch.randn(N, generator=g))),
 }
 
 

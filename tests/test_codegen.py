@@ -114,6 +114,26 @@ def test_alpha_and_unary_ops(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_transcendental_members_call_their_kernels(dtype):
+    """Members the generator writes no expression for (exp, log, tanh,
+    erf, sigmoid, the activations, a backward, ops with parameters) call
+    the kernel their plan calls, on the group's chunk buffers: a value
+    computed before such a member, one read after two calls, and an output
+    written between calls; the element count is not a multiple of the
+    chunk."""
+    def fn(x, y):
+        a = torch.nn.functional.gelu(x * 2 + y)
+        b = torch.sigmoid(a) * y + torch.tanh(x)
+        c = torch.exp(y * 0.5) - torch.log(a.abs() + 1) + torch.erf(b)
+        d = torch.nn.functional.silu(c) + torch.nn.functional.gelu(x, approximate="tanh")
+        e = torch.nn.functional.softplus(d, beta=2.0, threshold=5.0) + torch.nn.functional.leaky_relu(x, 0.2)
+        f = torch.ops.aten.gelu_backward(y, e) * a
+        return f + b, a
+
+    check(fn, special(20001, dtype, 21), special(20001, dtype, 22))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_an_expanded_scalar_operand(dtype):
     """A 0-dim tensor expanded to the group's shape is a view of one
     element with stride 0 everywhere: the plain loop reads that element
@@ -122,6 +142,21 @@ def test_an_expanded_scalar_operand(dtype):
         return (s.expand_as(x) * x + 1) * x - s.expand(x.shape)
 
     check(fn, special(30000, dtype, 24), torch.tensor(0.75, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_call_on_a_scalar_operand_stays_with_the_interpreter(dtype):
+    """A binary kernel takes another path for an operand of one value (a
+    0-dim tensor): that member runs its plan, the rest of the results the
+    same."""
+    def fn(x, s):
+        return torch.ops.aten.gelu_backward(s.expand_as(x), x) * x + torch.exp(x)
+
+    x = special(30000, dtype, 23)
+    on_tpu = (x.to("tpu"), torch.tensor(0.75, dtype=dtype).to("tpu"))
+    with vtpu.eager_mode("strict"):
+        eager = fn(*on_tpu)
+    same(twice(torch.compile(fn, backend="tpu"), *on_tpu).cpu(), eager.cpu())
 
 
 def test_mixed_dtypes_and_conversions():

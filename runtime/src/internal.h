@@ -487,6 +487,12 @@ int vt_foreach_item_f32_scalars(const struct vt_foreach_args *x, int64_t i, floa
 /* Run p over all its elements; VT_ERR_KERNEL "ZeroDivisionError" after an
  * integer division by zero. */
 vt_status vt_ew_plan_run(vt_ew_plan *p);
+/* The float-class microkernel a unary (*nin 1, a vt_unary_ukernel) or
+ * binary (*nin 2, a vt_binary_ukernel) plan calls on its f32 buffers, and
+ * the parameter block it passes (prm: 1 + VT_EW_MAX_PARAMS floats, as the
+ * kernel reads them), for generated code that calls the same kernel on its
+ * own buffers. 0 for another class, a ternary or boolean op. */
+int vt_ew_plan_float_kernel(const vt_ew_plan *p, const void **fn, int *nin, float *prm);
 
 /* ---- kernels: elementwise microkernels (kernels/elementwise/elementwise_ops.c)
  * Operate on the compute class of a dtype: float (F32, BF16, F16), double

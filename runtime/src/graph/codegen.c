@@ -71,6 +71,17 @@ typedef struct gen {
     int ntouch;
     int16_t touch_m[VT_FUSE_MAX_NODES * 5], touch_p[VT_FUSE_MAX_NODES * 5];
     size_t span[VT_FUSE_MAX_NODES + 1]; /* member i's statements: body[span[i], span[i + 1]) */
+    /* Calls: a member whose op has no expression here (exp, tanh, erf, the
+     * activations) calls its plan's kernel on chunk buffers, as the
+     * interpreter calls it on tiles: the same function, so the same bits
+     * on every ISA path. */
+    int fnslot[VT_CG_MAX_PTRS];      /* pointer q is a kernel of fnslot[q] inputs (0: memory) */
+    int ncall;
+    int call_fn[VT_FUSE_MAX_NODES];  /* member i's kernel pointer (-1: not a call) */
+    int call_k[VT_FUSE_MAX_NODES];   /* the first k of its parameter block */
+    char call_in[VT_FUSE_MAX_NODES][2][48]; /* its operands' expressions */
+    int last_use[VT_FUSE_MAX_NODES]; /* the last member reading member i's value (-1: none) */
+    int src_ptr[3]; /* the pointer the member being written reads src k through (-1: none) */
 } gen;
 
 static int root(gen *c, int i) {
@@ -155,6 +166,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
     const vt_node *n = &r[i]->n;
     vt_dtype dt;
     char raw[32];
+    c->src_ptr[k] = -1;
     if (n->host >> k & 1) {
         if (!dtype_ok(n->compute)) return 0;
         float v;
@@ -186,6 +198,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
         }
         if (from >= 0) {
             tie(c, i, from);
+            if (c->last_use[from] < i) c->last_use[from] = i;
             snprintf(raw, sizeof raw, "v%d", from);
             dt = val_dt[from];
         } else if (vt_tensor_numel(t) == 1) {
@@ -199,6 +212,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
             const int p = ptr_of(c, vt_base(t), dt, st, 0, r[i]->acc[a].block, t);
             if (p < 0) return 0;
             touch(c, p);
+            c->src_ptr[k] = p;
             snprintf(raw, sizeof raw, dt == VT_F32 ? "A%d" : "bf(A%d)", p); /* A<p>: the element (see emit) */
         }
     }
@@ -246,6 +260,55 @@ static int expression(gen *c, const vt_node *n, const char *x, const char *y, ch
     case VT_RELU: snprintf(e, cap, "%s < 0 ? 0.0f : %s", x, x); return 1;
     default: return 0;
     }
+}
+
+/* Whether src k of the member being written, x, is one value for every
+ * element: a host scalar k<n>, a one-element tensor s<n> (rounded or not),
+ * or a view broadcast along every dim (an expanded scalar). */
+static int one_value(const gen *c, int k, const char *x) {
+    if (strncmp(x, "rbf(", 4) == 0) x += 4;
+    if (x[0] == 'k' || x[0] == 's') return 1;
+    const int p = c->src_ptr[k];
+    if (p < 0) return 0;
+    for (int d = 0; d < c->ndim; d++)
+        if (c->st[p][d] != 0 && c->sizes[d] != 1) return 0;
+    return 1;
+}
+
+/* Member i as a call of its plan's kernel (the float class's, on operands
+ * of one value per element: the interpreter passes one value with stride
+ * 0, which takes the kernels' other path, so such a member stays with the
+ * interpreter): e, its value, is its output buffer's element. */
+static int call_member(gen *c, const vt_ew_plan *plan, int i, int nin, const char *x, const char *y, char *e,
+                       size_t cap) {
+    const void *fn;
+    int kin;
+    float prm[1 + VT_EW_MAX_PARAMS];
+    if (!plan || !vt_ew_plan_float_kernel(plan, &fn, &kin, prm) || kin != nin || one_value(c, 0, x) ||
+        (y && one_value(c, 1, y)))
+        return 0;
+    int q = -1;
+    for (int p = 0; p < c->g->nptr && q < 0; p++)
+        if (c->fnslot[p] == nin && c->g->p[p] == fn) q = p;
+    if (q < 0) {
+        if (c->g->nptr == VT_CG_MAX_PTRS) return 0;
+        q = c->g->nptr++;
+        c->g->p[q] = (void *)(uintptr_t)fn;
+        c->dt[q] = VT_F32;
+        memset(c->st[q], 0, sizeof c->st[q]);
+        c->written[q] = 0;
+        c->block[q] = NULL;
+        c->view[q] = NULL;
+        c->fnslot[q] = nin;
+    }
+    c->call_fn[i] = q;
+    c->call_k[i] = c->g->nk;
+    for (int k = 0; k <= VT_EW_MAX_PARAMS; k++) host_k(c, prm[k]);
+    snprintf(c->call_in[i][0], sizeof c->call_in[i][0], "%s", x);
+    snprintf(c->call_in[i][1], sizeof c->call_in[i][1], "%s", y ? y : "");
+    c->ncall++;
+    snprintf(e, cap, "O%d[i - t]", i);
+    return 1;
 }
 
 /* The expression a foreach member computes (kernels/optim/optim.h's
@@ -351,6 +414,64 @@ static int merge_dims(gen *c) {
     return m;
 }
 
+/* Elements per chunk of a group with calls, and the chunk buffers it may
+ * keep on the stack (a call's inputs and output, and values read past a
+ * call). */
+#define CALL_CHUNK 256
+#define CALL_MAX_BUFS 48
+
+/* The function of a dense group with calls, chunk by chunk: the members
+ * between two calls as one loop over the chunk, a value a later loop reads
+ * kept in a chunk buffer; then the call on the chunk. Returns 0 when the
+ * buffers would not fit. */
+static int emit_calls(gen *c, sbuf *src, int count) {
+    int seg[VT_FUSE_MAX_NODES], last_seg[VT_FUSE_MAX_NODES], carried[VT_FUSE_MAX_NODES], nseg = 0, bufs = 0;
+    for (int i = 0; i < count; i++) seg[i] = nseg += c->call_fn[i] >= 0;
+    nseg++;
+    for (int j = 0; j < count; j++) {
+        const int u = c->last_use[j];
+        /* a call reads its operands in the loop before it */
+        last_seg[j] = u < 0 ? -1 : seg[u] - (c->call_fn[u] >= 0);
+        carried[j] = last_seg[j] > seg[j];
+        bufs += carried[j] + (c->call_fn[j] >= 0 ? (c->fnslot[c->call_fn[j]] == 2 ? 3 : 2) : 0);
+    }
+    if (bufs > CALL_MAX_BUFS) return 0;
+    for (int j = 0; j < count; j++) {
+        if (carried[j]) put(src, "    float B%d[%d];\n", j, CALL_CHUNK);
+        if (c->call_fn[j] < 0) continue;
+        put(src, "    float I%d[%d], O%d[%d];\n", j, CALL_CHUNK, j, CALL_CHUNK);
+        if (c->fnslot[c->call_fn[j]] == 2) put(src, "    float J%d[%d];\n", j, CALL_CHUNK);
+    }
+    put(src, "    for (int64_t t = b; t < e; t += %d) {\n", CALL_CHUNK);
+    put(src, "    const int64_t te = e - t < %d ? e : t + %d;\n", CALL_CHUNK, CALL_CHUNK);
+    int next = 0; /* the call that ends the current loop */
+    for (int s = 0; s < nseg; s++) {
+        while (next < count && (c->call_fn[next] < 0 || seg[next] <= s)) next++;
+        put(src, "    for (int64_t i = t; i < te; i++) {\n");
+        for (int j = 0; j < count; j++)
+            if (carried[j] && seg[j] < s && last_seg[j] >= s) put(src, "        const float v%d = B%d[i - t];\n", j, j);
+        for (int i = 0; i < count; i++) {
+            if (seg[i] != s) continue;
+            put(src, "%.*s", (int)(c->span[i + 1] - c->span[i]), c->body.s + c->span[i]);
+            if (carried[i]) put(src, "        B%d[i - t] = v%d;\n", i, i);
+        }
+        if (next < count) {
+            put(src, "        I%d[i - t] = %s;\n", next, c->call_in[next][0]);
+            if (c->fnslot[c->call_fn[next]] == 2) put(src, "        J%d[i - t] = %s;\n", next, c->call_in[next][1]);
+        }
+        put(src, "    }\n");
+        if (next < count) {
+            const int f = c->call_fn[next];
+            if (c->fnslot[f] == 2)
+                put(src, "    f%d(te - t, O%d, I%d, 1, J%d, 1, k + %d);\n", f, next, next, next, c->call_k[next]);
+            else
+                put(src, "    f%d(te - t, O%d, I%d, k + %d);\n", f, next, next, c->call_k[next]);
+        }
+    }
+    put(src, "    }\n}\n");
+    return 1;
+}
+
 /* The function as a walk along rows: elements [b, e) of the group, row
  * by row of the innermost merged dim, each pointer's row start from the
  * outer indices (g: sizes, then strides), the inner loop over the row. */
@@ -379,7 +500,7 @@ static void emit_rows(gen *c, sbuf *src, int m) {
 }
 
 int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, const int *perm, int tail_q,
-                vt_cg_group *out) {
+                const vt_ew_plan *const *plans, vt_cg_group *out) {
     if (count < 2 || count > VT_FUSE_MAX_NODES) return 0;
     const int64_t numel = vt_tensor_numel(&r[0]->n.out[0]);
     if (numel < VT_CG_MIN_ELEMS) return 0;
@@ -388,6 +509,7 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
     out->nptr = out->nk = 0;
     out->tail_ptr = -1;
     vt_dtype val_dt[VT_FUSE_MAX_NODES];
+    for (int i = 0; i < count; i++) c.call_fn[i] = c.last_use[i] = -1;
     int ok = 1;
     for (int i = 0; i < count && ok; i++) {
         const vt_node *n = &r[i]->n;
@@ -414,7 +536,8 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
                  operand(&c, r, i, 0, val_dt, compute, x, sizeof x) &&
                  (!binary || operand(&c, r, i, 1, val_dt, compute, y, sizeof y));
             if (ok && copy) snprintf(e, sizeof e, "%s", x); /* then rounded to out's dtype below */
-            else if (ok) ok = expression(&c, n, x, y, e, sizeof e);
+            else if (ok && !expression(&c, n, x, y, e, sizeof e))
+                ok = call_member(&c, plans ? plans[i] : NULL, i, binary ? 2 : 1, x, binary ? y : NULL, e, sizeof e);
         }
         if (!ok) break;
         /* results are rounded to the compute dtype, then converted to out's */
@@ -456,6 +579,7 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         put(&src, "%sconst int vt_cg_abi = %d;\n", preamble, VT_CG_ABI);
         for (int q = 0; q < out->nptr; q++) {
             const int64_t inner = out->g[m + q * m + m - 1];
+            if (c.fnslot[q]) continue;
             /* one dim: a view broadcast along it (an expanded scalar) is its first element */
             if (one_d) put(&src, inner == 0 ? "#define A%d p%d[0]\n" : "#define A%d p%d[i]\n", q, q);
             else if (inner == 1) put(&src, "#define A%d p%d[o%d + j]\n", q, q, q);
@@ -465,7 +589,16 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         put(&src, "void vt_cg_group(void *const *p, const float *k, const int64_t *g, int64_t b, int64_t e) {\n");
         for (int i = 0; i < out->nptr; i++) {
             const char *t = c.dt[i] == VT_F32 ? "float" : "uint16_t";
-            put(&src, "    %s%s *restrict p%d = p[%d];\n", c.written[i] ? "" : "const ", t, i, i);
+            /* a kernel: vt_unary_ukernel or vt_binary_ukernel */
+            if (c.fnslot[i] == 1)
+                put(&src, "    int (*const f%d)(int64_t, void *, const void *, const void *) = "
+                          "(int (*)(int64_t, void *, const void *, const void *))p[%d];\n", i, i);
+            else if (c.fnslot[i] == 2)
+                put(&src, "    int (*const f%d)(int64_t, void *, const void *, int64_t, const void *, int64_t, const void *) = "
+                          "(int (*)(int64_t, void *, const void *, int64_t, const void *, int64_t, const void *))p[%d];\n",
+                    i, i);
+            else
+                put(&src, "    %s%s *restrict p%d = p[%d];\n", c.written[i] ? "" : "const ", t, i, i);
         }
         for (int i = 0; i < out->nk; i++) put(&src, "    const float k%d = k[%d];\n", i, i);
         put(&src, "%s", c.decl.s ? c.decl.s : "");
@@ -478,9 +611,11 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
             if (first[q] < 0) first[q] = c.touch_m[a];
             else if (c.written[q]) tie(&c, c.touch_m[a], first[q]);
         }
-        int chains = 0;
+        int chains = 0, fits = 1;
         for (int i = 0; i < count; i++) chains += root(&c, i) == i;
-        if (!one_d) {
+        if (c.ncall) { /* dense groups only: a walk along rows would cut the chunks */
+            fits = one_d && emit_calls(&c, &src, count);
+        } else if (!one_d) {
             emit_rows(&c, &src, m);
         } else if (chains == 1) {
             put(&src, "    for (int64_t i = b; i < e; i++) {\n%s    }\n}\n", c.body.s);
@@ -496,7 +631,7 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
             }
             put(&src, "    }\n}\n");
         }
-        if (!src.bad) {
+        if (fits && !src.bad) {
             out->fn = vt_cg_function(src.s);
             built = out->fn != NULL;
         }

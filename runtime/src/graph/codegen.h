@@ -46,7 +46,9 @@ typedef struct vt_cg_group {
  * the compiler, default "cc"; "none" turns generated code off). */
 int vt_cg_enabled(void);
 
-/* Generated code for the elementwise members r[0..count) of a group:
+/* Generated code for the elementwise members r[0..count) of a group
+ * (plans[i]: member i's plan, whose kernel a member without an expression
+ * here calls on the group's chunk buffers):
  * scratch[i] says member i's output lives in scratch (never written to
  * memory); perm: the group walks its shape with dims permuted so (dim d of
  * the walk is dim perm[d]; NULL: row-major), as fuse.c's group_order; tail_q:
@@ -55,7 +57,7 @@ int vt_cg_enabled(void);
  * plans): a member the generator does not know, an operand that does not
  * broadcast to the group's shape, no compiler, a compile that failed. */
 int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch, const int *perm, int tail_q,
-                vt_cg_group *out);
+                const vt_ew_plan *const *plans, vt_cg_group *out);
 /* A group command ran generated code (vt_codegen_stats.runs). */
 void vt_cg_count_run(void);
 

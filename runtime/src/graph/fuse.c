@@ -474,9 +474,10 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     }
     if (codegen) {
         unsigned char scratch[VT_FUSE_MAX_NODES];
-        for (int i = 0; i < count; i++) scratch[i] = (unsigned char)in_scratch(r, elide, i);
+        const vt_ew_plan *plans[VT_FUSE_MAX_NODES];
+        for (int i = 0; i < count; i++) scratch[i] = (unsigned char)in_scratch(r, elide, i), plans[i] = &g->m[i].plan;
         vt_cg_group *cg = (vt_cg_group *)(void *)((unsigned char *)g + cg_at);
-        if (vt_cg_build(r, count, scratch, perm, tail && g->tail_slot >= 0 ? q : -1, cg)) g->cg = cg;
+        if (vt_cg_build(r, count, scratch, perm, tail && g->tail_slot >= 0 ? q : -1, plans, cg)) g->cg = cg;
     }
     const int nodes = count + (tail != NULL);
     st->groups++;

@@ -228,6 +228,21 @@ vt_status vt_ew_plan_run(vt_ew_plan *p) {
     return VT_OK;
 }
 
+int vt_ew_plan_float_kernel(const vt_ew_plan *p, const void **fn, int *nin, float *prm) {
+    const ew_ctx *c = (const ew_ctx *)(const void *)p->ctx;
+    if (p->range != ew_range || c->cls_dt != VT_F32 || c->is_bool || c->nin > 2) return 0;
+    *nin = c->nin;
+    if (c->nin == 1) {
+        *fn = (const void *)c->un;
+        memcpy(prm, unary_prm(c), sizeof(float) * VT_EW_MAX_PARAMS);
+        prm[VT_EW_MAX_PARAMS] = 0;
+    } else {
+        *fn = (const void *)c->bin;
+        memcpy(prm, c->prm.f, sizeof(float) * (1 + VT_EW_MAX_PARAMS));
+    }
+    return *fn != NULL;
+}
+
 /* alpha into slot 0 and params into slots 1.. of the class-typed block,
  * converted as PyTorch converts a Scalar to the kernel's scalar type. */
 static void set_params(ew_ctx *c, vt_scalar alpha, const double *params) {
