@@ -93,6 +93,25 @@ def test_cumsum_cumprod(dtype):
         close(torch.cumprod(t[:, :8], 1), torch.cumprod(x[:, :8], 1))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_scans_carry_cpu_accumulate_type(dtype):
+    """CPU PyTorch carries a bf16 or f16 scan's running value in float and
+    an f32 one in double (at::acc_type<T, false>), rounding each output:
+    long lines and products near 1, where a wider carry rounds some
+    outputs the other way, give CPU's bits exactly (lines along the last
+    dim, along the first, and in place)."""
+    g = torch.Generator().manual_seed(31)
+    x = (torch.randn(64, 4096, generator=g) * 10).to(dtype)
+    p = (torch.rand(64, 512, generator=g) * 0.4 + 0.8).to(dtype)
+    with vtpu.cpu_fallback(False):
+        for d in (-1, 0):
+            assert torch.equal(torch.cumsum(x.to("tpu"), d).cpu(), torch.cumsum(x, d))
+            assert torch.equal(torch.cumprod(p.to("tpu"), d).cpu(), torch.cumprod(p, d))
+        t = x.to("tpu")
+        t.cumsum_(1)
+        assert torch.equal(t.cpu(), torch.cumsum(x, 1))
+
+
 def test_nan_ties_and_noncontiguous():
     x = torch.tensor([[1.0, float("nan"), 3.0], [2.0, 2.0, 1.0]])
     t = x.to("tpu")

@@ -319,9 +319,12 @@ at::Tensor& scan_out(const at::Tensor& self, int64_t dim, std::optional<c10::Sca
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
+  // CPU scans self converted to out's dtype, carrying the running value
+  // in that dtype's accumulate type (float for bf16 / f16, double for f32):
+  // vt_scan takes out's dtype as the compute dtype and carries the same
   const auto r = out.scalar_type();
   vt_dtype c{};
-  VT_FALLBACK_UNLESS(to_vt_dtype(acc_type(r), &c), "accumulation in ", acc_type(r));
+  VT_FALLBACK_UNLESS(to_vt_dtype(r, &c), "scans in ", r);
   const at::Tensor src = self.dim() ? self : self.reshape({1});
   const at::Tensor dst = self.dim() ? out : out.reshape({1});
   const vt_tensor to = view_of(dst), ti = view_of(src);

@@ -1,7 +1,8 @@
 /* reduce_ref.c — scalar references for vt_reduce, vt_reduce_arg and
  * vt_scan: one output at a time, reduced elements in logical order, fp64
- * (or wrapping int64) arithmetic. Shares only the conversions and argument
- * checks with the fast paths it checks. */
+ * (or wrapping int64) arithmetic; a bf16 or f16 scan carries float, as CPU
+ * PyTorch does. Shares only the conversions and argument checks with the
+ * fast paths it checks. */
 #include "internal.h"
 
 /* Element at logical offset off (elements) read as compute, then as fp64
@@ -193,16 +194,27 @@ vt_status vt_ref_scan(vt_scan_op op, const vt_tensor *out, const vt_tensor *in, 
     int64_t nout, R;
     const int d = one_dim_lines(in, dim, &mask, &nout, &R);
     int is_int = !vt_dtype_is_float(compute);
+    /* PyTorch's CPU accumulate type: float for bf16 and f16, else double */
+    const int narrow = compute == VT_BF16 || compute == VT_F16;
     for (int64_t o = 0; o < nout; o++) {
         int64_t ib, ob;
         out_pos(in, out, mask, o, &ib, &ob);
         double acc = op == VT_SCAN_CUMPROD ? 1 : op == VT_SCAN_LOGCUMSUMEXP ? -INFINITY : 0;
+        float facc = (float)acc;
         uint64_t iacc = op == VT_SCAN_CUMPROD ? 1 : 0;
         for (int64_t j = 0; j < R; j++) {
             double x;
             int64_t xi;
             load(in, ib + red_pos(in, mask, j), compute, &x, &xi);
-            if (op == VT_SCAN_CUMSUM) acc += x, iacc += (uint64_t)xi;
+            if (narrow) {
+                const float xf = (float)x; /* a bf16 or f16 value: exact */
+                if (op == VT_SCAN_CUMSUM) facc += xf;
+                else if (op == VT_SCAN_CUMPROD) facc *= xf;
+                else if (xf != xf || facc != facc) facc = NAN;
+                else if (fminf(xf, facc) != fmaxf(xf, facc) || isfinite(xf))
+                    facc = fmaxf(xf, facc) + log1pf(expf(fminf(xf, facc) - fmaxf(xf, facc)));
+                acc = facc;
+            } else if (op == VT_SCAN_CUMSUM) acc += x, iacc += (uint64_t)xi;
             else if (op == VT_SCAN_CUMPROD) acc *= x, iacc *= (uint64_t)xi;
             else acc = log_add_exp(x, acc);
             int64_t opos = 0, jj = j;
