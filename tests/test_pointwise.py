@@ -51,6 +51,34 @@ def test_true_division_and_pow(dtype):
         same(torch.pow(b.to("tpu"), b.to("tpu")), torch.pow(b, b), exact=False)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_pow_scalar_exponents_cpu_computes_as_other_ops(dtype):
+    """CPU computes x ** 2, ** 3 and ** -2 as x*x, x*x*x and 1/(x*x) and
+    ** -1 and ** -0.5 as a reciprocal and rsqrt, each step rounded in the
+    dtype (pow would round once): the same bits, with signed zeros, infinities and NaN, in the
+    functional, in-place and out= forms, and an int base promoted by a
+    float exponent. (** 0.5 is sqrt on both: CPU's vectorised f32 sqrt is
+    not always correctly rounded, vtpu's is, so that exponent is compared
+    with tolerance.)"""
+    g = torch.Generator().manual_seed(41)
+    x = (torch.rand(10007, generator=g) * 8 - 4).to(dtype)
+    x[:6] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-30])
+    with native_only():
+        for e in (2, 3, -2, -1, 2.0, -1.0):
+            same(torch.pow(x.to("tpu"), e), torch.pow(x, e))
+            y = x.to("tpu")
+            y.pow_(e)
+            same(y, torch.pow(x, e))
+            out = torch.empty(10007, dtype=torch.float64, device="tpu")
+            same(torch.pow(x.to("tpu"), e, out=out), torch.pow(x, e, out=torch.empty(10007, dtype=torch.float64)))
+        same(torch.pow(x.to("tpu"), 0.5), torch.pow(x, 0.5), exact=False)
+        # CPU's bf16 rsqrt rounds the square root to bf16 before dividing
+        same(torch.pow(x.to("tpu"), -0.5), torch.pow(x, -0.5), exact=dtype != torch.bfloat16)
+        i = torch.arange(-50, 50)
+        same(torch.pow(i.to("tpu"), 2.0), torch.pow(i, 2.0))
+        same(torch.pow(i.to("tpu"), 2), torch.pow(i, 2))
+
+
 @pytest.mark.parametrize("dtype", INTS, ids=str)
 @pytest.mark.parametrize("mode", [None, "trunc", "floor"])
 def test_integer_division_modes(dtype, mode):

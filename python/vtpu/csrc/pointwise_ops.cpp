@@ -567,6 +567,31 @@ at::Tensor where_out(const at::Tensor& cond, const at::Tensor& a, const at::Tens
   return out;
 }
 
+// pow with a scalar exponent. CPU computes some exponents as other ops for
+// float, double and bf16 results (PowKernel.cpp): 0.5, -0.5 and -1 as
+// sqrt, rsqrt and reciprocal, 2, 3 and -2 as x*x, x*x*x and 1/(x*x), each
+// step rounded in the result dtype; pow() rounds once, so it differed from
+// CPU in the last place (x.pow(2) of an RMS norm, x ** 3 of a tanh gelu).
+// The same ops here give CPU's bits. Half and other exponents run pow.
+at::Tensor pow_scalar(const at::Tensor& a, const at::Scalar& s, const at::Tensor& out, bool inplace) {
+  const c10::ScalarType r = at::result_type(a, s);
+  const bool special_dtype = r == at::kFloat || r == at::kDouble || r == at::kBFloat16;
+  const double e = s.isComplex() || s.isBoolean() ? 0.0 : s.toDouble();
+  const bool special = special_dtype && (e == 0.5 || e == -0.5 || e == -1.0 || e == 2.0 || e == 3.0 || e == -2.0);
+  if (!special || (inplace && a.scalar_type() != r) || a.device().type() != c10::DeviceType::PrivateUse1 ||
+      (out.defined() && out.device() != a.device()))
+    return binary_scalar(kPowScalar, a, s, out, inplace);
+  const at::Tensor x = a.scalar_type() == r ? a : a.to(r);
+  const at::Tensor& dst = inplace ? a : out;  // undefined: a fresh result
+  if (e == 0.5 || e == -0.5 || e == -1.0) {
+    const Unary& u = e == 0.5 ? kSqrt : e == -0.5 ? kRsqrt : kReciprocal;
+    return unary(u, x, dst, false);
+  }
+  if (e == 2.0) return binary(kMul, x, x, 1, dst, false);
+  const at::Tensor sq = binary(kMul, x, x, 1, {}, false);
+  return e == 3.0 ? binary(kMul, sq, x, 1, dst, false) : unary(kReciprocal, sq, dst, false);
+}
+
 }  // namespace
 
 // Registration: functional, in-place and out= overloads of each op.
@@ -667,13 +692,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     binary(kPow, wrap_scalar(s), e, 1, out, false);
     return out;
   });
-  VT_IMPL(m, "pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return binary_scalar(kPowScalar, a, s, {}, false); });
+  VT_IMPL(m, "pow.Tensor_Scalar", [](const at::Tensor& a, const at::Scalar& s) { return pow_scalar(a, s, {}, false); });
   VT_IMPL(m, "pow_.Scalar", [](at::Tensor& a, const at::Scalar& s) -> at::Tensor& {
-    binary_scalar(kPowScalar, a, s, {}, true);
+    pow_scalar(a, s, {}, true);
     return a;
   });
   VT_IMPL(m, "pow.Tensor_Scalar_out", [](const at::Tensor& a, const at::Scalar& s, at::Tensor& out) -> at::Tensor& {
-    binary_scalar(kPowScalar, a, s, out, false);
+    pow_scalar(a, s, out, false);
     return out;
   });
   REG_BINARY_FN(m, "maximum", kMaximum)
