@@ -79,6 +79,25 @@ def test_pow_scalar_exponents_cpu_computes_as_other_ops(dtype):
         same(torch.pow(i.to("tpu"), 2), torch.pow(i, 2))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_narrow_logit_and_xlogy_round_each_step_as_cpu(dtype):
+    """CPU evaluates logit and xlogy in bf16 / f16 arithmetic: the log, the
+    quotient, 1 - x and the clamp bounds each rounded to the dtype (a float
+    evaluation rounded once differs by up to 8 ulp near 0.5): CPU's bits,
+    specials included."""
+    g = torch.Generator().manual_seed(43)
+    p = (torch.rand(20000, generator=g) * 1.2 - 0.1).to(dtype)
+    p[:5] = torch.tensor([0.0, 1.0, float("nan"), -0.0, float("inf")])
+    a = (torch.randn(20000, generator=g) * 3).to(dtype)
+    b = (torch.rand(20000, generator=g) * 5).to(dtype)
+    a[:4] = torch.tensor([0.0, 1.0, 2.0, float("nan")])
+    b[:4] = torch.tensor([float("nan"), 0.0, float("inf"), 1.0])
+    with native_only():
+        for eps in (None, 1e-3, 0.25):
+            same(torch.logit(p.to("tpu"), eps), torch.logit(p, eps))
+        same(torch.xlogy(a.to("tpu"), b.to("tpu")), torch.xlogy(a, b))
+
+
 @pytest.mark.parametrize("dtype", INTS, ids=str)
 @pytest.mark.parametrize("mode", [None, "trunc", "floor"])
 def test_integer_division_modes(dtype, mode):

@@ -279,7 +279,8 @@ vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, con
     c->cls_dt = class_dtype(compute, &cls);
     /* On bool, bitwise_not is logical not (~1 would read back as true). */
     if (compute == VT_BOOL && op == VT_BITWISE_NOT) op = VT_LOGICAL_NOT;
-    c->un = vt_unary_ukernels[cls][op];
+    c->un = vt_narrow_unary_ukernel(op, compute);
+    if (!c->un) c->un = vt_unary_ukernels[cls][op];
     if (!c->un) c->un = vt_math_unary_ukernels[cls][op];
     c->bin = NULL;
     c->ter = NULL;

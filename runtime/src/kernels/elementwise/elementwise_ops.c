@@ -299,20 +299,55 @@ static inline float round_f16(float x) { return vt_f16_to_f32(vt_f32_to_f16(x));
     BIN_KERNEL(P##_div_trunc, float, float, truncf(R(x / y)))                                                  \
     BIN_KERNEL(P##_div_floor, float, float, P##_floordiv1(x, y))
 
+/* xlogy and logit in bf16 and f16 are the narrow type's steps on CPU too
+ * (std::log of a BFloat16 / Half is rounded, then the product or the
+ * quotient): log(x / (1 - x)) rounds 1 - x, the quotient and the log;
+ * with eps, x is first clamped to [eps, 1 - eps], both in the narrow type. */
+#define DEFINE_NARROW_MATH(P, R)                                                                               \
+    BIN_KERNEL(P##_xlogy, float, float, y != y ? NAN : x == 0 ? 0.0f : R(x * R(logf(y))))                     \
+    static inline float P##_logit1(float x, float eps) {                                                       \
+        if (eps >= 0) {                                                                                        \
+            const float lo = R(eps), hi = R(1.0f - lo);                                                        \
+            x = x < lo ? lo : (x > hi ? hi : x);                                                               \
+        }                                                                                                      \
+        return R(logf(R(x / R(1.0f - x))));                                                                    \
+    }                                                                                                          \
+    static int P##_logit(int64_t n, void *out_, const void *a_, const void *prm_) {                            \
+        float *out = out_;                                                                                     \
+        const float *a = a_, *p = prm_;                                                                        \
+        VLOOP(n, { out[i] = P##_logit1(a[i], p[0]); });                                                        \
+        return 0;                                                                                              \
+    }
+
 DEFINE_NARROW_DIV(bf16n, round_bf16)
 DEFINE_NARROW_DIV(f16n, round_f16)
+DEFINE_NARROW_MATH(bf16n, round_bf16)
+DEFINE_NARROW_MATH(f16n, round_f16)
 /* PyTorch's sigmoid_backward for f16 (not bf16) runs in Half arithmetic too. */
 BIN_KERNEL(f16n_sigmoid_bw, float, float, round_f16(round_f16(x * round_f16(1.0f - y)) * y))
 
 vt_binary_ukernel vt_narrow_ukernel(vt_binary_op op, vt_dtype compute) {
-    if (compute == VT_BF16) return op == VT_DIV_TRUNC ? bf16n_div_trunc : op == VT_DIV_FLOOR ? bf16n_div_floor : NULL;
+    if (compute == VT_BF16) {
+        switch (op) {
+        case VT_DIV_TRUNC: return bf16n_div_trunc;
+        case VT_DIV_FLOOR: return bf16n_div_floor;
+        case VT_XLOGY: return bf16n_xlogy;
+        default: return NULL;
+        }
+    }
     if (compute != VT_F16) return NULL;
     switch (op) {
     case VT_DIV_TRUNC: return f16n_div_trunc;
     case VT_DIV_FLOOR: return f16n_div_floor;
     case VT_SIGMOID_BACKWARD: return f16n_sigmoid_bw;
+    case VT_XLOGY: return f16n_xlogy;
     default: return NULL;
     }
+}
+
+vt_unary_ukernel vt_narrow_unary_ukernel(vt_unary_op op, vt_dtype compute) {
+    if (op != VT_LOGIT) return NULL;
+    return compute == VT_BF16 ? bf16n_logit : compute == VT_F16 ? f16n_logit : NULL;
 }
 
 /* ------------------------------------------------------------ tables */

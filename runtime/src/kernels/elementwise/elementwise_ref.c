@@ -722,7 +722,17 @@ vt_status vt_ref_unary_ex(vt_unary_op op, const vt_tensor *out, const vt_tensor 
         rval x = ref_cast(compute, ref_load(a->dtype, ref_addr(a, out->ndim, idx)));
         int is_bool = 0;
         rval r;
-        if (cls == CLS_F32) {
+        if (op == VT_LOGIT && (compute == VT_BF16 || compute == VT_F16)) {
+            /* PyTorch's narrow logit: the clamp bounds, 1 - x, the quotient
+             * and the log each rounded to the narrow type */
+            float v = (float)x.d;
+            if (pf[1] >= 0) {
+                const float lo = ref_round(compute, pf[1]), hi = ref_round(compute, 1.0 - lo);
+                v = v < lo ? lo : v > hi ? hi : v;
+            }
+            const float q = ref_round(compute, (double)v / ref_round(compute, 1.0 - v));
+            r = rv_f(ref_round(compute, logf(q)));
+        } else if (cls == CLS_F32) {
             r = rv_f(ref_math_unary_f32(op, (float)x.d, pf + 1, &is_bool));
         } else if (cls == CLS_F64) {
             r = rv_f(ref_math_unary_f64(op, x.d, pd + 1, &is_bool));
@@ -763,7 +773,10 @@ vt_status vt_ref_binary_ex(vt_binary_op op, const vt_tensor *out, const vt_tenso
         rval x = ref_cast(compute, ref_load(a->dtype, ref_addr(a, out->ndim, idx)));
         rval y = ref_cast(compute, ref_load(b->dtype, ref_addr(b, out->ndim, idx)));
         rval r;
-        if (cls == CLS_F32) {
+        if (op == VT_XLOGY && (compute == VT_BF16 || compute == VT_F16)) {
+            /* the narrow type's log, then the narrow product */
+            r = rv_f(isnan(y.d) ? NAN : x.d == 0 ? 0.0 : ref_round(compute, x.d * ref_round(compute, logf((float)y.d))));
+        } else if (cls == CLS_F32) {
             r = rv_f(ref_math_binary_f32(op, (float)x.d, (float)y.d, pf));
         } else if (cls == CLS_F64) {
             r = rv_f(ref_math_binary_f64(op, x.d, y.d, pd));
