@@ -72,7 +72,8 @@ def test_pow_scalar_exponents_cpu_computes_as_other_ops(dtype):
             out = torch.empty(10007, dtype=torch.float64, device="tpu")
             same(torch.pow(x.to("tpu"), e, out=out), torch.pow(x, e, out=torch.empty(10007, dtype=torch.float64)))
         same(torch.pow(x.to("tpu"), 0.5), torch.pow(x, 0.5), exact=False)
-        # CPU's bf16 rsqrt rounds the square root to bf16 before dividing
+        # CPU's bf16 rsqrt rounds the square root to bf16 before dividing in
+        # its scalar tail (the last elements), once in its vector body
         same(torch.pow(x.to("tpu"), -0.5), torch.pow(x, -0.5), exact=dtype != torch.bfloat16)
         i = torch.arange(-50, 50)
         same(torch.pow(i.to("tpu"), 2.0), torch.pow(i, 2.0))
