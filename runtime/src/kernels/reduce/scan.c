@@ -32,26 +32,21 @@ static inline float log_add_expf(float x, float acc) {
     return x;
 }
 
-/* Scan m staged values in place, continuing from *acc. */
-static void scan_f(vt_scan_op op, double *v, int64_t m, double *acc) {
-    double a = *acc;
-    switch (op) {
-    case VT_SCAN_CUMSUM: for (int64_t i = 0; i < m; i++) v[i] = a = a + v[i]; break;
-    case VT_SCAN_CUMPROD: for (int64_t i = 0; i < m; i++) v[i] = a = a * v[i]; break;
-    default: for (int64_t i = 0; i < m; i++) v[i] = a = log_add_exp(v[i], a); break;
+/* Scan m staged values in place, continuing from *acc: in double
+ * (scan_f) and in float (scan_ff). */
+#define SCAN_FLOAT(NAME, T, LOG_ADD_EXP)                                                                      \
+    static void NAME(vt_scan_op op, T *v, int64_t m, T *acc) {                                                 \
+        T a = *acc;                                                                                            \
+        switch (op) {                                                                                          \
+        case VT_SCAN_CUMSUM: for (int64_t i = 0; i < m; i++) v[i] = a = a + v[i]; break;                       \
+        case VT_SCAN_CUMPROD: for (int64_t i = 0; i < m; i++) v[i] = a = a * v[i]; break;                      \
+        default: for (int64_t i = 0; i < m; i++) v[i] = a = LOG_ADD_EXP(v[i], a); break;                       \
+        }                                                                                                      \
+        *acc = a;                                                                                              \
     }
-    *acc = a;
-}
-
-static void scan_ff(vt_scan_op op, float *v, int64_t m, float *acc) {
-    float a = *acc;
-    switch (op) {
-    case VT_SCAN_CUMSUM: for (int64_t i = 0; i < m; i++) v[i] = a = a + v[i]; break;
-    case VT_SCAN_CUMPROD: for (int64_t i = 0; i < m; i++) v[i] = a = a * v[i]; break;
-    default: for (int64_t i = 0; i < m; i++) v[i] = a = log_add_expf(v[i], a); break;
-    }
-    *acc = a;
-}
+SCAN_FLOAT(scan_f, double, log_add_exp)
+SCAN_FLOAT(scan_ff, float, log_add_expf)
+#undef SCAN_FLOAT
 
 static void scan_i(vt_scan_op op, int64_t *v, int64_t m, uint64_t *acc) {
     uint64_t a = *acc;
