@@ -4,8 +4,9 @@ same programs on the interpreter (the members' kernels tile by tile:
 compiler "none"), CPU Inductor and CPU eager, in one run, float32 and
 bfloat16. Cases: a chain of arithmetic on three 16M-element inputs (one
 dense dim: the plain loop), a bias, a relu and a per-row scale on a
-4096 x 4096 matrix (broadcast operands: the walk along rows), and a gated
-activation with silu and gelu (members that call their kernels).
+4096 x 4096 matrix (broadcast operands: the walk along rows), the same
+with gelu, and a gated activation with silu and gelu (members that call
+their kernels).
 
 Run: python bench/codegen.py"""
 
@@ -33,6 +34,10 @@ def bias_act(x, b, s):
     return torch.relu(x + b) * s
 
 
+def bias_gelu(x, b, s):
+    return torch.nn.functional.gelu(x + b) * s
+
+
 def gated(x, y, b):
     """A gated MLP's activation (SwiGLU-like) with a bias and a residual
     scale: the transcendental members run their kernels on the group's
@@ -46,6 +51,9 @@ CASES = {
     "bias + relu, per-row scale, 4096x4096": (bias_act, lambda g: (torch.randn(4096, 4096, generator=g),
                                                                     torch.randn(4096, generator=g),
                                                                     torch.randn(4096, 1, generator=g))),
+    "bias + gelu, per-row scale, 4096x4096": (bias_gelu, lambda g: (torch.randn(4096, 4096, generator=g),
+                                                                  torch.randn(4096, generator=g),
+                                                                  torch.randn(4096, 1, generator=g))),
     "silu(x + b) * y + gelu(y) / 2, 16M elements": (gated, lambda g: (torch.randn(N, generator=g),
                                                                      torch.randn(N, generator=g),
                                                                      torch.randn(N, generator=g))),

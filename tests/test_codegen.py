@@ -134,6 +134,23 @@ def test_transcendental_members_call_their_kernels(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_calls_in_the_walk_along_rows(dtype):
+    """Calls in a group with broadcast and transposed operands (a bias and
+    gelu, a per-row scale, a transposed input): each row is cut into chunks
+    for the calls; rows of 96 and 700 (shorter and longer than a chunk)."""
+    def fn(x, b, s, w):
+        y = torch.nn.functional.gelu(x + b) * s
+        return torch.tanh(y - w.t()) + torch.exp(-y.abs())
+
+    g = torch.Generator().manual_seed(25)
+    for rows, cols in ((512, 96), (40, 700)):
+        torch._dynamo.reset()
+        args = (special(rows * cols, dtype, 26).view(rows, cols), torch.randn(cols, generator=g).to(dtype),
+                torch.randn(rows, 1, generator=g).to(dtype), torch.randn(cols, rows, generator=g).to(dtype))
+        check(fn, *args)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_an_expanded_scalar_operand(dtype):
     """A 0-dim tensor expanded to the group's shape is a view of one
     element with stride 0 everywhere: the plain loop reads that element

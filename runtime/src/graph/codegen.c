@@ -307,7 +307,7 @@ static int call_member(gen *c, const vt_ew_plan *plan, int i, int nin, const cha
     snprintf(c->call_in[i][0], sizeof c->call_in[i][0], "%s", x);
     snprintf(c->call_in[i][1], sizeof c->call_in[i][1], "%s", y ? y : "");
     c->ncall++;
-    snprintf(e, cap, "O%d[i - t]", i);
+    snprintf(e, cap, "O%d[u]", i);
     return 1;
 }
 
@@ -420,44 +420,63 @@ static int merge_dims(gen *c) {
 #define CALL_CHUNK 256
 #define CALL_MAX_BUFS 48
 
-/* The function of a dense group with calls, chunk by chunk: the members
- * between two calls as one loop over the chunk, a value a later loop reads
- * kept in a chunk buffer; then the call on the chunk. Returns 0 when the
- * buffers would not fit. */
-static int emit_calls(gen *c, sbuf *src, int count) {
-    int seg[VT_FUSE_MAX_NODES], last_seg[VT_FUSE_MAX_NODES], carried[VT_FUSE_MAX_NODES], nseg = 0, bufs = 0;
-    for (int i = 0; i < count; i++) seg[i] = nseg += c->call_fn[i] >= 0;
-    nseg++;
+/* A group with calls runs chunk by chunk: the members between two calls
+ * as one loop over the chunk (u: the element's place in it), a value a
+ * later loop reads kept in a chunk buffer; then the call on the chunk. */
+typedef struct call_segs {
+    int nseg;
+    int seg[VT_FUSE_MAX_NODES];      /* the loop member i runs in */
+    int last_seg[VT_FUSE_MAX_NODES]; /* the last loop reading its value (-1: none) */
+    int carried[VT_FUSE_MAX_NODES];  /* kept in a buffer for a later loop */
+} call_segs;
+
+/* The loops of a group with calls, and its buffers on the stack; 0 when
+ * they would not fit. */
+static int call_plan(const gen *c, int count, call_segs *cs) {
+    int bufs = 0;
+    cs->nseg = 0;
+    for (int i = 0; i < count; i++) cs->seg[i] = cs->nseg += c->call_fn[i] >= 0;
+    cs->nseg++;
     for (int j = 0; j < count; j++) {
         const int u = c->last_use[j];
         /* a call reads its operands in the loop before it */
-        last_seg[j] = u < 0 ? -1 : seg[u] - (c->call_fn[u] >= 0);
-        carried[j] = last_seg[j] > seg[j];
-        bufs += carried[j] + (c->call_fn[j] >= 0 ? (c->fnslot[c->call_fn[j]] == 2 ? 3 : 2) : 0);
+        cs->last_seg[j] = u < 0 ? -1 : cs->seg[u] - (c->call_fn[u] >= 0);
+        cs->carried[j] = cs->last_seg[j] > cs->seg[j];
+        bufs += cs->carried[j] + (c->call_fn[j] >= 0 ? (c->fnslot[c->call_fn[j]] == 2 ? 3 : 2) : 0);
     }
-    if (bufs > CALL_MAX_BUFS) return 0;
+    return bufs <= CALL_MAX_BUFS;
+}
+
+static void emit_call_buffers(const gen *c, sbuf *src, int count, const call_segs *cs) {
     for (int j = 0; j < count; j++) {
-        if (carried[j]) put(src, "    float B%d[%d];\n", j, CALL_CHUNK);
+        if (cs->carried[j]) put(src, "    float B%d[%d];\n", j, CALL_CHUNK);
         if (c->call_fn[j] < 0) continue;
         put(src, "    float I%d[%d], O%d[%d];\n", j, CALL_CHUNK, j, CALL_CHUNK);
         if (c->fnslot[c->call_fn[j]] == 2) put(src, "    float J%d[%d];\n", j, CALL_CHUNK);
     }
-    put(src, "    for (int64_t t = b; t < e; t += %d) {\n", CALL_CHUNK);
-    put(src, "    const int64_t te = e - t < %d ? e : t + %d;\n", CALL_CHUNK, CALL_CHUNK);
+}
+
+/* The chunks of elements var = lo .. hi (C expressions; var is what the
+ * members' statements index by). */
+static void emit_call_chunks(const gen *c, sbuf *src, int count, const call_segs *cs, const char *var, const char *lo,
+                             const char *hi) {
+    put(src, "    for (int64_t t = %s; t < %s; t += %d) {\n", lo, hi, CALL_CHUNK);
+    put(src, "    const int64_t te = %s - t < %d ? %s : t + %d;\n", hi, CALL_CHUNK, hi, CALL_CHUNK);
     int next = 0; /* the call that ends the current loop */
-    for (int s = 0; s < nseg; s++) {
-        while (next < count && (c->call_fn[next] < 0 || seg[next] <= s)) next++;
-        put(src, "    for (int64_t i = t; i < te; i++) {\n");
+    for (int s = 0; s < cs->nseg; s++) {
+        while (next < count && (c->call_fn[next] < 0 || cs->seg[next] <= s)) next++;
+        put(src, "    for (int64_t %s = t; %s < te; %s++) {\n        const int64_t u = %s - t;\n", var, var, var, var);
         for (int j = 0; j < count; j++)
-            if (carried[j] && seg[j] < s && last_seg[j] >= s) put(src, "        const float v%d = B%d[i - t];\n", j, j);
+            if (cs->carried[j] && cs->seg[j] < s && cs->last_seg[j] >= s)
+                put(src, "        const float v%d = B%d[u];\n", j, j);
         for (int i = 0; i < count; i++) {
-            if (seg[i] != s) continue;
+            if (cs->seg[i] != s) continue;
             put(src, "%.*s", (int)(c->span[i + 1] - c->span[i]), c->body.s + c->span[i]);
-            if (carried[i]) put(src, "        B%d[i - t] = v%d;\n", i, i);
+            if (cs->carried[i]) put(src, "        B%d[u] = v%d;\n", i, i);
         }
         if (next < count) {
-            put(src, "        I%d[i - t] = %s;\n", next, c->call_in[next][0]);
-            if (c->fnslot[c->call_fn[next]] == 2) put(src, "        J%d[i - t] = %s;\n", next, c->call_in[next][1]);
+            put(src, "        I%d[u] = %s;\n", next, c->call_in[next][0]);
+            if (c->fnslot[c->call_fn[next]] == 2) put(src, "        J%d[u] = %s;\n", next, c->call_in[next][1]);
         }
         put(src, "    }\n");
         if (next < count) {
@@ -468,14 +487,13 @@ static int emit_calls(gen *c, sbuf *src, int count) {
                 put(src, "    f%d(te - t, O%d, I%d, k + %d);\n", f, next, next, c->call_k[next]);
         }
     }
-    put(src, "    }\n}\n");
-    return 1;
+    put(src, "    }\n");
 }
 
 /* The function as a walk along rows: elements [b, e) of the group, row
  * by row of the innermost merged dim, each pointer's row start from the
  * outer indices (g: sizes, then strides), the inner loop over the row. */
-static void emit_rows(gen *c, sbuf *src, int m) {
+static void emit_rows(gen *c, sbuf *src, int m, const call_segs *cs, int count) {
     const int np = c->g->nptr;
     put(src, "    int64_t idx[%d], q = b;\n", m);
     put(src, "    for (int d = %d; d >= 0; d--) idx[d] = q %% g[d], q /= g[d];\n", m - 1);
@@ -487,13 +505,15 @@ static void emit_rows(gen *c, sbuf *src, int m) {
     put(src, "        const int64_t j0 = idx[%d], n = g[%d] - j0 < e - pos ? g[%d] - j0 : e - pos;\n", m - 1, m - 1,
         m - 1);
     for (int q = 0; q < np; q++) {
+        if (c->fnslot[q]) continue; /* a kernel, not memory */
         put(src, "        const int64_t o%d = 0", q);
         for (int d = 0; d < m - 1; d++) put(src, " + idx[%d] * g[%d]", d, m + q * m + d);
         put(src, ";\n");
         if (c->g->g[m + q * m + m - 1] == 0) /* the same element along the row: read once */
             put(src, "        const %s r%d = p%d[o%d];\n", c->dt[q] == VT_F32 ? "float" : "uint16_t", q, q, q);
     }
-    put(src, "        for (int64_t j = j0; j < j0 + n; j++) {\n%s        }\n", c->body.s);
+    if (cs) emit_call_chunks(c, src, count, cs, "j", "j0", "j0 + n");
+    else put(src, "        for (int64_t j = j0; j < j0 + n; j++) {\n%s        }\n", c->body.s);
     put(src, "        pos += n;\n        idx[%d] = 0;\n", m - 1);
     put(src, "        for (int d = %d; d >= 0 && ++idx[d] == g[d]; d--) idx[d] = 0;\n", m - 2);
     put(src, "    }\n}\n");
@@ -613,10 +633,18 @@ int vt_cg_build(const vt_rec *const *r, int count, const unsigned char *scratch,
         }
         int chains = 0, fits = 1;
         for (int i = 0; i < count; i++) chains += root(&c, i) == i;
-        if (c.ncall) { /* dense groups only: a walk along rows would cut the chunks */
-            fits = one_d && emit_calls(&c, &src, count);
+        call_segs cs;
+        if (c.ncall) {
+            fits = call_plan(&c, count, &cs);
+            if (fits) emit_call_buffers(&c, &src, count, &cs);
+            if (fits && one_d) {
+                emit_call_chunks(&c, &src, count, &cs, "i", "b", "e");
+                put(&src, "}\n");
+            } else if (fits) {
+                emit_rows(&c, &src, m, &cs, count);
+            }
         } else if (!one_d) {
-            emit_rows(&c, &src, m);
+            emit_rows(&c, &src, m, NULL, count);
         } else if (chains == 1) {
             put(&src, "    for (int64_t i = b; i < e; i++) {\n%s    }\n}\n", c.body.s);
         } else { /* tile by tile, chain by chain, each chain's members in order */
