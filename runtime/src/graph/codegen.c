@@ -81,7 +81,10 @@ typedef struct gen {
     int call_k[VT_FUSE_MAX_NODES];   /* the first k of its parameter block */
     char call_in[VT_FUSE_MAX_NODES][2][48]; /* its operands' expressions */
     int last_use[VT_FUSE_MAX_NODES]; /* the last member reading member i's value (-1: none) */
-    int src_ptr[3]; /* the pointer the member being written reads src k through (-1: none) */
+    /* whether src k of the member being written is one value for every
+     * element: a host scalar, a one-element tensor, or a view broadcast
+     * along every dim (an expanded scalar) */
+    int src_one[3];
 } gen;
 
 static int root(gen *c, int i) {
@@ -166,7 +169,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
     const vt_node *n = &r[i]->n;
     vt_dtype dt;
     char raw[32];
-    c->src_ptr[k] = -1;
+    c->src_one[k] = 1; /* but for a view that steps, or an earlier member's value */
     if (n->host >> k & 1) {
         if (!dtype_ok(n->compute)) return 0;
         float v;
@@ -198,6 +201,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
         }
         if (from >= 0) {
             tie(c, i, from);
+            c->src_one[k] = 0;
             if (c->last_use[from] < i) c->last_use[from] = i;
             snprintf(raw, sizeof raw, "v%d", from);
             dt = val_dt[from];
@@ -212,7 +216,7 @@ static int operand(gen *c, const vt_rec *const *r, int i, int k, const vt_dtype 
             const int p = ptr_of(c, vt_base(t), dt, st, 0, r[i]->acc[a].block, t);
             if (p < 0) return 0;
             touch(c, p);
-            c->src_ptr[k] = p;
+            for (int d = 0; d < c->ndim && c->src_one[k]; d++) c->src_one[k] = st[d] == 0 || c->sizes[d] == 1;
             snprintf(raw, sizeof raw, dt == VT_F32 ? "A%d" : "bf(A%d)", p); /* A<p>: the element (see emit) */
         }
     }
@@ -262,19 +266,6 @@ static int expression(gen *c, const vt_node *n, const char *x, const char *y, ch
     }
 }
 
-/* Whether src k of the member being written, x, is one value for every
- * element: a host scalar k<n>, a one-element tensor s<n> (rounded or not),
- * or a view broadcast along every dim (an expanded scalar). */
-static int one_value(const gen *c, int k, const char *x) {
-    if (strncmp(x, "rbf(", 4) == 0) x += 4;
-    if (x[0] == 'k' || x[0] == 's') return 1;
-    const int p = c->src_ptr[k];
-    if (p < 0) return 0;
-    for (int d = 0; d < c->ndim; d++)
-        if (c->st[p][d] != 0 && c->sizes[d] != 1) return 0;
-    return 1;
-}
-
 /* Member i as a call of its plan's kernel (the float class's, on operands
  * of one value per element: the interpreter passes one value with stride
  * 0, which takes the kernels' other path, so such a member stays with the
@@ -284,8 +275,8 @@ static int call_member(gen *c, const vt_ew_plan *plan, int i, int nin, const cha
     const void *fn;
     int kin;
     float prm[1 + VT_EW_MAX_PARAMS];
-    if (!plan || !vt_ew_plan_float_kernel(plan, &fn, &kin, prm) || kin != nin || one_value(c, 0, x) ||
-        (y && one_value(c, 1, y)))
+    if (!plan || !vt_ew_plan_float_kernel(plan, &fn, &kin, prm) || kin != nin || c->src_one[0] ||
+        (y && c->src_one[1]))
         return 0;
     int q = -1;
     for (int p = 0; p < c->g->nptr && q < 0; p++)
