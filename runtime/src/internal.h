@@ -533,8 +533,7 @@ const vt_f32_act_table *vt_f32_act(void);
 extern const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
 /* Ops PyTorch evaluates in the narrow type's own arithmetic, rounding every
  * step (trunc/floor division, xlogy and logit in bf16 or f16,
- * sigmoid_backward in f16); NULL
- * for other ops and dtypes. */
+ * sigmoid_backward in f16); NULL for other ops and dtypes. */
 vt_binary_ukernel vt_narrow_ukernel(vt_binary_op op, vt_dtype compute);
 vt_unary_ukernel vt_narrow_unary_ukernel(vt_unary_op op, vt_dtype compute);
 extern const vt_unary_ukernel vt_unary_ukernels[VT_CLASS_COUNT][VT_UNARY_OP_COUNT];

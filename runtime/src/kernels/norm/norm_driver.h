@@ -78,15 +78,15 @@ static void N_(fwd_range)(void *p, int64_t u0, int64_t u1) {
         T m[NORM_BLOCK], r[NORM_BLOCK];
         double mean[NORM_BLOCK], q[NORM_BLOCK];
         for (int64_t i = 0; i < nb; i++) {
-            const int64_t ub = (u + i) * g->ustride;
+            const int64_t v = u + i, ub = v * g->ustride;
             xu[i] = c->x, xo[i] = ub;
             if (per_read) {
-                if (u >= read_end) {
-                    read_first = u;
-                    read_end = u1 - u < per_read ? u1 : u + per_read;
-                    read = c->src->read(c->src->ctx, ub, (read_end - u) * g->L);
+                if (v >= read_end) {
+                    read_first = v;
+                    read_end = u1 - v < per_read ? u1 : v + per_read;
+                    read = c->src->read(c->src->ctx, ub, (read_end - v) * g->L);
                 }
-                xu[i] = read + (size_t)((u - read_first) * g->L) * xes, xo[i] = 0;
+                xu[i] = read + (size_t)((v - read_first) * g->L) * xes, xo[i] = 0;
             } else if (row) {
                 for (int64_t j = 0; j < g->L; j += VT_SOURCE_MAX) {
                     const int64_t n = g->L - j < VT_SOURCE_MAX ? g->L - j : VT_SOURCE_MAX;
