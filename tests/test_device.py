@@ -336,3 +336,30 @@ def test_profiler_device_times():
     assert mm and mm[0].count == 5
     assert 0 < mm[0].device_time_total < 60e6  # microseconds of device time, positive and sane
     assert all(e.device_time_total >= 0 for e in prof.key_averages())
+
+
+_VML_CHILD = """
+import torch  # vtpu loads with torch (its entry point), as for a user
+x = torch.linspace(0.01, 0.99, 8192).reshape(256, 32)  # above ATen's grain: a parallel call
+bad = []
+for name in ("acos asin atan cos erf erfc erfinv exp log log10 log2 sin sqrt tan tanh trunc").split():
+    for dtype in (torch.float32, torch.float64):
+        v = (x * 4).to(dtype) if name == "trunc" else x.to(dtype)
+        first = getattr(torch, name)(v)
+        if not torch.equal(first, getattr(torch, name)(v)):
+            bad.append(f"{name} {dtype}")
+print(";".join(bad))
+"""
+
+
+def test_cpu_vector_math_is_settled_before_its_first_parallel_call():
+    # oneMKL picks a vector math kernel on a function's first call; run on
+    # several threads at once, one thread could take a low-accuracy kernel
+    # for that call (pytorch/pytorch#188792): a CPU op, or the CPU fallback
+    # on tpu memory, silently differed from the same op called again. A
+    # process's first such call raced (acos here, about one process in
+    # three on a 2-core host without the settling at import).
+    for _ in range(8):
+        r = subprocess.run([sys.executable, "-c", _VML_CHILD], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "", f"a first call differs from the second: {r.stdout.strip()}"

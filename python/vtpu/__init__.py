@@ -53,6 +53,32 @@ def _backward_on_importing_thread():
         torch._C._set_multithreading_enabled(False)
 
 
+def _settle_cpu_vector_math():
+    """Have oneMKL pick, on this thread, the kernel of each vector math
+    function ATen's CPU unary ops call (float and double acos ... trunc).
+
+    oneMKL resolves a VML function's kernel on its first call; when that
+    first call runs on several intra-op threads at once (any CPU op on more
+    than 2048 contiguous values), one thread can run a low-accuracy kernel
+    for its whole chunk of that one call (pytorch/pytorch#188792). Seen
+    here: about one process in three computed the second half of its first
+    ``torch.cos`` over a (256, 32) table 1000x less accurately (a rotary
+    table, so training on "tpu" differed from run to run), and the CPU
+    fallback runs these same kernels on tpu memory. A call on one value
+    per function and dtype settles the choice before any parallel call:
+    about 50 us at import."""
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return
+    ops = (torch.acos, torch.asin, torch.atan, torch.cos, torch.erf, torch.erfc, torch.erfinv, torch.exp,
+           torch.log, torch.log10, torch.log2, torch.sin, torch.sqrt, torch.tan, torch.tanh, torch.trunc)
+    for dtype in (torch.float32, torch.float64):
+        x = torch.full((1,), 0.5, dtype=dtype)
+        for op in ops:
+            op(x)
+
+
 def _autoload():
     """Entry point torch calls during ``import torch``: importing this package
     has already tried to register the device; a failure there was turned into
@@ -96,6 +122,7 @@ if _load_error is None:
     atexit.register(_C._quiesce_autograd)
 
     _backward_on_importing_thread()
+    _settle_cpu_vector_math()
 
 __all__ = [
     "EagerMode",
