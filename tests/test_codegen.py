@@ -227,7 +227,9 @@ def test_broadcast_and_strided_operands(dtype):
     with vtpu.tracing.trace() as t:
         compiled(*[a.to("tpu") for a in args])
     groups = [e["name"] for e in t.events if " + " in e["name"]]
-    assert len(groups) == 3 and all(n.startswith("generated: ") for n in groups), groups
+    # y, then both halves and the cat (their ops write over their own
+    # first operands, so the halves' chains join one group)
+    assert len(groups) == 2 and all(n.startswith("generated: ") for n in groups), groups
 
 
 def test_in_place_chain_on_an_input():

@@ -92,6 +92,12 @@ ALLOWED = {
     "softmax out=self": (lambda x: torch.ops.aten._softmax.out(x, 1, False, out=x), lambda x: torch.softmax(x, 1)),
     "log_softmax out=self": (lambda x: torch.ops.aten._log_softmax.out(x, 1, False, out=x), lambda x: torch.log_softmax(x, 1)),
     "softmax out partial": (lambda x: torch.ops.aten._softmax.out(x[:-1], 1, False, out=x[1:]), lambda x: torch.softmax(x[:-1], 1)),
+    "softmax_backward out=grad": (lambda x: torch.ops.aten._softmax_backward_data.out(x, x.softmax(1), 1, x.dtype, grad_input=x),
+                                  lambda x: torch.ops.aten._softmax_backward_data(x, x.softmax(1), 1, x.dtype)),
+    "log_softmax_backward out=grad": (lambda x: torch.ops.aten._log_softmax_backward_data.out(x, x.log_softmax(0), 0, x.dtype, out=x),
+                                      lambda x: torch.ops.aten._log_softmax_backward_data(x, x.log_softmax(0), 0, x.dtype)),
+    "softmax_backward out=output": (lambda x: torch.ops.aten._softmax_backward_data.out(x.sin(), x, 1, x.dtype, grad_input=x),
+                                    lambda x: torch.ops.aten._softmax_backward_data(x.sin(), x, 1, x.dtype)),
     "sum out=row": (lambda x: torch.sum(x, 0, keepdim=True, out=x[:1]), lambda x: x.sum(0, keepdim=True)),
     "mean out=row": (lambda x: torch.mean(x, 0, keepdim=True, out=x[:1]), lambda x: x.mean(0, keepdim=True)),
     "amax out=column": (lambda x: torch.amax(x, 1, keepdim=True, out=x[:, :1]), lambda x: x.amax(1, keepdim=True)),
@@ -121,6 +127,25 @@ def test_allowed_overlap_computes_the_op(case, mode):
         got = op(base.to("tpu")).cpu()
     want = value(base.double())
     torch.testing.assert_close(got, want.to(got.dtype), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dim", [1, 0])  # a contiguous line; lines strided side by side
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_backward_over_its_gradient_is_the_op(dtype, dim, log, mode):
+    # graph mode writes a softmax backward over the gradient it reads when
+    # nothing reads that gradient again: the same bits as out of place
+    g = torch.Generator().manual_seed(2)
+    x, grad = torch.randn(37, 300, generator=g).to(dtype), torch.randn(37, 300, generator=g).to(dtype)
+    y = x.log_softmax(dim) if log else x.softmax(dim)
+    op = torch.ops.aten._log_softmax_backward_data if log else torch.ops.aten._softmax_backward_data
+    yt, gt = y.to("tpu"), grad.to("tpu")
+    want = op(gt, yt, dim, dtype).cpu()
+    over = gt.clone()
+    got = op.out(over, yt, dim, dtype, **{"out" if log else "grad_input": over})
+    assert got.data_ptr() == over.data_ptr()
+    assert torch.equal(over.cpu(), want)
+    torch.testing.assert_close(want, op(grad, y, dim, dtype), rtol=1e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-3)
 
 
 def test_large_product_into_its_own_operand(mode):

@@ -203,6 +203,62 @@ def write_back_in_place(gm: torch.fx.GraphModule) -> int:
     return made
 
 
+# Ops with no in-place form whose kernels may write their result over their
+# first operand (each line's sum is taken before the line is written).
+_OVER_FIRST = (torch.ops.aten._softmax_backward_data.default, torch.ops.aten._log_softmax_backward_data.default)
+
+
+def _over_first_form(op):
+    """(overload, keyword of its result tensor) through which op writes
+    its result over its first operand, or None."""
+    if op in _OVER_FIRST:
+        out = op.overloadpacket.out
+        return out, next(a.name for a in out._schema.arguments if a.is_out)
+    inplace = _inplace_variant(op)
+    return (inplace, None) if inplace is not None and not inplace.name().startswith("aten::_foreach_") else None
+
+
+def compute_over_dead_buffers(gm: torch.fx.GraphModule) -> int:
+    """An op whose first operand is memory the graph allocated itself and
+    reads for the last time there, laid out as the op's result, writes its
+    result over that operand (a pointwise op through its in-place form, a
+    softmax backward through its out= form) instead of taking new memory:
+    the graph's peak is lower where such an op meets it (the cross-entropy
+    gradient of a language model's logits: nll_loss_backward's dense
+    gradient becomes the softmax backward's result, one logits-sized
+    tensor less). Only values of the graph's own ops qualify, never its
+    inputs (autograd may still hold saved tensors) nor anything a view
+    reads; the result is the same values in the same order, so results
+    are unchanged. Runs last. Returns the ops rewritten."""
+    own = set()  # values whose memory this pass hands on: results written over a dead operand
+    made = 0
+    nodes = list(gm.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    for n in nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload) or not n.args:
+            continue
+        form = _over_first_form(n.target)
+        x = n.args[0]
+        if form is None or not isinstance(x, torch.fx.Node) or x.op != "call_function":
+            continue
+        if x not in own and (_aliases_input(x) or not isinstance(x.target, torch._ops.OpOverload)
+                             or x.target._schema.is_mutable):
+            continue  # a view, an in-place op or a multi-output op's item: memory it does not own alone
+        if not _same_layout(x.meta.get("val"), n.meta.get("val")):
+            continue
+        if any(u is not n and (pos[u] > pos[n] or _aliases_input(u)) for u in x.users):
+            continue  # read after n, or through a view
+        if any(o is x for o in _flat_nodes((n.args[1:], n.kwargs))) and form[1] is not None:
+            continue  # a line read as the other operand too
+        op, out = form
+        n.target = op
+        if out is not None:
+            n.kwargs = {**n.kwargs, out: x}
+        own.add(n)
+        made += 1
+    return made
+
+
 _FILLS = (torch.ops.aten.full_like.default, torch.ops.aten.full.default)
 
 
@@ -265,12 +321,12 @@ _SCATTERS = {
 
 
 def _zero_fill(x, val) -> bool:
-    """x is a tensor of zeros of its own, shaped and typed as val, read
-    only by its one user."""
+    """x is a fill of zeros shaped and typed as val (the partitioner's CSE
+    may have merged several pieces' fills into one)."""
     if not isinstance(x, torch.fx.Node) or x.op != "call_function" or x.target not in _FILLS:
         return False
     v = x.meta.get("val")
-    return (len(x.users) == 1 and len(x.args) > 1 and not isinstance(x.args[1], bool) and x.args[1] == 0
+    return (len(x.args) > 1 and not isinstance(x.args[1], bool) and x.args[1] == 0
             and isinstance(v, torch.Tensor) and v.shape == val.shape and v.dtype == val.dtype)
 
 
@@ -352,7 +408,8 @@ def join_placed_pieces(gm: torch.fx.GraphModule) -> int:
         for t in terms:
             fill = t.args[0]
             g.erase_node(t)
-            g.erase_node(fill)
+            if not fill.users:
+                g.erase_node(fill)
         gone.update(sums)
         done += 1
     return done
@@ -405,6 +462,7 @@ class Program(OutputCode):
         self.in_place = write_back_in_place(gm)
         self.scatters = scatter_in_place(gm)
         self.fills = fold_fills(gm)
+        self.over_dead = compute_over_dead_buffers(gm)
         gm.graph.lint()
         self.kind = kind
         self._box(gm)
@@ -469,6 +527,7 @@ def _compiler(kind):
 @functools.cache
 def _backend():
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
 
     return aot_autograd(
         fw_compiler=_compiler("forward"),
@@ -478,6 +537,7 @@ def _backend():
         # an inference graph's writes to its inputs stay in it (as copy_ at
         # the end), for write_back_in_place
         keep_inference_input_mutations=True,
+        partition_fn=min_cut_rematerialization_partition,
     )
 
 

@@ -709,8 +709,10 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     /* row by row, each row read before it is written: in place is exact */
     [VT_NODE_SOFTMAX] = {"softmax", softmax_check, softmax_run, softmax_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
                          VT_USE_WRITE, softmax_fed, softmax_run_from, .in_step = 1},
+    /* each line's sum is taken before the line is written, then element i
+     * of the result from element i of each input: in place is exact */
     [VT_NODE_SOFTMAX_BACKWARD] = {"softmax_backward", softmax_backward_check, softmax_backward_run,
-                                  softmax_backward_ref, NULL, VT_USE_READ | VT_USE_STAGE, VT_USE_WRITE},
+                                  softmax_backward_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE, VT_USE_WRITE},
     /* elementwise inputs may be the output (in-place dropout); multinomial's
      * probs are read whole for each sample (rng_use stages them) */
     [VT_NODE_RNG] = {"rng", rng_check, rng_run, NULL, NULL, ELEMENTWISE_READ, VT_USE_WRITE, .use = rng_use},
