@@ -5,7 +5,8 @@ on CPU (float32), CPU eager, and the tpu eager modes Strict and
 DeferAndFuse, all in one run; the tpu variants take turns step by step. The
 tpu runs at DEFAULT precision (fp32 matmuls as one bf16 pass), the CPU runs
 in float32. Also: the first call's time (trace + compile) per compiled
-variant, the fixed cost of one small call, and the compile in a new
+variant, the device memory each variant's step adds at its peak, the fixed cost
+of one small call, and the compile in a new
 process with an empty cache (cold) and with the first's entries (warm).
 The run uses a cache directory of its own, so its first calls are cold.
 Targets (issue 12): compiled >= 1.0x CPU Inductor (goal 1.5x) and faster than
@@ -166,6 +167,15 @@ def measure():
     best = {name: min(t) for name, t in times.items()}
     vs_defer = statistics.median(d / c for d, c in zip(times["defer_and_fuse"], times["compiled"]))
     fallbacks = vtpu.fallback_report()
+    peak = {}  # MB of device memory a step adds at its peak to what it starts with
+    for name, (mode, step) in steps.items():
+        with vtpu.eager_mode(mode):
+            torch.tpu.synchronize()
+            torch.tpu.reset_peak_memory_stats()
+            start = torch.tpu.memory_allocated()
+            step().item()
+            torch.tpu.synchronize()
+            peak[name] = (torch.tpu.max_memory_allocated() - start) / 2**20
 
     comp = best["compiled"]
     print(f"GPT step (6x512, seq {SEQ}, batch {BATCH}), best of {n}:")
@@ -175,6 +185,8 @@ def measure():
     print(f"  compiled: {ind / comp:.2f}x CPU Inductor (target >= 1.0x, goal 1.5x), "
           f"{vs_defer:.3f}x DeferAndFuse eager (median of the rounds; target > 1.0x), "
           f"{best['strict'] / comp:.2f}x Strict, {cpu / comp:.2f}x CPU eager")
+    print(f"  device memory a step adds at its peak: Strict {peak['strict']:.0f} MB, DeferAndFuse {peak['defer_and_fuse']:.0f} MB, "
+          f"compiled {peak['compiled']:.0f} MB")
     print(f"  CPU fallbacks during the tpu steps: {fallbacks or 'none'}")
     small = small_call()
     start = warm_start()
@@ -182,7 +194,7 @@ def measure():
             "tpu defer_and_fuse": best["defer_and_fuse"] * 1e3, "tpu compiled": comp * 1e3}
     save("compile", {"cpu_eager_s": cpu, "inductor_s": ind, "inductor_first_call_s": ind_first,
                      "tpu_s": {k: v for k, v in best.items()}, "tpu_first_call_s": firsts,
-                     "compiled_vs_inductor": ind / comp, "compiled_vs_defer": vs_defer,
+                     "compiled_vs_inductor": ind / comp, "compiled_vs_defer": vs_defer, "peak_mb": peak,
                      "fallbacks": fallbacks, "small_call_us": small,
                      "compile_in_new_process": start}, bars)
 
