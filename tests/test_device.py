@@ -2,6 +2,7 @@
 generated methods, serialisation, fallback visibility, bad input."""
 
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -363,3 +364,45 @@ def test_cpu_vector_math_is_settled_before_its_first_parallel_call():
         r = subprocess.run([sys.executable, "-c", _VML_CHILD], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == "", f"a first call differs from the second: {r.stdout.strip()}"
+
+
+_PLACEMENT_CHILD = """
+import os, json, torch
+(torch.ones(4096, 1024, device="tpu") + 1).sum().item()  # the pool and device 0's queue worker have started
+places = {}
+for tid in os.listdir("/proc/self/task"):
+    name = open(f"/proc/self/task/{tid}/comm").read().strip()
+    if name.startswith("vtpu-pool-") or name == "vtpu-queue-0":
+        places[name] = sorted(os.sched_getaffinity(int(tid)))
+print(json.dumps(places))
+"""
+
+
+def _placement(**env):
+    """Where a fresh process's vtpu threads may run; env on top of this
+    process's, less its own thread settings."""
+    e = {k: v for k, v in os.environ.items() if k not in ("VTPU_NUM_THREADS", "VTPU_PIN_THREADS")}
+    e.update(env)
+    r = subprocess.run([sys.executable, "-c", _PLACEMENT_CHILD], env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to place")
+def test_pool_and_queue_threads_keep_a_cpu_each_when_the_pool_spans_the_cpus():
+    # Left to the scheduler, a polling application thread could leave the
+    # queue worker and a pool worker sharing one core for a whole run (an op
+    # 1.4-4x slower in such a process). With the pool as wide as the CPUs
+    # the process may use, device 0's queue worker (chunk 0 of every
+    # parallel kernel) stays on the first, pool worker i on the i-th.
+    cpus = sorted(os.sched_getaffinity(0))
+    placed = _placement()
+    assert placed["vtpu-queue-0"] == [cpus[0]]
+    workers = [k for k in placed if k.startswith("vtpu-pool-")]
+    assert len(workers) == len(cpus) - 1
+    for k in workers:
+        assert placed[k] == [cpus[int(k.rsplit("-", 1)[1]) % len(cpus)]]
+    # a pool narrower than the CPUs (asked for), or the switch: the scheduler's
+    for free in (_placement(VTPU_NUM_THREADS=str(len(cpus) - 1)), _placement(VTPU_PIN_THREADS="0")):
+        assert free["vtpu-queue-0"] == cpus
+        assert all(v == cpus for v in free.values())

@@ -396,6 +396,10 @@ typedef void (*vt_iter_block_fn)(void *ctx, char *const *ptrs, const int64_t *st
                                  const int64_t *rstrides);
 void vt_iter_blocks(const vt_iter *it, int64_t begin, int64_t end, vt_iter_block_fn fn, void *ctx);
 
+/* Keep the calling thread on CPU `slot` (modulo) of the CPUs the process
+ * may use, when the pool spans all of them (thread_pool.c); else nothing. */
+void vt_place_thread(int slot);
+
 /* A kernel call (one thread's range) that writes at least this many bytes
  * writes them with streaming stores: its thread's share of the last-level
  * cache (thread_pool.c). Below it the output stays in cache for the op that

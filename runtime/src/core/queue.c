@@ -323,6 +323,9 @@ static void complete(vt_queue *q, uint64_t next) {
 static void *worker_main(void *arg) {
     vt_queue *q = arg;
     worker_of = q;
+    /* a device's first queue runs its parallel kernels' chunk 0: on a CPU
+     * of its own beside the pool's workers (other streams' queues float) */
+    if (q->index == 0) vt_place_thread((int)(q - &queues[0][0]) / VT_MAX_QUEUES);
     for (;;) {
         if (!has_work(q)) {
             int64_t start = now_ns();
