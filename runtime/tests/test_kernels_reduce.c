@@ -364,6 +364,8 @@ TEST(kernels_reduce_thread_and_isa_independent) {
     static const shape_case cases[] = {
         {1, {300007}, 1}, {2, {256, 1031}, 2}, {2, {1031, 256}, 1}, {2, {100001, 3}, 1}, {2, {5, 70003}, 2},
         {3, {16, 100, 129}, 5},
+        /* rows of whole 256-value blocks side by side: several rows' blocks per kernel call */
+        {2, {37, 512}, 2}, {2, {9, 768}, 2}, {2, {6, 1024}, 2}, {2, {5, 256}, 2},
     };
     static const op_case ops[] = {{VT_REDUCE_SUM, 0}, {VT_REDUCE_AMAX, 0}, {VT_REDUCE_VAR, 1}, {VT_REDUCE_LOGSUMEXP, 0}};
     unsigned active = vt_isa_active();
@@ -746,6 +748,7 @@ TEST(kernels_reduce_partial_blocks_match_portable) {
 TEST(kernels_reduce_bf16_rows_match_f32) {
     static const shape_case cases[] = {
         {2, {300, 257}, 2}, {2, {7, 2049}, 2}, {2, {33, 256}, 2}, {2, {5, 1024}, 2}, {2, {3, 100}, 2}, {3, {4, 6, 512}, 4},
+        {2, {37, 512}, 2}, {2, {9, 768}, 2},
     };
     unsigned active = vt_isa_active();
     unsigned masks[3] = {0, VT_ISA_AVX2, active};

@@ -438,6 +438,29 @@ static void rows_sum_f(const red_pass *ps, int64_t b, int64_t e) {
     const int64_t R = pl->rsz[0], es = (int64_t)pl->in_es;
     /* bf16 summed in f32: whole blocks widen as they load, not staged */
     const int widen = ps->blocks_bf16 && pl->in_dt == VT_BF16 && pl->compute == VT_F32;
+    /* Short f32 (or widened bf16) rows of whole blocks, side by side in
+     * memory (a [rows, 512] sum(dim=-1)): the blocks of several rows in one call, so the block
+     * kernel's chains overlap across rows; each row's cascade then takes
+     * its blocks' sums in the order it always does. */
+    const int64_t per = R / VT_REDUCE_SUM_BLOCK;
+    const int whole_f32 = ps->blocks_f32 && !widen && ps->direct && pl->in_dt == VT_F32;
+    if ((widen || whole_f32) && !ps->src && pl->nk == 1 && pl->kin[0] == R && R % VT_REDUCE_SUM_BLOCK == 0 &&
+        R <= CH && R > 0) {
+        const int64_t rows = CH / R;
+        for (int64_t o = b; o < e; o += rows) {
+            const int64_t n = min64(rows, e - o);
+            const void *first = pl->in_base + o * R * es;
+            if (widen) ps->blocks_bf16((const uint16_t *)first, n * per, sums);
+            else ps->blocks_f32((const float *)first, n * per, sums);
+            for (int64_t r = 0; r < n; r++) {
+                casc_f cs;
+                cs.occ = 0;
+                for (int64_t k = 0; k < per; k++) casc_push_f(&cs, sums[r * per + k]);
+                ((float *)ps->res)[o + r] = casc_total_f(&cs);
+            }
+        }
+        return;
+    }
     for (int64_t o = b; o < e; o++) {
         const char *row = pl->in_base + (pl->nk == 1 ? o * pl->kin[0] : kept_offset(pl, o, pl->nk)) * es;
         casc_f cs;
