@@ -230,10 +230,24 @@ def compute_over_dead_buffers(gm: torch.fx.GraphModule) -> int:
     inputs (autograd may still hold saved tensors) nor anything a view
     reads; the result is the same values in the same order, so results
     are unchanged. Runs last. Returns the ops rewritten."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
     own = set()  # values whose memory this pass hands on: results written over a dead operand
     made = 0
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
+
+    def storage(node):
+        v = node.meta.get("val")
+        return StorageWeakRef(v.untyped_storage()) if isinstance(v, torch.Tensor) else None
+
+    # values by the memory they are in, as tracing saw it: also the aliases
+    # an op makes without saying so in its schema (_unsafe_view)
+    sharing = {}
+    for m in nodes:
+        key = storage(m)
+        if key is not None:
+            sharing.setdefault(key, []).append(m)
     for n in nodes:
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload) or not n.args:
             continue
@@ -248,6 +262,11 @@ def compute_over_dead_buffers(gm: torch.fx.GraphModule) -> int:
             continue
         if any(u is not n and (pos[u] > pos[n] or _aliases_input(u)) for u in x.users):
             continue  # read after n, or through a view
+        key = storage(x)
+        if key is None or any(m is not x and (m.op != "call_function" or pos[m] > pos[n]
+                                              or any(u is not n and pos[u] > pos[n] for u in m.users))
+                              for m in sharing.get(key, ())):
+            continue  # its memory is an input's, or another value in it is read after n
         if any(o is x for o in _flat_nodes((n.args[1:], n.kwargs))) and form[1] is not None:
             continue  # a line read as the other operand too
         op, out = form
