@@ -557,3 +557,26 @@ def test_no_write_over_memory_an_unannotated_alias_reads_later():
     a = torch.randn(4, 4)
     for got, want in zip(gm(a.to("tpu")), f(a)):
         assert torch.equal(got.cpu(), want)
+
+
+def test_no_write_back_in_place_while_an_unannotated_alias_of_the_input_is_read():
+    # the input's old value is read through an _unsafe_view after the op
+    # that would compute its update in place: the update keeps its own memory
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x):
+        v = torch.ops.aten._unsafe_view(x, [-1])
+        y = x * 2
+        w = v + 1
+        x.copy_(y)
+        return w
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 4))
+    vtpu.compiler.write_back_in_place(gm)
+    gm.recompile()
+    names = [n.target.overloadpacket.__name__ for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+    assert "mul" in names and "mul_" not in names
+    a = torch.randn(4, 4)
+    x = a.to("tpu")
+    w = gm(x)
+    assert torch.equal(w.cpu(), a.reshape(-1) + 1) and torch.equal(x.cpu(), a * 2)

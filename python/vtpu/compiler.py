@@ -76,6 +76,25 @@ def _aliases_input(node) -> bool:
     return any(r.alias_info is not None for r in node.target._schema.returns)
 
 
+def _storage(node):
+    """The memory node's value is in, as tracing saw it (None: not a tensor)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    v = node.meta.get("val")
+    return StorageWeakRef(v.untyped_storage()) if isinstance(v, torch.Tensor) else None
+
+
+def _sharing(nodes) -> dict:
+    """The values in each memory, as tracing saw it: also the aliases an op
+    makes without saying so in its schema (_unsafe_view)."""
+    groups = {}
+    for m in nodes:
+        key = _storage(m)
+        if key is not None:
+            groups.setdefault(key, []).append(m)
+    return groups
+
+
 def _flat_nodes(args):
     for a in args:
         if isinstance(a, (list, tuple)):
@@ -154,16 +173,20 @@ def write_back_in_place(gm: torch.fx.GraphModule) -> int:
                 and n.args[0].op == "placeholder"):
             write_back[n.args[0]] = n
     buf = {x: x for x in write_back}  # a value -> the input whose memory it is in
+    sharing = _sharing(nodes)
 
     def free_after(x, n):
         """Nothing reads x's value after n: n aside, and the write-back of
-        x's input when x is what it writes to, not what it reads."""
+        x's input when x is what it writes to, not what it reads; nor any
+        other value in x's memory (an alias no schema names)."""
         for u in x.users:
             if u is n or (u is write_back[buf[x]] and u.args[0] is x and u.args[1] is not x):
                 continue
             if pos[u] > pos[n] or _aliases_input(u):
                 return False
-        return True
+        key = _storage(x)
+        return key is not None and not any(
+            m is not x and any(u is not n and pos[u] > pos[n] for u in m.users) for m in sharing.get(key, ()))
 
     made = 0
     for n in nodes:
@@ -230,24 +253,11 @@ def compute_over_dead_buffers(gm: torch.fx.GraphModule) -> int:
     inputs (autograd may still hold saved tensors) nor anything a view
     reads; the result is the same values in the same order, so results
     are unchanged. Runs last. Returns the ops rewritten."""
-    from torch.multiprocessing.reductions import StorageWeakRef
-
     own = set()  # values whose memory this pass hands on: results written over a dead operand
     made = 0
     nodes = list(gm.graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
-
-    def storage(node):
-        v = node.meta.get("val")
-        return StorageWeakRef(v.untyped_storage()) if isinstance(v, torch.Tensor) else None
-
-    # values by the memory they are in, as tracing saw it: also the aliases
-    # an op makes without saying so in its schema (_unsafe_view)
-    sharing = {}
-    for m in nodes:
-        key = storage(m)
-        if key is not None:
-            sharing.setdefault(key, []).append(m)
+    sharing = _sharing(nodes)
     for n in nodes:
         if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload) or not n.args:
             continue
@@ -262,7 +272,7 @@ def compute_over_dead_buffers(gm: torch.fx.GraphModule) -> int:
             continue
         if any(u is not n and (pos[u] > pos[n] or _aliases_input(u)) for u in x.users):
             continue  # read after n, or through a view
-        key = storage(x)
+        key = _storage(x)
         if key is None or any(m is not x and (m.op != "call_function" or pos[m] > pos[n]
                                               or any(u is not n and pos[u] > pos[n] for u in m.users))
                               for m in sharing.get(key, ())):
