@@ -537,22 +537,28 @@ def test_compiled_cross_entropy_backward_needs_less_memory_than_eager():
     assert compiled <= eager - logits_bytes, (compiled, eager, logits_bytes)
 
 
+def _traced_through(graph_pass, f):
+    """f traced to an ATen graph on a (4, 4) input, the pass run on it, and
+    the names of the graph's ops after it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 4))
+    graph_pass(gm)
+    gm.recompile()
+    return gm, [n.target.overloadpacket.__name__ for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+
+
 def test_no_write_over_memory_an_unannotated_alias_reads_later():
     # _unsafe_view shares its input's memory without saying so in its
     # schema: the pass goes by the memory tracing saw, so relu does not
     # write over y while v, in the same memory, is still to be read
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     def f(a):
         y = a * 2
         v = torch.ops.aten._unsafe_view(y, [-1])
         z = torch.relu(y)
         return z, v + 1
 
-    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 4))
-    vtpu.compiler.compute_over_dead_buffers(gm)
-    gm.recompile()
-    names = [n.target.overloadpacket.__name__ for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+    gm, names = _traced_through(vtpu.compiler.compute_over_dead_buffers, f)
     assert "relu" in names and "relu_" not in names
     a = torch.randn(4, 4)
     for got, want in zip(gm(a.to("tpu")), f(a)):
@@ -562,8 +568,6 @@ def test_no_write_over_memory_an_unannotated_alias_reads_later():
 def test_no_write_back_in_place_while_an_unannotated_alias_of_the_input_is_read():
     # the input's old value is read through an _unsafe_view after the op
     # that would compute its update in place: the update keeps its own memory
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     def f(x):
         v = torch.ops.aten._unsafe_view(x, [-1])
         y = x * 2
@@ -571,10 +575,7 @@ def test_no_write_back_in_place_while_an_unannotated_alias_of_the_input_is_read(
         x.copy_(y)
         return w
 
-    gm = make_fx(f, tracing_mode="fake")(torch.randn(4, 4))
-    vtpu.compiler.write_back_in_place(gm)
-    gm.recompile()
-    names = [n.target.overloadpacket.__name__ for n in gm.graph.nodes if isinstance(n.target, torch._ops.OpOverload)]
+    gm, names = _traced_through(vtpu.compiler.write_back_in_place, f)
     assert "mul" in names and "mul_" not in names
     a = torch.randn(4, 4)
     x = a.to("tpu")

@@ -7,63 +7,43 @@
 #include "internal.h"
 #include "kernels/vmath_avx512.h"
 
+/* 16 values at element i of x: f32, or bf16 widened to f32 as they load
+ * (the exact conversion vt_convert would stage). */
+static inline __m512 load16(const void *x, int64_t i, int bf16) {
+    if (!bf16) return _mm512_loadu_ps((const float *)x + i);
+    const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* out[b] = sum of x[b*256 .. b*256+256): lane l adds x[16i + l] in order,
- * then lanes fold pairwise. */
-void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out) {
+ * then lanes fold pairwise. Four blocks go side by side: each block's adds
+ * stay in their order, the four chains overlap. */
+static inline void blocks(const void *x, int64_t nblocks, float *out, int bf16) {
+    const int64_t B = VT_REDUCE_SUM_BLOCK;
     int64_t b = 0;
-    /* four blocks side by side: each block's adds stay in its order, the
-     * four chains overlap */
     for (; b + 4 <= nblocks; b += 4) {
-        const float *p = x + b * VT_REDUCE_SUM_BLOCK;
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) {
-            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + VT_REDUCE_SUM_BLOCK + i));
-            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + 2 * VT_REDUCE_SUM_BLOCK + i));
-            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + 3 * VT_REDUCE_SUM_BLOCK + i));
+        for (int64_t i = b * B; i < b * B + B; i += 16) {
+            a0 = _mm512_add_ps(a0, load16(x, i, bf16));
+            a1 = _mm512_add_ps(a1, load16(x, i + B, bf16));
+            a2 = _mm512_add_ps(a2, load16(x, i + 2 * B, bf16));
+            a3 = _mm512_add_ps(a3, load16(x, i + 3 * B, bf16));
         }
         out[b] = vt_avx512_fold16(a0), out[b + 1] = vt_avx512_fold16(a1);
         out[b + 2] = vt_avx512_fold16(a2), out[b + 3] = vt_avx512_fold16(a3);
     }
     for (; b < nblocks; b++) {
-        const float *p = x + b * VT_REDUCE_SUM_BLOCK;
         __m512 acc = _mm512_setzero_ps();
-        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(p + i));
+        for (int64_t i = b * B; i < b * B + B; i += 16) acc = _mm512_add_ps(acc, load16(x, i, bf16));
         out[b] = vt_avx512_fold16(acc);
     }
 }
 
-/* The same over bf16 values, each widened to f32 as it is loaded (the
- * exact conversion vt_convert would stage): the same bits as converting
- * the block first and calling vt_reduce_blocks_f32_avx512. */
-static inline __m512 widen16(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
+void vt_reduce_blocks_f32_avx512(const float *x, int64_t nblocks, float *out) { blocks(x, nblocks, out, 0); }
 
-void vt_reduce_blocks_bf16_avx512(const uint16_t *x, int64_t nblocks, float *out) {
-    int64_t b = 0;
-    for (; b + 4 <= nblocks; b += 4) { /* four blocks side by side, as for f32 */
-        const uint16_t *p = x + b * VT_REDUCE_SUM_BLOCK;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) {
-            a0 = _mm512_add_ps(a0, widen16(p + i));
-            a1 = _mm512_add_ps(a1, widen16(p + VT_REDUCE_SUM_BLOCK + i));
-            a2 = _mm512_add_ps(a2, widen16(p + 2 * VT_REDUCE_SUM_BLOCK + i));
-            a3 = _mm512_add_ps(a3, widen16(p + 3 * VT_REDUCE_SUM_BLOCK + i));
-        }
-        out[b] = vt_avx512_fold16(a0), out[b + 1] = vt_avx512_fold16(a1);
-        out[b + 2] = vt_avx512_fold16(a2), out[b + 3] = vt_avx512_fold16(a3);
-    }
-    for (; b < nblocks; b++) {
-        const uint16_t *p = x + b * VT_REDUCE_SUM_BLOCK;
-        __m512 acc = _mm512_setzero_ps();
-        for (int i = 0; i < VT_REDUCE_SUM_BLOCK; i += 16) {
-            __m256i h = _mm256_loadu_si256((const __m256i *)(p + i));
-            acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-        }
-        out[b] = vt_avx512_fold16(acc);
-    }
-}
+/* The same over bf16 values: the same bits as converting the block first
+ * and calling vt_reduce_blocks_f32_avx512. */
+void vt_reduce_blocks_bf16_avx512(const uint16_t *x, int64_t nblocks, float *out) { blocks(x, nblocks, out, 1); }
 
 /* The same sum of one block's first m values (0 < m <= 256): the lanes of
  * the last, partial group add only its m % 16 values (a masked add leaves
