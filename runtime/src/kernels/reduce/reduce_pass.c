@@ -439,9 +439,9 @@ static void rows_sum_f(const red_pass *ps, int64_t b, int64_t e) {
     /* bf16 summed in f32: whole blocks widen as they load, not staged */
     const int widen = ps->blocks_bf16 && pl->in_dt == VT_BF16 && pl->compute == VT_F32;
     /* Short f32 (or widened bf16) rows of whole blocks, side by side in
-     * memory (a [rows, 512] sum(dim=-1)): the blocks of several rows in one call, so the block
-     * kernel's chains overlap across rows; each row's cascade then takes
-     * its blocks' sums in the order it always does. */
+     * memory (a [rows, 512] sum(dim=-1)): the blocks of several rows go to
+     * the block kernel in one call, so its chains overlap across rows; each
+     * row's cascade then takes its blocks' sums in the order it always does. */
     const int64_t per = R / VT_REDUCE_SUM_BLOCK;
     const int whole_f32 = ps->blocks_f32 && !widen && ps->direct && pl->in_dt == VT_F32;
     if ((widen || whole_f32) && !ps->src && pl->nk == 1 && pl->kin[0] == R && R % VT_REDUCE_SUM_BLOCK == 0 &&
