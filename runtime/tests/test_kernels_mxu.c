@@ -569,6 +569,38 @@ TEST(kernels_mxu_large_parallel) {
     ht_free(&a), ht_free(&b);
 }
 
+/* K <= 512 widens the driver's claims to up to 1024 columns (mxu.c): ragged
+ * N past one and two wide claims, f32 and bf16 operands (bf16: A read in
+ * place, out rounded in the kernel), a plain out and one through the
+ * scratch tiles (alpha and a bias). Small integers: every sum is exact, so
+ * out must equal the scalar reference bit for bit on every engine. */
+TEST(kernels_mxu_wide_claims_exact) {
+    static const int64_t shapes[][3] = {{70, 96, 700}, {257, 512, 1100}, {33, 32, 1030}};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (size_t d = 0; d < 2; d++)
+                for (int form = 0; form < 2; form++) {
+                    const int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+                    host_tensor a = mat(dts[d], M, K), b = mat(dts[d], K, N), bias = mat(dts[d], M, N);
+                    host_tensor out = mat(dts[d], M, N), ref = mat(dts[d], M, N);
+                    fill(&a, 1), fill(&b, 1), fill(&bias, 1);
+                    memset(out.block, 0xff, out.bytes);
+                    const vt_tensor *bp = form ? &bias.t : NULL;
+                    const double alpha = form ? 2.0 : 1.0, beta = form ? 0.5 : 0.0;
+                    CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, bp, alpha, beta, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, bp, alpha, beta, VT_PRECISION_DEFAULT));
+                    char what[160];
+                    snprintf(what, sizeof what, "wide claims %s %s form %d %lldx%lldx%lld", vt_mxu_path(),
+                             vt_dtype_name(dts[d]), form, (long long)M, (long long)K, (long long)N);
+                    CHECK(ht_compare(what, &out.t, &ref.t, -1) == 0);
+                    ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&out), ht_free(&ref);
+                }
+    }
+    restore_engine();
+}
+
 TEST(kernels_mxu_zero_sizes_and_k0) {
     host_tensor a = mat(VT_F32, 3, 0), b = mat(VT_F32, 0, 4), out = mat(VT_F32, 3, 4), bias = mat(VT_F32, 3, 4);
     fill(&bias, 1);
