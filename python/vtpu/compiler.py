@@ -95,6 +95,18 @@ def _sharing(nodes) -> dict:
     return groups
 
 
+def _others_in_memory(x, sharing):
+    """The other values in x's memory (sharing: _sharing of the graph),
+    aliases no schema names included; None when x's memory is unknown."""
+    key = _storage(x)
+    return None if key is None else [m for m in sharing.get(key, ()) if m is not x]
+
+
+def _read_after(m, n, pos) -> bool:
+    """An op other than n reads m after n."""
+    return any(u is not n and pos[u] > pos[n] for u in m.users)
+
+
 def _flat_nodes(args):
     for a in args:
         if isinstance(a, (list, tuple)):
@@ -184,9 +196,8 @@ def write_back_in_place(gm: torch.fx.GraphModule) -> int:
                 continue
             if pos[u] > pos[n] or _aliases_input(u):
                 return False
-        key = _storage(x)
-        return key is not None and not any(
-            m is not x and any(u is not n and pos[u] > pos[n] for u in m.users) for m in sharing.get(key, ()))
+        others = _others_in_memory(x, sharing)
+        return others is not None and not any(_read_after(m, n, pos) for m in others)
 
     made = 0
     for n in nodes:
@@ -272,10 +283,9 @@ def compute_over_dead_buffers(gm: torch.fx.GraphModule) -> int:
             continue
         if any(u is not n and (pos[u] > pos[n] or _aliases_input(u)) for u in x.users):
             continue  # read after n, or through a view
-        key = _storage(x)
-        if key is None or any(m is not x and (m.op != "call_function" or pos[m] > pos[n]
-                                              or any(u is not n and pos[u] > pos[n] for u in m.users))
-                              for m in sharing.get(key, ())):
+        others = _others_in_memory(x, sharing)
+        if others is None or any(m.op != "call_function" or pos[m] > pos[n] or _read_after(m, n, pos)
+                                 for m in others):
             continue  # its memory is an input's, or another value in it is read after n
         if any(o is x for o in _flat_nodes((n.args[1:], n.kwargs))) and form[1] is not None:
             continue  # a line read as the other operand too

@@ -444,7 +444,7 @@ static void rows_sum_f(const red_pass *ps, int64_t b, int64_t e) {
      * row's cascade then takes its blocks' sums in the order it always does. */
     const int64_t per = R / VT_REDUCE_SUM_BLOCK;
     const int whole_f32 = ps->blocks_f32 && !widen && ps->direct && pl->in_dt == VT_F32;
-    if ((widen || whole_f32) && !ps->src && pl->nk == 1 && pl->kin[0] == R && R % VT_REDUCE_SUM_BLOCK == 0 &&
+    if ((widen || whole_f32) && pl->nk == 1 && pl->kin[0] == R && R % VT_REDUCE_SUM_BLOCK == 0 &&
         R <= CH && R > 0) {
         const int64_t rows = CH / R;
         for (int64_t o = b; o < e; o += rows) {
