@@ -533,6 +533,17 @@ typedef struct vt_f32_act_table {
 } vt_f32_act_table;
 /* The active table (portable entries are NULL: the class kernels run). */
 const vt_f32_act_table *vt_f32_act(void);
+/* Contiguous bf16 rows of the same activations (elementwise_avx512bf16.c),
+ * indexed by op: the f32 kernel's result rounded once, computed without
+ * staging. out may alias inputs. */
+typedef void (*vt_bf16_act_unary_fn)(int64_t n, uint16_t *out, const uint16_t *x);
+typedef void (*vt_bf16_act_binary_fn)(int64_t n, uint16_t *out, const uint16_t *a, const uint16_t *b);
+typedef struct vt_bf16_act_table {
+    vt_bf16_act_unary_fn unary[VT_UNARY_OP_COUNT];
+    vt_bf16_act_binary_fn binary[VT_BINARY_OP_COUNT];
+} vt_bf16_act_table;
+/* The active table; NULL where the ISA has none (the staged path runs). */
+const vt_bf16_act_table *vt_bf16_act(void);
 /* NULL where the op has no meaning in that class (bitwise on floats, exp on ints). */
 extern const vt_binary_ukernel vt_binary_ukernels[VT_CLASS_COUNT][VT_BINARY_OP_COUNT];
 /* Ops PyTorch evaluates in the narrow type's own arithmetic, rounding every
@@ -562,6 +573,7 @@ extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;
 extern const vt_f32_act_table vt_f32_act_avx512;
 extern const vt_f32_act_table vt_f32_act_avx2;
+extern const vt_bf16_act_table vt_bf16_act_avx512bf16;
 #endif
 #if VT_X86
 void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n);

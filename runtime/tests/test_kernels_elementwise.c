@@ -749,3 +749,73 @@ TEST(kernels_gelu_accuracy) {
         if (ran[v]) ht_free(&o[v]);
     vt_isa_force(active);
 }
+
+/* bf16 activations: each result is the f32 kernel's result for the widened
+ * input, rounded once to nearest even (NaN -> 0x7fc0). The fused AVX512-BF16
+ * loops (vt_bf16_act) and the staged path (every other ISA, and strided
+ * operands on any) must both give exactly those bits: at every tail
+ * length, from an unaligned start, on specials and on inputs whose f32
+ * results are denormal (silu and sigmoid far left), which VCVTNEPS2BF16
+ * would flush. */
+static void bf16_activation_path(unsigned vec) {
+    const vt_unary_op uops[] = {VT_SILU, VT_GELU, VT_GELU_TANH, VT_TANH, VT_SIGMOID};
+    const vt_binary_op bops[] = {VT_SILU_BACKWARD, VT_GELU_BACKWARD, VT_GELU_TANH_BACKWARD};
+    const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, -100.0f, -95.0f, -90.0f, -88.5f, -87.0f,
+                              1e-30f, -1e-30f, 3.9f, -3.9f, 4.0f, -4.0f, 6.0f, -6.0f, 0.625f, -1.25f};
+    const int ns = (int)(sizeof specials / sizeof specials[0]);
+    const int64_t sizes[] = {1, 15, 16, 17, 33, 1000, (1 << 16) + 37};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        host_tensor a = ht_1d(VT_BF16, n + 1), b = ht_1d(VT_BF16, n + 1), o = ht_1d(VT_BF16, n + 1);
+        host_tensor af = ht_1d(VT_F32, n), bf = ht_1d(VT_F32, n), of = ht_1d(VT_F32, n);
+        host_tensor as = ht_strided(VT_BF16, n, 2), os = ht_strided(VT_BF16, n, 2);
+        uint16_t *xa = (uint16_t *)a.block + 1, *xb = (uint16_t *)b.block + 1;
+        for (int64_t i = 0; i < n; i++) {
+            float v = (float)((double)(next_u64() >> 11) * 0x1p-53 * 24.0 - 12.0);
+            if (i % 7 == 3) v = specials[(i / 7) % ns];
+            xa[i] = vt_f32_to_bf16(v);
+            xb[i] = vt_f32_to_bf16((float)((double)(next_u64() >> 11) * 0x1p-53 * 24.0 - 12.0));
+            ((uint16_t *)as.block)[3 + 2 * i] = xa[i];
+        }
+        a.t.offset = b.t.offset = o.t.offset = 1; /* an unaligned start */
+        a.t.sizes[0] = b.t.sizes[0] = o.t.sizes[0] = n;
+        vt_convert(VT_BF16, xa, 1, VT_F32, af.block, 1, n);
+        vt_convert(VT_BF16, xb, 1, VT_F32, bf.block, 1, n);
+        vt_isa_force(vec);
+        for (int u = 0; u < 5 + 3; u++) {
+            const char *name = u < 5 ? vt_unary_op_name(uops[u]) : vt_binary_op_name(bops[u - 5]);
+            if (u < 5) {
+                CHECK_OK(vt_unary(uops[u], &of.t, &af.t, VT_F32));
+                CHECK_OK(vt_unary(uops[u], &o.t, &a.t, VT_BF16));
+                CHECK_OK(vt_unary(uops[u], &os.t, &as.t, VT_BF16));
+            } else {
+                CHECK_OK(vt_binary(bops[u - 5], &of.t, &bf.t, &af.t, VT_F32, vt_scalar_from_int(1)));
+                CHECK_OK(vt_binary(bops[u - 5], &o.t, &b.t, &a.t, VT_BF16, vt_scalar_from_int(1)));
+                memset(os.block, 0, os.bytes);
+            }
+            const float *rf = (const float *)of.block;
+            const uint16_t *r = (const uint16_t *)o.block + 1, *rs = (const uint16_t *)os.block + 3;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                uint16_t want = vt_f32_to_bf16(rf[i]);
+                if ((r[i] != want || (u < 5 && rs[2 * i] != want)) && bad++ < 3)
+                    CHECK_MSG(0, "%s bf16 isa %#x n=%lld x=%a: %#x (strided %#x), f32 result %a rounds to %#x", name,
+                              vec, (long long)n, (double)vt_bf16_to_f32(xa[i]), r[i], u < 5 ? rs[2 * i] : 0,
+                              (double)rf[i], want);
+            }
+            CHECK(bad == 0);
+        }
+        ht_free(&a); ht_free(&b); ht_free(&o); ht_free(&af); ht_free(&bf); ht_free(&of);
+        ht_free(&as); ht_free(&os);
+    }
+}
+
+TEST(kernels_bf16_activation_isa_paths) {
+    unsigned active = vt_isa_active();
+    const unsigned vecs[4] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
+                              VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    for (int v = 0; v < 4; v++)
+        if ((vecs[v] & vt_isa_available()) == vecs[v]) bf16_activation_path(vecs[v]);
+    CHECK(!(vt_isa_available() & VT_ISA_AVX512BF16) || vt_isa_force(vecs[3]) != vecs[3] || vt_bf16_act() != NULL);
+    vt_isa_force(active);
+}

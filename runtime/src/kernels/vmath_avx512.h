@@ -1,7 +1,7 @@
 /* vmath_avx512.h — the Cephes expf core the families' AVX-512 exps share
  * (softmax, attention, the activations; vmath_avx2.h has its AVX2 twin):
  * the range reduction and polynomial, and the lanes whose exp is certainly
- * 0; the pairwise fold of 16 lanes. Include only from files built with the
+ * 0; the pairwise fold of 16 lanes; bf16 <-> f32 on 16 lanes. Include only from files built with the
  * AVX-512 flags. */
 #ifndef VTPU_VMATH_AVX512_H
 #define VTPU_VMATH_AVX512_H
@@ -42,6 +42,22 @@ static inline __m512 vt_avx512_exp_poly(__m512 x, __m512 *n, int one_last) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     if (one_last) return _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
     return _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+}
+
+/* bf16 <-> f32 on 16 lanes, bit-identical to vt_bf16_to_f32 /
+ * vt_f32_to_bf16: widening is exact; narrowing rounds to nearest even and
+ * gives every NaN 0x7fc0. */
+static inline __m512 vt_avx512_bf16x16_to_f32(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m256i vt_avx512_f32x16_to_bf16(__m512 f) {
+    __m512i u = _mm512_castps_si512(f);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
+    return _mm512_cvtepi32_epi16(r);
 }
 
 #endif

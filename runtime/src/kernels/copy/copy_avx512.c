@@ -8,45 +8,33 @@
 
 #include "internal.h"
 #include "kernels/transpose_avx512.h"
-
-static inline __m512 bf16x16_to_f32(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-static inline __m256i f32x16_to_bf16(__m512 f) {
-    __m512i u = _mm512_castps_si512(f);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
-    r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
-    return _mm512_cvtepi32_epi16(r);
-}
+#include "kernels/vmath_avx512.h"
 
 void vt_cvt_bf16_f32_avx512(const uint16_t *src, float *dst, int64_t n) {
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m512 a = bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(src + i)));
-        __m512 b = bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(src + i + 16)));
+        __m512 a = vt_avx512_bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(src + i)));
+        __m512 b = vt_avx512_bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(src + i + 16)));
         _mm512_storeu_ps(dst + i, a);
         _mm512_storeu_ps(dst + i + 16, b);
     }
     for (; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(dst + i, m, bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, src + i)));
+        _mm512_mask_storeu_ps(dst + i, m, vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, src + i)));
     }
 }
 
 void vt_cvt_f32_bf16_avx512(const float *src, uint16_t *dst, int64_t n) {
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        __m256i a = f32x16_to_bf16(_mm512_loadu_ps(src + i));
-        __m256i b = f32x16_to_bf16(_mm512_loadu_ps(src + i + 16));
+        __m256i a = vt_avx512_f32x16_to_bf16(_mm512_loadu_ps(src + i));
+        __m256i b = vt_avx512_f32x16_to_bf16(_mm512_loadu_ps(src + i + 16));
         _mm256_storeu_si256((__m256i *)(dst + i), a);
         _mm256_storeu_si256((__m256i *)(dst + i + 16), b);
     }
     for (; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        _mm256_mask_storeu_epi16(dst + i, m, f32x16_to_bf16(_mm512_maskz_loadu_ps(m, src + i)));
+        _mm256_mask_storeu_epi16(dst + i, m, vt_avx512_f32x16_to_bf16(_mm512_maskz_loadu_ps(m, src + i)));
     }
 }
 
@@ -69,8 +57,8 @@ void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) 
     const __m512 a = _mm512_set1_ps(alpha);
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 m = first(n - i);
-        const __m512 x = bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, d + i)), y = bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, s + i));
-        _mm256_mask_storeu_epi16(d + i, m, f32x16_to_bf16(axpy(x, y, a)));
+        const __m512 x = vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, d + i)), y = vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, s + i));
+        _mm256_mask_storeu_epi16(d + i, m, vt_avx512_f32x16_to_bf16(axpy(x, y, a)));
     }
 }
 

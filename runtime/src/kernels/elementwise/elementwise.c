@@ -45,6 +45,9 @@ typedef struct ew_ctx {
     vt_binary_ukernel bin;
     vt_ternary_ukernel ter;
     vt_f32_binary_fn f32; /* what bin calls (vt_f32_binary_direct; NULL: none), called directly */
+    /* bf16 in, out and compute with a vt_bf16_act kernel: contiguous runs call it (NULL: none) */
+    vt_bf16_act_unary_fn bf16_un;
+    vt_bf16_act_binary_fn bf16_bin;
     /* Class-typed alpha and params: binary/ternary kernels read [0] = alpha,
      * [1 + k] = params[k]; unary kernels read prm + 1 (params[k] at [k]). */
     union {
@@ -159,10 +162,22 @@ static void ew_block(void *vctx, char *const *ptrs, const int64_t *strides, int6
                      const int64_t *rstrides) {
     ew_ctx *c = vctx;
     const int nin = c->nin;
+    char *p[4] = {ptrs[0], ptrs[1], nin > 1 ? ptrs[2] : NULL, nin > 2 ? ptrs[3] : NULL};
+    if ((c->bf16_un || c->bf16_bin) && strides[0] == 1 && strides[1] == 1 && (nin == 1 || strides[2] == 1)) {
+        for (int64_t r = 0; r < rows; r++) {
+            uint16_t *o = (uint16_t *)(void *)p[0];
+            const uint16_t *a = (const uint16_t *)(const void *)p[1], *b = (const uint16_t *)(const void *)p[2];
+            if (nin == 1)
+                c->bf16_un(n, o, a);
+            else
+                c->bf16_bin(n, o, a, b);
+            for (int k = 0; k <= nin; k++) p[k] += rstrides[k];
+        }
+        return;
+    }
     int direct_all = output_direct(c, strides[0]);
     for (int k = 0; k < nin && direct_all; k++)
         direct_all = input_direct(c, k, strides[k + 1]) && (nin > 1 || strides[k + 1] == 1);
-    char *p[4] = {ptrs[0], ptrs[1], nin > 1 ? ptrs[2] : NULL, nin > 2 ? ptrs[3] : NULL};
     if (!direct_all) {
         for (int64_t r = 0; r < rows; r++) {
             ew_run_staged(c, p, strides, n);
@@ -215,6 +230,8 @@ static vt_status ew_prepare(vt_ew_plan *p, ew_ctx *c, const vt_tensor *out, int 
     atomic_init(&c->h.failed, 0);
     p->range = ew_range;
     c->f32 = NULL;
+    c->bf16_un = NULL;
+    c->bf16_bin = NULL;
     c->nin = nin;
     c->out_dt = out->dtype;
     c->compute = compute;
@@ -267,6 +284,15 @@ static void set_params(ew_ctx *c, vt_scalar alpha, const double *params) {
     }
 }
 
+/* Whether every operand is bf16 in bf16 compute and the ISA has bf16
+ * activation kernels (vt_bf16_act), which then take contiguous runs. */
+static int bf16_act_operands(const ew_ctx *c) {
+    if (c->compute != VT_BF16 || c->out_dt != VT_BF16 || !vt_bf16_act()) return 0;
+    for (int k = 0; k < c->nin; k++)
+        if (c->in_dt[k] != VT_BF16) return 0;
+    return 1;
+}
+
 vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
                         const double *params) {
     if ((unsigned)op >= VT_UNARY_OP_COUNT)
@@ -280,6 +306,7 @@ vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, con
     /* On bool, bitwise_not is logical not (~1 would read back as true). */
     if (compute == VT_BOOL && op == VT_BITWISE_NOT) op = VT_LOGICAL_NOT;
     c->un = vt_narrow_unary_ukernel(op, compute);
+    if (!c->un && bf16_act_operands(c)) c->bf16_un = vt_bf16_act()->unary[op];
     if (!c->un) c->un = vt_unary_ukernels[cls][op];
     if (!c->un) c->un = vt_math_unary_ukernels[cls][op];
     c->bin = NULL;
@@ -316,6 +343,7 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
     vt_compute_class cls;
     c->cls_dt = class_dtype(compute, &cls);
     c->bin = vt_narrow_ukernel(op, compute);
+    if (!c->bin && bf16_act_operands(c)) c->bf16_bin = vt_bf16_act()->binary[op];
     if (!c->bin) c->bin = vt_binary_ukernels[cls][op];
     if (!c->bin) c->bin = vt_math_binary_ukernels[cls][op];
     c->un = NULL;

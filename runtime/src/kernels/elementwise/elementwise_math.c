@@ -304,12 +304,24 @@ DEFINE_MATH_CLASS(dbl, double, erfinv_d, digamma_d, lgamma_d, trigamma_d)
 
 static const vt_f32_act_table act_portable = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 static _Atomic(const vt_f32_act_table *) act_active;
+static _Atomic(const vt_bf16_act_table *) bf16_act_active;
 
 unsigned vt_elementwise_act_select_isa(unsigned mask) {
-    const unsigned isa = vt_isa_widest(mask);
-    atomic_store_explicit(&act_active, VT_ISA_TABLE(isa, &act_portable, &vt_f32_act_avx2, &vt_f32_act_avx512),
+    unsigned isa = vt_isa_widest(mask);
+    const vt_bf16_act_table *b = NULL;
+#if VT_X86
+    if (isa == VT_ISA_AVX512 && (mask & VT_ISA_AVX512BF16)) b = &vt_bf16_act_avx512bf16, isa |= VT_ISA_AVX512BF16;
+#endif
+    atomic_store_explicit(&bf16_act_active, b, memory_order_release);
+    atomic_store_explicit(&act_active, VT_ISA_TABLE(isa & ~VT_ISA_AVX512BF16, &act_portable, &vt_f32_act_avx2,
+                                                    &vt_f32_act_avx512),
                           memory_order_release);
     return isa;
+}
+
+const vt_bf16_act_table *vt_bf16_act(void) {
+    vt_f32_act(); /* the tables are picked together */
+    return atomic_load_explicit(&bf16_act_active, memory_order_acquire);
 }
 
 const vt_f32_act_table *vt_f32_act(void) {

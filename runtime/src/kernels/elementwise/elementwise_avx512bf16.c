@@ -1,0 +1,67 @@
+/* elementwise_avx512bf16.c — bf16 activations where the CPU has
+ * AVX512-BF16. A bf16 silu / gelu / tanh / sigmoid (and the gradients of
+ * silu and gelu) is its f32 kernel's result rounded once: the staged path
+ * widens a chunk into a buffer, runs the f32 loop and narrows the result
+ * into another. Here each 16 values are widened in registers, run through
+ * act_avx512.h's f32 math (the f32 loops' own) and rounded by
+ * VCVTNEPS2BF16; a vector whose result holds a NaN or a denormal (which
+ * the instruction keeps or reads as zero) takes the software rounding. The
+ * same bits as the staged path, without its buffers. */
+#include <immintrin.h>
+
+#include "internal.h"
+#include "kernels/elementwise/act_avx512.h"
+
+static inline __m512 ld(const uint16_t *p, __mmask16 m) {
+    return vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, p));
+}
+
+static inline __m256i round16(__m512 v) {
+    /* quiet NaN 0x01, denormal 0x20, signalling NaN 0x80 */
+    return __builtin_expect(_mm512_fpclass_ps_mask(v, 0xa1) != 0, 0) ? vt_avx512_f32x16_to_bf16(v)
+                                                                    : (__m256i)_mm512_cvtneps_pbh(v);
+}
+
+/* Whole vectors unmasked (a masked load and store in every step cost 10%),
+ * then one masked tail. E(p, m) is the f32 result for the 16 values at p. */
+#define BF16_LOOP(n, out, E)                                                                                   \
+    do {                                                                                                       \
+        int64_t i = 0;                                                                                         \
+        for (; i + 16 <= (n); i += 16) _mm256_storeu_si256((__m256i *)((out) + i), round16(E(i, 0xffff)));    \
+        if (i < (n)) {                                                                                         \
+            const __mmask16 m = (__mmask16)((1u << ((n) - i)) - 1);                                            \
+            _mm256_mask_storeu_epi16((out) + i, m, round16(E(i, m)));                                          \
+        }                                                                                                      \
+    } while (0)
+
+#define BF16_UNARY(NAME, F)                                                                                    \
+    static void NAME(int64_t n, uint16_t *out, const uint16_t *x) {                                            \
+        BF16_LOOP(n, out, NAME##_E);                                                                           \
+    }
+#define BF16_BINARY(NAME, F)                                                                                   \
+    static void NAME(int64_t n, uint16_t *out, const uint16_t *g, const uint16_t *x) {                         \
+        BF16_LOOP(n, out, NAME##_E);                                                                           \
+    }
+#define silu_bf16_E(i, m) silu512(ld(x + (i), m))
+#define gelu_bf16_E(i, m) gelu512(ld(x + (i), m))
+#define gelu_tanh_bf16_E(i, m) gelu_tanh512(ld(x + (i), m))
+#define tanh_bf16_E(i, m) tanh512(ld(x + (i), m))
+#define sigmoid_bf16_E(i, m) sigmoid512(ld(x + (i), m))
+#define silu_bw_bf16_E(i, m) silu_bw512(ld(g + (i), m), ld(x + (i), m))
+#define gelu_bw_bf16_E(i, m) gelu_bw512(ld(g + (i), m), ld(x + (i), m))
+#define gelu_tanh_bw_bf16_E(i, m) gelu_tanh_bw512(ld(g + (i), m), ld(x + (i), m))
+BF16_UNARY(silu_bf16, silu512)
+BF16_UNARY(gelu_bf16, gelu512)
+BF16_UNARY(gelu_tanh_bf16, gelu_tanh512)
+BF16_UNARY(tanh_bf16, tanh512)
+BF16_UNARY(sigmoid_bf16, sigmoid512)
+BF16_BINARY(silu_bw_bf16, silu_bw512)
+BF16_BINARY(gelu_bw_bf16, gelu_bw512)
+BF16_BINARY(gelu_tanh_bw_bf16, gelu_tanh_bw512)
+
+const vt_bf16_act_table vt_bf16_act_avx512bf16 = {
+    .unary = {[VT_SILU] = silu_bf16, [VT_GELU] = gelu_bf16, [VT_GELU_TANH] = gelu_tanh_bf16, [VT_TANH] = tanh_bf16,
+              [VT_SIGMOID] = sigmoid_bf16},
+    .binary = {[VT_SILU_BACKWARD] = silu_bw_bf16, [VT_GELU_BACKWARD] = gelu_bw_bf16,
+               [VT_GELU_TANH_BACKWARD] = gelu_tanh_bw_bf16},
+};
