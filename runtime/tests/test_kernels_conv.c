@@ -68,6 +68,16 @@ static const conv_case cases[] = {
     {"2d amx 1ch dil", 2, 1, 1, 17, 1, {12, 19}, {5, 4}, {1, 1}, {2, 1}, {2, 1}, 0},
     {"3d amx merged", 3, 1, 5, 16, 1, {4, 6, 9}, {2, 3, 5}, {1, 2, 1}, {1, 1, 2}, {1, 1, 1}, 1},
     {"1d amx merged", 1, 3, 6, 18, 1, {40}, {5}, {3}, {2}, {1}, 1},
+    /* strided input gradients by phase (a stride-1 convolution per phase
+     * of the stride): a 1x1 downsample (three phases zero), a ResNet 3x3/2
+     * on even rows, a kernel narrower than stride 3 with padding (phases
+     * with 1, 0 and 1 taps), different strides per dim on channels over
+     * the AMX threshold */
+    {"2d 1x1 s2", 2, 2, 16, 24, 1, {9, 8}, {1, 1}, {2, 2}, {0, 0}, {1, 1}, 0},
+    {"2d 3x3 s2 even", 2, 2, 32, 20, 1, {8, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
+    {"2d k2 s3 pad1", 2, 1, 16, 7, 1, {11, 10}, {2, 2}, {3, 3}, {1, 1}, {1, 1}, 0},
+    {"1d long 16ch", 1, 2, 16, 4, 1, {150}, {3}, {2}, {1}, {1}, 1},
+    {"3d s3x2x1 groups2", 3, 1, 34, 18, 2, {7, 6, 5}, {3, 2, 3}, {3, 2, 1}, {1, 0, 1}, {1, 1, 1}, 1},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -484,6 +494,24 @@ TEST(kernels_conv_forward_nonfinite_input_stays_in_its_windows) {
  * buffer of a few KiB): each chunk's fill, the weight gradient's sums going
  * on across chunks from the f32 buffer (the path a K of several blocks
  * takes too), the last chunk short. */
+/* Strides without dilation take the phases from 16 input channels;
+ * dilation, fewer channels (an RGB stem) and stride 1 (one convolution
+ * already) do not. */
+TEST(kernels_conv_strided_input_grad_takes_phases) {
+    static const char *const yes[] = {"2d 1x1 s2", "2d 3x3 s2 even", "2d k2 s3 pad1", "3d s3x2x1 groups2",
+                                      "2d amx s2 rows", "2d amx 1x3 s2", "1d long 16ch"};
+    static const char *const no[] = {"1d s2 d2 p2 groups", "3d wide", "2d amx stem", "2d s2 odd", "2d",
+                                     "2d dil2 groups2", "3d amx"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(yes[i]));
+        CHECK_MSG(vt_conv_input_grad_by_phases(&g), "%s", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(no[i]));
+        CHECK_MSG(!vt_conv_input_grad_by_phases(&g), "%s", no[i]);
+    }
+}
+
 TEST(kernels_conv_amx_chunks) {
 #if VT_X86
     static const char *const names[] = {"2d amx grid", "2d amx s2 rows", "1d amx", "3d amx", "2d amx stem",

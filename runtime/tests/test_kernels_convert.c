@@ -257,6 +257,43 @@ TEST(kernels_copy_transposes_in_tiles) {
     vt_isa_force(active);
 }
 
+/* A copy between views of one layout whose unit-stride dim is not the
+ * last (channels-last: a bordered buffer's interior, a phase's positions
+ * stepping 2, a converting copy, a broadcast source) walks dst's memory
+ * order: every element lands where the reference copy puts it, and the
+ * bytes around the views stay. */
+TEST(kernels_copy_channels_last_views) {
+    const int64_t N = 3, C = 19, H = 7, W = 6, B = 2; /* B: border each side */
+    const int64_t E1 = H + 2 * B, E2 = W + 2 * B;
+    const vt_dtype dts[2][2] = {{VT_BF16, VT_BF16}, {VT_F32, VT_BF16}};
+    for (int k = 0; k < 2; k++)
+        for (int step = 1; step <= 2; step++)
+            for (int bcast = 0; bcast < 2; bcast++) {
+                int64_t ssz[4] = {N, C, H, W};
+                host_tensor src = ht_new(dts[k][0], 4, ssz);
+                src.t.strides[1] = 1, src.t.strides[3] = C, src.t.strides[2] = W * C, src.t.strides[0] = H * W * C;
+                ht_fill_random(&src, 1, 0);
+                if (bcast) src.t.strides[0] = 0; /* every image the first one's */
+                int64_t bsz[4] = {N, C, E1 * step, E2 * step};
+                host_tensor big = ht_new(dts[k][1], 4, bsz), ref = ht_new(dts[k][1], 4, bsz);
+                memset(big.block, 0x5a, big.bytes);
+                memset(ref.block, 0x5a, ref.bytes);
+                for (int r = 0; r < 2; r++) {
+                    host_tensor *h = r ? &ref : &big;
+                    h->t.strides[1] = 1, h->t.strides[3] = C, h->t.strides[2] = E2 * step * C;
+                    h->t.strides[0] = E1 * step * E2 * step * C;
+                    h->t.offset = B * h->t.strides[2] + B * h->t.strides[3];
+                    for (int d = 0; d < 4; d++) h->t.sizes[d] = ssz[d];
+                    h->t.strides[2] *= step, h->t.strides[3] *= step;
+                }
+                CHECK_OK(vt_copy(&big.t, &src.t));
+                CHECK_OK(vt_ref_copy(&ref.t, &src.t));
+                CHECK_MSG(memcmp(big.block, ref.block, big.bytes) == 0, "dtypes %d step %d broadcast %d", k, step,
+                          bcast);
+                ht_free(&src); ht_free(&big); ht_free(&ref);
+            }
+}
+
 TEST(kernels_fill) {
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         host_tensor s = ht_strided((vt_dtype)t, 1000, 3);

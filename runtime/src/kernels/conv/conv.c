@@ -303,10 +303,12 @@ static int input_grad_is_conv(const vt_conv_geom *g, vt_conv_params *tp) {
     return 1;
 }
 
-static vt_status input_grad_as_conv(const vt_conv_geom *g, const vt_conv_params *tp, const vt_tensor *grad_input,
-                                    const vt_tensor *grad_out, const vt_tensor *weight, vt_precision prec) {
-    /* w'[g*Cg + c, o, t] = w[g*Og + o, c, k - 1 - t], laid out as grad_out
-     * is (channels innermost when it has them), so the drivers view it */
+/* The weight seen from grad_out: w'[g*Cg + c, o, t] = w[g*Og + o, c, k - 1 - t]
+ * in a scratch buffer (*buf, which the caller frees), laid out as grad_out
+ * is (channels innermost when it has them) so the drivers view it, as a
+ * weight-shaped [C, Og, *k] tensor. */
+static vt_status transposed_weight(const vt_conv_geom *g, const vt_tensor *grad_out, const vt_tensor *weight,
+                                   vt_tensor *wt, void **buf) {
     vt_tensor w5 = vt_conv_view5(weight, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial);
     int64_t sz[6] = {g->G, g->Cg, g->Og, g->k[0], g->k[1], g->k[2]};
     int64_t st[6] = {g->Og * w5.strides[0], w5.strides[1], w5.strides[0], -w5.strides[2], -w5.strides[3],
@@ -319,23 +321,140 @@ static vt_status input_grad_as_conv(const vt_conv_geom *g, const vt_conv_params 
     int64_t dst6[6] = {g->Cg * Og * K, Og * K, K, g->k[1] * g->k[2], g->k[2], 1};
     int64_t dst6l[6] = {g->Cg * Og * K, Og * K, 1, g->k[1] * g->k[2] * Og, g->k[2] * Og, Og};
     vt_status s = VT_OK;
-    void *buf = vt_conv_scratch(g->C * Og * K, weight->dtype, "vt_conv_backward_input", "transposed weight", &s);
-    if (!buf) return s;
-    vt_tensor dst = vt_conv_tensor(buf, weight->dtype, 6, sz, last ? dst6l : dst6, 0);
+    *buf = vt_conv_scratch(g->C * Og * K, weight->dtype, "vt_conv_backward_input", "transposed weight", &s);
+    if (!*buf) return s;
+    vt_tensor dst = vt_conv_tensor(*buf, weight->dtype, 6, sz, last ? dst6l : dst6, 0);
     s = vt_copy(&dst, &src);
-    if (s == VT_OK) {
-        /* the same memory as the weight-shaped [C, Og, *k] tensor */
-        vt_tensor wt = *weight;
-        wt.data = buf, wt.offset = 0;
-        wt.sizes[0] = g->C, wt.sizes[1] = Og;
-        wt.strides[0] = Og * K, wt.strides[1] = last ? 1 : K;
-        for (int i = 0; i < g->spatial; i++) {
-            int d = 3 - g->spatial + i;
-            wt.strides[2 + i] = last ? dst6l[3 + d] : dst6[3 + d];
-        }
-        s = vt_conv_forward(grad_input, grad_out, &wt, NULL, tp, prec);
+    /* the same memory as the weight-shaped [C, Og, *k] tensor */
+    *wt = *weight;
+    wt->data = *buf, wt->offset = 0;
+    wt->sizes[0] = g->C, wt->sizes[1] = Og;
+    wt->strides[0] = Og * K, wt->strides[1] = last ? 1 : K;
+    for (int i = 0; i < g->spatial; i++) {
+        int d = 3 - g->spatial + i;
+        wt->strides[2 + i] = last ? dst6l[3 + d] : dst6[3 + d];
     }
+    return s;
+}
+
+static vt_status input_grad_as_conv(const vt_conv_geom *g, const vt_conv_params *tp, const vt_tensor *grad_input,
+                                    const vt_tensor *grad_out, const vt_tensor *weight, vt_precision prec) {
+    vt_tensor wt;
+    void *buf = NULL;
+    vt_status s = transposed_weight(g, grad_out, weight, &wt, &buf);
+    if (s == VT_OK) s = vt_conv_forward(grad_input, grad_out, &wt, NULL, tp, prec);
     free(buf);
+    return s;
+}
+
+/* With a stride (and no dilation), input position i = s*m + r of phase r
+ * (in each dim) gets its sums from the taps k = q + s*j, q = (r + pad) mod
+ * s, through outputs o = m + c - j, c = (r + pad - q) / s: a stride-1
+ * convolution of grad_out with the phase's sub-kernel (its J taps,
+ * reversed), written into grad_input's phase-r positions (a view stepping
+ * s). s^spatial convolutions of 1/s^spatial the work each: no column
+ * buffer and no col2im. grad_out is copied once into a buffer with zero
+ * borders, so every phase reads a window of it with no padding of its own
+ * and its output is exactly the phase's M positions. A phase with no taps
+ * (a kernel narrower than the stride) is zero. Taken from 16 input
+ * channels. */
+int vt_conv_input_grad_by_phases(const vt_conv_geom *g) {
+    /* the phases' outputs are the input's channels: fewer than 16 (an RGB
+     * stem) would leave the product tiles mostly empty, and col2im's
+     * scatter is cheap there */
+    if (g->C < 16) return 0;
+    int strided = 0;
+    for (int d = 0; d < 3; d++) {
+        if (g->dil[d] != 1) return 0;
+        strided |= g->stride[d] > 1;
+    }
+    return strided;
+}
+
+typedef struct phase_dim {
+    int64_t J, c, M; /* taps, output shift, input positions of the phase */
+    int64_t first;   /* the sub-kernel's first tap in the transposed (reversed) weight */
+} phase_dim;
+
+static phase_dim phase_of(const vt_conv_geom *g, int d, int64_t r) {
+    const int64_t s = g->stride[d], p = g->pad[d], K = g->k[d], q = (r + p) % s;
+    phase_dim f;
+    f.J = q < K ? (K - q + s - 1) / s : 0;
+    f.c = (r + p - q) / s;
+    f.M = r < g->in[d] ? (g->in[d] - r + s - 1) / s : 0;
+    f.first = f.J ? K - 1 - q - s * (f.J - 1) : 0;
+    return f;
+}
+
+/* A 5-d view [A, B, s0, s1, s2] back at 2 + spatial dims. */
+static vt_tensor view_nd(vt_tensor t5, int spatial) {
+    vt_tensor t = t5;
+    t.ndim = 2 + spatial;
+    for (int i = 0; i < spatial; i++) {
+        t.sizes[2 + i] = t5.sizes[5 - spatial + i];
+        t.strides[2 + i] = t5.strides[5 - spatial + i];
+    }
+    return t;
+}
+
+static vt_status input_grad_phases(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                   const vt_tensor *weight, vt_precision prec) {
+    const char *fn = "vt_conv_backward_input";
+    vt_tensor x5 = vt_conv_view5(grad_input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial);
+    /* the borders every phase's window needs */
+    int64_t lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0}, E[3];
+    for (int d = 0; d < 3; d++) {
+        for (int64_t r = 0; r < g->stride[d]; r++) {
+            phase_dim f = phase_of(g, d, r);
+            if (!f.J || !f.M) continue;
+            if (f.J - 1 - f.c > lo[d]) lo[d] = f.J - 1 - f.c;
+            if (f.c + f.M - g->out[d] > hi[d]) hi[d] = f.c + f.M - g->out[d];
+        }
+        E[d] = lo[d] + g->out[d] + hi[d];
+    }
+    vt_tensor wt;
+    void *wbuf = NULL, *ybuf = NULL;
+    vt_status s = transposed_weight(g, grad_out, weight, &wt, &wbuf);
+    if (s == VT_OK) ybuf = vt_conv_scratch(g->N * g->O * E[0] * E[1] * E[2], grad_out->dtype, fn, "bordered grad_output", &s);
+    if (s != VT_OK) goto done;
+    /* the bordered grad_out, channels innermost when grad_out has them */
+    int64_t ysz[5] = {g->N, g->O, E[0], E[1], E[2]}, yst[5];
+    vt_conv_contiguous(5, ysz, yst);
+    if (y5.strides[1] == 1 && g->O > 1) yst[4] = g->O, yst[3] = E[2] * g->O, yst[2] = E[1] * yst[3], yst[1] = 1;
+    memset(ybuf, 0, (size_t)(g->N * g->O * E[0] * E[1] * E[2]) * vt_dtype_size(grad_out->dtype));
+    vt_tensor yb = vt_conv_tensor(ybuf, grad_out->dtype, 5, ysz, yst, 0), inner = yb;
+    for (int d = 0; d < 3; d++) inner.sizes[2 + d] = g->out[d], inner.offset += lo[d] * yst[2 + d];
+    vt_tensor inner_nd = view_nd(inner, g->spatial);
+    s = vt_copy(&inner_nd, grad_out);
+    vt_tensor w5 = vt_conv_view5(&wt, g->spatial);
+    vt_conv_params pp;
+    memset(&pp, 0, sizeof pp);
+    pp.spatial = g->spatial, pp.groups = g->G;
+    for (int i = 0; i < g->spatial; i++) pp.stride[i] = 1, pp.dilation[i] = 1;
+    for (int64_t r0 = 0; s == VT_OK && r0 < g->stride[0]; r0++)
+        for (int64_t r1 = 0; s == VT_OK && r1 < g->stride[1]; r1++)
+            for (int64_t r2 = 0; s == VT_OK && r2 < g->stride[2]; r2++) {
+                const int64_t r[3] = {r0, r1, r2};
+                phase_dim f[3];
+                int empty = 0, zero = 0;
+                vt_tensor out = x5, in = yb, w = w5;
+                for (int d = 0; d < 3; d++) {
+                    f[d] = phase_of(g, d, r[d]);
+                    empty |= !f[d].M, zero |= !f[d].J;
+                    out.offset += r[d] * x5.strides[2 + d];
+                    out.sizes[2 + d] = f[d].M, out.strides[2 + d] = g->stride[d] * x5.strides[2 + d];
+                    in.offset += (lo[d] + f[d].c - (f[d].J - 1)) * yst[2 + d];
+                    in.sizes[2 + d] = f[d].M + f[d].J - 1;
+                    w.offset += f[d].first * w5.strides[2 + d];
+                    w.sizes[2 + d] = f[d].J, w.strides[2 + d] = g->stride[d] * w5.strides[2 + d];
+                }
+                if (empty) continue;
+                vt_tensor o = view_nd(out, g->spatial), x = view_nd(in, g->spatial), k = view_nd(w, g->spatial);
+                s = zero ? vt_fill(&o, vt_scalar_from_double(0.0)) : vt_conv_forward(&o, &x, &k, NULL, &pp, prec);
+            }
+done:
+    free(ybuf);
+    free(wbuf);
     return s;
 }
 
@@ -349,6 +468,7 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     vt_conv_params tp;
     if (input_grad_is_conv(&g, &tp)) return input_grad_as_conv(&g, &tp, grad_input, grad_out, weight, prec);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
+    if (vt_conv_input_grad_by_phases(&g)) return input_grad_phases(&g, grad_input, grad_out, weight, prec);
     if (vt_conv_rows_takes(&g, grad_input, VT_CONV_BACKWARD_INPUT))
         return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);
     vt_dtype ct = vt_conv_col_dtype(g.dtype), at = vt_conv_acc_dtype(g.dtype);

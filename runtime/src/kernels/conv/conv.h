@@ -59,6 +59,10 @@ static inline vt_precision vt_conv_product_precision(vt_dtype dt, vt_precision p
  * VT_CONV_COL_BYTES, at least one. */
 int64_t vt_conv_chunk_images(const vt_conv_geom *g, vt_dtype dt);
 
+/* Whether a strided input gradient runs as one stride-1 convolution per
+ * phase (conv.c): a stride, no dilation, at least 16 input channels. */
+int vt_conv_input_grad_by_phases(const vt_conv_geom *g);
+
 /* ---- channels innermost (conv_rows.c): when the input's channels are
  * contiguous (channels-last), the im2col matrix is built by rows, one per
  * output position, K ordered (group, tap, channel) so each tap is one run

@@ -325,20 +325,32 @@ static void copy_range(void *vctx, int64_t b, int64_t e) {
  * dst's unit-stride dim innermost and src's unit-stride dim next to it, so
  * copy_block sees a transpose it can move in tiles (a permuted
  * .contiguous(), the input gradient's transposed weight) rather than the
- * logical order's strided walk of both. */
+ * logical order's strided walk of both; where both have the same
+ * unit-stride dim but it is not the last (channels-last views), dst's
+ * memory order. */
 static void transpose_order(vt_tensor ops[2]) {
     int nd = ops[0].ndim, di = -1, si = -1;
     for (int d = 0; d < nd; d++)
         if (ops[0].sizes[d] > 1 && ops[0].strides[d] == 1) di = d;
+    if (di < 0) return;
     for (int d = 0; d < nd; d++)
         if (d != di && ops[1].sizes[d] > 1 && (ops[1].strides[d] == 1 || ops[1].strides[d] == -1)) si = d;
-    if (di < 0 || si < 0 || (di == nd - 1 && si == nd - 2)) return;
-    if (ops[1].sizes[di] > 1 && (ops[1].strides[di] == 1 || ops[1].strides[di] == -1)) return; /* not a transpose */
-    if (vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
+    const int shared = ops[1].sizes[di] > 1 && (ops[1].strides[di] == 1 || ops[1].strides[di] == -1);
     int order[VT_MAX_DIMS], k = 0;
-    for (int d = 0; d < nd; d++)
-        if (d != di && d != si) order[k++] = d;
-    order[k++] = si, order[k++] = di;
+    if (shared) { /* one layout, its unit-stride dim not the last */
+        if (di == nd - 1 || vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
+        for (int d = 0; d < nd; d++) { /* dst's dims by decreasing stride */
+            int at = k++;
+            while (at > 0 && ops[0].strides[order[at - 1]] < ops[0].strides[d]) order[at] = order[at - 1], at--;
+            order[at] = d;
+        }
+    } else { /* a transpose */
+        if (si < 0 || (di == nd - 1 && si == nd - 2)) return;
+        if (vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
+        for (int d = 0; d < nd; d++)
+            if (d != di && d != si) order[k++] = d;
+        order[k++] = si, order[k++] = di;
+    }
     for (int t = 0; t < 2; t++) {
         vt_tensor o = ops[t];
         for (int d = 0; d < nd; d++) ops[t].sizes[d] = o.sizes[order[d]], ops[t].strides[d] = o.strides[order[d]];
