@@ -260,9 +260,9 @@ TEST(kernels_copy_transposes_in_tiles) {
 /* A copy between views of one layout whose unit-stride dim is not the
  * last (channels-last: a bordered buffer's interior, a phase's positions
  * stepping 2, a converting copy, a broadcast source) walks dst's memory
- * order: every element lands where the reference copy puts it, and the
- * bytes around the views stay. */
-TEST(kernels_copy_channels_last_views) {
+ * order, and so does a fill of such a view: every element lands where the
+ * reference copy puts it, and the bytes around the views stay. */
+TEST(kernels_copy_and_fill_channels_last_views) {
     const int64_t N = 3, C = 19, H = 7, W = 6, B = 2; /* B: border each side */
     const int64_t E1 = H + 2 * B, E2 = W + 2 * B;
     const vt_dtype dts[2][2] = {{VT_BF16, VT_BF16}, {VT_F32, VT_BF16}};
@@ -290,6 +290,13 @@ TEST(kernels_copy_channels_last_views) {
                 CHECK_OK(vt_ref_copy(&ref.t, &src.t));
                 CHECK_MSG(memcmp(big.block, ref.block, big.bytes) == 0, "dtypes %d step %d broadcast %d", k, step,
                           bcast);
+                /* a fill of the same view (vt_fill walks its memory order too) */
+                host_tensor one = ht_new(VT_F64, 0, NULL);
+                *(double *)one.block = -1.5;
+                CHECK_OK(vt_fill(&big.t, vt_scalar_from_double(-1.5)));
+                CHECK_OK(vt_ref_copy(&ref.t, &one.t));
+                CHECK_MSG(memcmp(big.block, ref.block, big.bytes) == 0, "fill: dtypes %d step %d", k, step);
+                ht_free(&one);
                 ht_free(&src); ht_free(&big); ht_free(&ref);
             }
 }

@@ -353,9 +353,10 @@ static vt_status input_grad_as_conv(const vt_conv_geom *g, const vt_conv_params 
  * convolution of grad_out with the phase's sub-kernel (its J taps,
  * reversed), written into grad_input's phase-r positions (a view stepping
  * s). s^spatial convolutions of 1/s^spatial the work each: no column
- * buffer and no col2im. grad_out is copied once into a buffer with zero
- * borders, so every phase reads a window of it with no padding of its own
- * and its output is exactly the phase's M positions. A phase with no taps
+ * buffer and no col2im. Every phase reads a window of grad_out with no
+ * padding of its own, so its output is exactly the phase's M positions:
+ * where some window reaches past grad_out, grad_out is copied once into a
+ * buffer with zero borders and those phases read that. A phase with no taps
  * (a kernel narrower than the stride) is zero. Taken from 16 input
  * channels. */
 int vt_conv_input_grad_by_phases(const vt_conv_geom *g) {
@@ -412,20 +413,26 @@ static vt_status input_grad_phases(const vt_conv_geom *g, const vt_tensor *grad_
         }
         E[d] = lo[d] + g->out[d] + hi[d];
     }
+    int bordered = 0;
+    for (int d = 0; d < 3; d++) bordered |= lo[d] > 0 || hi[d] > 0;
     vt_tensor wt;
     void *wbuf = NULL, *ybuf = NULL;
     vt_status s = transposed_weight(g, grad_out, weight, &wt, &wbuf);
-    if (s == VT_OK) ybuf = vt_conv_scratch(g->N * g->O * E[0] * E[1] * E[2], grad_out->dtype, fn, "bordered grad_output", &s);
+    if (s == VT_OK && bordered)
+        ybuf = vt_conv_scratch(g->N * g->O * E[0] * E[1] * E[2], grad_out->dtype, fn, "bordered grad_output", &s);
     if (s != VT_OK) goto done;
     /* the bordered grad_out, channels innermost when grad_out has them */
     int64_t ysz[5] = {g->N, g->O, E[0], E[1], E[2]}, yst[5];
     vt_conv_contiguous(5, ysz, yst);
     if (y5.strides[1] == 1 && g->O > 1) yst[4] = g->O, yst[3] = E[2] * g->O, yst[2] = E[1] * yst[3], yst[1] = 1;
-    memset(ybuf, 0, (size_t)(g->N * g->O * E[0] * E[1] * E[2]) * vt_dtype_size(grad_out->dtype));
-    vt_tensor yb = vt_conv_tensor(ybuf, grad_out->dtype, 5, ysz, yst, 0), inner = yb;
-    for (int d = 0; d < 3; d++) inner.sizes[2 + d] = g->out[d], inner.offset += lo[d] * yst[2 + d];
-    vt_tensor inner_nd = view_nd(inner, g->spatial);
-    s = vt_copy(&inner_nd, grad_out);
+    vt_tensor yb = vt_conv_tensor(ybuf, grad_out->dtype, 5, ysz, yst, 0);
+    if (bordered) {
+        memset(ybuf, 0, (size_t)(g->N * g->O * E[0] * E[1] * E[2]) * vt_dtype_size(grad_out->dtype));
+        vt_tensor inner = yb;
+        for (int d = 0; d < 3; d++) inner.sizes[2 + d] = g->out[d], inner.offset += lo[d] * yst[2 + d];
+        vt_tensor inner_nd = view_nd(inner, g->spatial);
+        s = vt_copy(&inner_nd, grad_out);
+    }
     vt_tensor w5 = vt_conv_view5(&wt, g->spatial);
     vt_conv_params pp;
     memset(&pp, 0, sizeof pp);
@@ -436,14 +443,19 @@ static vt_status input_grad_phases(const vt_conv_geom *g, const vt_tensor *grad_
             for (int64_t r2 = 0; s == VT_OK && r2 < g->stride[2]; r2++) {
                 const int64_t r[3] = {r0, r1, r2};
                 phase_dim f[3];
-                int empty = 0, zero = 0;
-                vt_tensor out = x5, in = yb, w = w5;
+                int empty = 0, zero = 0, inside = 1;
                 for (int d = 0; d < 3; d++) {
                     f[d] = phase_of(g, d, r[d]);
                     empty |= !f[d].M, zero |= !f[d].J;
+                    inside &= f[d].c >= f[d].J - 1 && f[d].c + f[d].M <= g->out[d];
+                }
+                /* a window inside grad_out is read where it lies (a 1x1
+                 * downsample's one phase: all of it) */
+                vt_tensor out = x5, in = inside ? y5 : yb, w = w5;
+                for (int d = 0; d < 3; d++) {
                     out.offset += r[d] * x5.strides[2 + d];
                     out.sizes[2 + d] = f[d].M, out.strides[2 + d] = g->stride[d] * x5.strides[2 + d];
-                    in.offset += (lo[d] + f[d].c - (f[d].J - 1)) * yst[2 + d];
+                    in.offset += (f[d].c - (f[d].J - 1) + (inside ? 0 : lo[d])) * in.strides[2 + d];
                     in.sizes[2 + d] = f[d].M + f[d].J - 1;
                     w.offset += f[d].first * w5.strides[2 + d];
                     w.sizes[2 + d] = f[d].J, w.strides[2 + d] = g->stride[d] * w5.strides[2 + d];

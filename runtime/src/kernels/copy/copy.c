@@ -424,14 +424,24 @@ static void fill_range(void *vctx, int64_t b, int64_t e) {
     vt_iter_range(&c->h.it, b, e, fill_run, c);
 }
 
-vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) {
+/* reorder: as copy_plan's (a fill run by itself: every element gets the
+ * same value, so any order gives the same result). */
+static vt_status fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value, int reorder) {
     fill_ctx *c = (fill_ctx *)p->ctx;
     memset(c->value, 0, sizeof c->value);
     if (value.is_float)
         vt_convert(VT_F64, &value.f, 1, out->dtype, c->value, 1, 1);
     else
         vt_convert(VT_I64, &value.i, 1, out->dtype, c->value, 1, 1);
-    vt_iter_init(&c->h.it, 1, out);
+    vt_tensor o = *out;
+    if (reorder) /* out's memory order, its dims by decreasing stride: a channels-last view fills in runs */
+        for (int d = 1; d < o.ndim; d++)
+            for (int e = d; e > 0 && o.strides[e - 1] < o.strides[e]; e--) {
+                int64_t sz = o.sizes[e], st = o.strides[e];
+                o.sizes[e] = o.sizes[e - 1], o.strides[e] = o.strides[e - 1];
+                o.sizes[e - 1] = sz, o.strides[e - 1] = st;
+            }
+    vt_iter_init(&c->h.it, 1, &o);
     atomic_init(&c->h.failed, 0);
     p->range = fill_range;
     return VT_OK;
@@ -440,6 +450,8 @@ vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) {
 vt_status vt_fill(const vt_tensor *out, vt_scalar value) {
     vt_ew_plan p;
     vt_status s = vt_ew_validate(out, 0, NULL, (vt_dtype)-1, "fill");
-    if (s == VT_OK) s = vt_fill_plan(&p, out, value);
+    if (s == VT_OK) s = fill_plan(&p, out, value, 1);
     return s == VT_OK ? vt_ew_plan_run(&p) : s;
 }
+
+vt_status vt_fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value) { return fill_plan(p, out, value, 0); }
