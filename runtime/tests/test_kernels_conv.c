@@ -490,10 +490,6 @@ TEST(kernels_conv_forward_nonfinite_input_stays_in_its_windows) {
             }
 }
 
-/* The AMX implicit GEMMs over several chunks of images (a padded input
- * buffer of a few KiB): each chunk's fill, the weight gradient's sums going
- * on across chunks from the f32 buffer (the path a K of several blocks
- * takes too), the last chunk short. */
 /* Strides without dilation take the phases from 16 input channels;
  * dilation, fewer channels (an RGB stem) and stride 1 (one convolution
  * already) do not. */
@@ -512,6 +508,38 @@ TEST(kernels_conv_strided_input_grad_takes_phases) {
     }
 }
 
+/* Outputs that round to bf16 denormals (a zero input, a bias of
+ * denormals) keep them exactly, as vt_f32_to_bf16 rounds: the engines'
+ * write-out rounds whole rows in one instruction where the CPU has one,
+ * which reads denormals as zero, so such rows take the integer rounding. */
+TEST(kernels_conv_bf16_denormal_outputs) {
+    static const char *const names[] = {"2d amx grid", "2d bigger", "2d"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int layout = 0; layout < 2; layout++) {
+            const conv_case *c = case_named(names[i]);
+            conv_tensors t = make_tensors(c, VT_BF16, layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+            memset(t.x.block, 0, t.x.bytes);
+            fill_values(&t.w, 1);
+            uint16_t *bb = (uint16_t *)t.b.block;
+            for (int64_t o = 0; o < c->O; o++) bb[o] = (uint16_t)((o % 2 ? 0x8000u : 0u) | (uint16_t)(1 + o * 3 % 0x7f));
+            vt_conv_params p = case_params(c);
+            host_tensor yr = ht_new(VT_BF16, t.y.t.ndim, t.y.t.sizes);
+            CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, &t.b.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, &t.b.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_MSG(ht_compare("denormal bias", &t.y.t, &yr.t, -1) == 0, "%s layout %d", names[i], layout);
+            /* and they are the bias itself, not zeros */
+            uint16_t first;
+            memcpy(&first, (const char *)t.y.t.data + t.y.t.offset * 2, 2);
+            CHECK_MSG(first == bb[0], "%s layout %d: %#x, bias %#x", names[i], layout, first, bb[0]);
+            ht_free(&yr);
+            free_tensors(&t);
+        }
+}
+
+/* The AMX implicit GEMMs over several chunks of images (a padded input
+ * buffer of a few KiB): each chunk's fill, the weight gradient's sums going
+ * on across chunks from the f32 buffer (the path a K of several blocks
+ * takes too), the last chunk short. */
 TEST(kernels_conv_amx_chunks) {
 #if VT_X86
     static const char *const names[] = {"2d amx grid", "2d amx s2 rows", "1d amx", "3d amx", "2d amx stem",

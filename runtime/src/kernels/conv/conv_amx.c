@@ -354,6 +354,10 @@ static void write_tiles(const amx_job *j, const float *c, int64_t b, const tile_
         int64_t off = base + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] + t->o[k][2] * j->ys[3];
         __m512 v0 = _mm512_load_ps(c + t->row[k] * 32), v1 = _mm512_load_ps(c + t->row[k] * 32 + 16);
         if (j->bias) v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
+        if (j->ydt == VT_BF16 && m1 == 0xffff) { /* a whole row of 32 */
+            _mm512_storeu_si512((uint16_t *)j->y + off, vt_mxu_bf16x32(v0, v1));
+            continue;
+        }
         store16(j, off, m0, v0);
         if (m1) store16(j, off + 16, m1, v1);
     }

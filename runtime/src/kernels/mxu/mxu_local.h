@@ -141,6 +141,16 @@ static inline __m256i vt_mxu_bf16x16(__m512 v) {
     r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), vt_mxu_set1(0x7fc00000u));
     return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
+/* 32 f32 (lo, then hi) as bf16, the same bits: in a file built for
+ * AVX512-BF16, one VCVTNE2PS2BF16 unless a lane is NaN or denormal (which
+ * it keeps or reads as zero); else, and for those, the integer rounding. */
+static inline __m512i vt_mxu_bf16x32(__m512 lo, __m512 hi) {
+#ifdef __AVX512BF16__
+    if (!(_mm512_fpclass_ps_mask(lo, 0xa1) | _mm512_fpclass_ps_mask(hi, 0xa1))) /* NaNs 0x81, denormal 0x20 */
+        return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+#endif
+    return _mm512_inserti64x4(_mm512_castsi256_si512(vt_mxu_bf16x16(lo)), vt_mxu_bf16x16(hi), 1);
+}
 /* rows x 32 sums of a finished block (row stride ldc) out to a sink at its
  * (m, n). */
 static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, const float *c, int64_t ldc,
@@ -150,6 +160,10 @@ static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, 
     __mmask16 k1 = left >= 32 ? (__mmask16)0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
     for (int64_t r = 0; r < rows; r++) {
         uint16_t *d = s->p + (m + r) * s->ld + n;
+        if (k1 == 0xffff) {
+            _mm512_storeu_si512(d, vt_mxu_bf16x32(_mm512_loadu_ps(c + r * ldc), _mm512_loadu_ps(c + r * ldc + 16)));
+            continue;
+        }
         _mm256_mask_storeu_epi16(d, k0, vt_mxu_bf16x16(_mm512_loadu_ps(c + r * ldc)));
         _mm256_mask_storeu_epi16(d + 16, k1, vt_mxu_bf16x16(_mm512_loadu_ps(c + r * ldc + 16)));
     }
