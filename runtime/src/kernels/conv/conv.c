@@ -210,6 +210,14 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
     const int copy_out = !direct && !bias && (out->dtype == ct || out->dtype == VT_F32);
     const vt_dtype yt = copy_out ? out->dtype : at;
 
+    /* A 1x1, stride-1, unpadded convolution image by image reads each
+     * image's planes as the product's B where they lie: rows of positions,
+     * one per channel (no rows built for it one call at a time). */
+    int64_t xzs = 0;
+    int plain_b = nb == 1 && g.k_prod == 1 && x5.dtype == ct &&
+                  vt_conv_merge_dims(3, x5.sizes + 2, x5.strides + 2, &xzs) && xzs == 1;
+    for (int d = 0; d < 3; d++) plain_b &= g.stride[d] == 1 && g.pad[d] == 0;
+
     weight_matrix wm;
     s = weight_as_matrix(weight, ct, fn, &wm);
     void *ybuf = NULL;
@@ -222,8 +230,10 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
             vt_mxu_rows rows = {plane_row, &src};
             int64_t as[2] = {g.Og, CgK}, ast[2] = {wm.row_stride, wm.col_stride};
             vt_tensor a = vt_conv_tensor(wm.t.data, ct, 2, as, ast, wm.t.offset + gi * g.Og * wm.row_stride);
-            int64_t bs[2] = {CgK, ld}, bst[2] = {ld, 1};
-            vt_tensor b = vt_conv_tensor(x5.data, ct, 2, bs, bst, 0);
+            int64_t bs[2] = {CgK, ld}, bst[2] = {plain_b ? x5.strides[1] : ld, 1};
+            vt_tensor b = vt_conv_tensor(x5.data, ct, 2, bs, bst,
+                                         plain_b ? x5.offset + n0 * x5.strides[0] + gi * g.Cg * x5.strides[1] : 0);
+            const vt_mxu_rows *b_rows = plain_b ? NULL : &rows;
             int64_t os[2] = {g.Og, ld};
             if (direct) {
                 int64_t ost[2] = {y5.strides[1], zs};
@@ -235,11 +245,11 @@ vt_status vt_conv_forward(const vt_tensor *out, const vt_tensor *input, const vt
                     bv = vt_conv_tensor(bias->data, bias->dtype, 2, bsz, bstr,
                                         bias->offset + gi * g.Og * bias->strides[0]);
                 }
-                s = vt_matmul_rows(&o, &a, NULL, &b, &rows, bias ? &bv : NULL, 1.0, 1.0, mp);
+                s = vt_matmul_rows(&o, &a, NULL, &b, b_rows, bias ? &bv : NULL, 1.0, 1.0, mp);
             } else {
                 int64_t ost[2] = {ld, 1};
                 vt_tensor o = vt_conv_tensor(ybuf, yt, 2, os, ost, gi * g.Og * ld);
-                s = vt_matmul_rows(&o, &a, NULL, &b, &rows, NULL, 1.0, 0.0, mp);
+                s = vt_matmul_rows(&o, &a, NULL, &b, b_rows, NULL, 1.0, 0.0, mp);
             }
         }
         if (s == VT_OK && copy_out) {
