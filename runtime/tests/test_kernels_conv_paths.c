@@ -1,0 +1,306 @@
+/* test_kernels_conv_paths.c — the convolution drivers each shape takes
+ * (depthwise, channels-last rows, the AMX implicit GEMM, strided input
+ * gradients by phase) and their edge cases: non-finite inputs, bf16
+ * denormal outputs, chunks of images, the AVX512-BF16 rounding. */
+#include "test_kernels_conv_util.h"
+
+/* The depthwise cases run the depthwise kernels (not the im2col path the
+ * other cases check them against); a depth multiplier does not. */
+TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
+    static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
+                                     "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2",
+                                     "2d depthwise wide rows", "2d depthwise 32ch"};
+    for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(dw[i]));
+        CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);
+    }
+    vt_conv_geom g = case_geom(case_named("2d depthwise x2"));
+    CHECK(!vt_conv_dw_takes(&g));
+}
+
+/* A channels-last depthwise forward at DEFAULT whose output is channels-last
+ * too reads its input where it lies (no blocks); the same sums in the same
+ * order as the blocks a contiguous output goes through, so the same bits on
+ * every ISA path: random data with a bias, a weight tap that is inf (it
+ * meets the padding's zeros: NaN where a window crosses it, in both), tiny
+ * values whose sums are denormal (the AVX512-BF16 store's other path), F32
+ * and BF16, partial lane blocks, strides, dilation, 1 to 3 dims. */
+TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
+    unsigned active = vt_isa_active();
+    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
+                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
+                                     "3d depthwise", "2d depthwise 32ch"};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        vt_isa_force(masks[m] & active);
+        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
+            for (size_t d = 0; d < 2; d++)
+                for (int inf = 0; inf < 3; inf++) { /* 2: tiny values, denormal sums */
+                    const conv_case *c = case_named(dw[i]);
+                    conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
+                                 mixed = make_tensors(c, dts[d], LAYOUT_MIXED);
+                    fill_values(&cl.x, 0), fill_values(&cl.w, 0), fill_values(&cl.b, 0);
+                    if (inf == 2) scale_values(&cl.x, 0x1p-60), scale_values(&cl.w, 0x1p-66), scale_values(&cl.b, 0x1p-126);
+                    if (inf == 1) {
+                        double v = INFINITY;
+                        vt_convert(VT_F64, &v, 1, cl.w.t.dtype, (char *)cl.w.block + 5 * vt_dtype_size(cl.w.t.dtype),
+                                   1, 1);
+                    }
+                    CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
+                    CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));
+                    vt_conv_params p = case_params(c);
+                    const vt_tensor *bias = c->bias ? &cl.b.t : NULL;
+                    CHECK_OK(vt_conv_forward(&cl.y.t, &cl.x.t, &cl.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_conv_forward(&mixed.y.t, &mixed.x.t, &mixed.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
+                             masks[m] & active);
+                    CHECK(ht_compare(what, &cl.y.t, &mixed.y.t, -1) == 0);
+                    free_tensors(&cl), free_tensors(&mixed);
+                }
+    }
+    vt_isa_force(active);
+}
+
+/* Channels-last inputs of these cases run the rows drivers. */
+TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
+    static const char *const rows[] = {"2d 1x1", "2d bigger", "2d groups2 wide", "3d wide", "1d 1x1 wide"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const conv_case *c = case_named(rows[i]);
+        vt_conv_geom g = case_geom(c);
+        conv_tensors t = make_tensors(c, VT_F32, LAYOUT_CHANNELS_LAST);
+        CHECK_MSG(vt_conv_rows_takes(&g, &t.x.t, VT_CONV_FORWARD), "%s", rows[i]);
+        free_tensors(&t);
+        t = make_tensors(c, VT_F32, LAYOUT_CONTIGUOUS);
+        CHECK_MSG(!vt_conv_rows_takes(&g, &t.x.t, VT_CONV_FORWARD), "%s contiguous", rows[i]);
+        free_tensors(&t);
+    }
+}
+
+/* On the AMX engine the implicit GEMM takes these forwards (and the
+ * stride-1 input gradients, which run as forwards), whatever the layout,
+ * fewer than 16 channels with merged taps; not HIGH / HIGHEST F32, groups,
+ * few channels whose window along the last dim is over 32 values or
+ * dilated. The weight gradient: 16 channels or more, stride 1. */
+TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
+#if VT_X86
+    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return;
+    static const char *const amx[] = {"2d amx grid",   "2d amx s2 rows", "2d amx dil2",    "1d amx",
+                                      "3d amx",        "2d amx 1x3 s2",  "1d depthwise s2 d2", "2d amx stem",
+                                      "2d amx 1ch dil", "3d amx merged", "1d amx merged",  "2d bigger"};
+    for (size_t i = 0; i < sizeof amx / sizeof amx[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(amx[i]));
+        if (vt_conv_dw_takes(&g)) continue; /* depthwise goes first */
+        CHECK_MSG(vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT), "%s", amx[i]);
+        CHECK_MSG(!vt_conv_amx_takes(&g, VT_PRECISION_HIGH), "%s HIGH", amx[i]);
+    }
+    vt_conv_geom g = case_geom(case_named("2d groups2 wide"));
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d bigger")); /* 8 channels: 3 taps of 8 merge */
+    g.k[2] = 5;                               /* 5 taps of 8 are 40 values */
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d amx stem"));
+    g.dil[2] = 2; /* dilated taps do not lie back to back */
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d 1x1")); /* a plain product */
+    CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
+    /* the weight gradient: stride 1 only */
+    static const char *const wg[] = {"2d amx grid", "2d amx dil2", "1d amx", "3d amx"};
+    for (size_t i = 0; i < sizeof wg / sizeof wg[0]; i++) {
+        g = case_geom(case_named(wg[i]));
+        CHECK_MSG(vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", wg[i]);
+    }
+    g = case_geom(case_named("2d amx s2 rows"));
+    CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
+    g = case_geom(case_named("2d bigger"));
+    CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
+#endif
+}
+
+/* An inf in the input: every weight-gradient entry whose windows read it
+ * is inf or NaN, the others stay what the reference gives. (The AMX
+ * weight gradient sums over the padded grid's padding positions too, with
+ * gy 0 there, and would add 0 * inf = NaN elsewhere: it hands such inputs
+ * to the drivers.) Small integers otherwise: exact. */
+TEST(kernels_conv_weight_gradient_inf_input) {
+    static const char *const names[] = {"2d amx grid", "2d amx dil2", "2d bigger"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const conv_case *c = case_named(names[i]);
+        for (int layout = 0; layout < 2; layout++) {
+            conv_tensors t = make_tensors(c, VT_F32, layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+            fill_values(&t.x, 1), fill_values(&t.gy, 1);
+            /* image 0, channel 1, the last column of the first row: only the
+             * windows at the right edge read it */
+            int64_t pos = c->in[c->sp - 1] - 1;
+            float inf = INFINITY;
+            int64_t off = t.x.t.offset + 1 * t.x.t.strides[1] + pos * t.x.t.strides[t.x.t.ndim - 1];
+            memcpy((float *)t.x.t.data + off, &inf, 4);
+            vt_conv_params p = case_params(c);
+            host_tensor gwr = ht_new(VT_F32, t.gw.t.ndim, t.gw.t.sizes);
+            CHECK_OK(vt_conv_backward_weight(&t.gw.t, &t.gy.t, &t.x.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_OK(vt_ref_conv_backward_weight(&gwr.t, &t.gy.t, &t.x.t, &p, VT_PRECISION_DEFAULT));
+            host_tensor a = to_f64(&t.gw.t, 0), b = to_f64(&gwr.t, 0);
+            const double *pa = a.block, *pb = b.block;
+            int64_t bad = 0, nonfinite = 0;
+            for (int64_t e = 0; e < vt_tensor_numel(&gwr.t); e++) {
+                nonfinite += !isfinite(pb[e]);
+                int same = isnan(pb[e]) ? isnan(pa[e]) : pa[e] == pb[e];
+                if (!same && bad++ < 3)
+                    CHECK_MSG(0, "%s layout %d element %lld: %g vs reference %g", names[i], layout, (long long)e,
+                              pa[e], pb[e]);
+            }
+            CHECK(bad == 0);
+            CHECK_MSG(nonfinite > 0 && nonfinite < vt_tensor_numel(&gwr.t), "%s: %lld non-finite", names[i],
+                      (long long)nonfinite);
+            ht_free(&a), ht_free(&b), ht_free(&gwr);
+            free_tensors(&t);
+        }
+    }
+}
+
+/* A NaN and an inf in the input reach exactly the outputs whose windows
+ * read them (the reference's NaN and inf outputs, the same finite values
+ * elsewhere): merged taps read a window's values and nothing past them,
+ * and the tiles' rows past the valid positions are never written. Small
+ * integers otherwise: exact, on whatever path the case takes. */
+TEST(kernels_conv_forward_nonfinite_input_stays_in_its_windows) {
+    static const char *const names[] = {"2d amx stem", "2d amx 1ch dil", "3d amx merged", "1d amx merged",
+                                        "2d bigger", "2d amx s2 rows", "2d"};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int layout = 0; layout < 2; layout++)
+            for (size_t d = 0; d < 2; d++) {
+                const conv_case *c = case_named(names[i]);
+                conv_tensors t = make_tensors(c, dts[d], layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+                fill_values(&t.x, 1), fill_values(&t.w, 1), fill_values(&t.b, 1);
+                /* image 0: a NaN at the middle of the last dim of channel 0,
+                 * an inf at its last position of the last channel */
+                const int nd = t.x.t.ndim;
+                const double bad[2] = {NAN, INFINITY};
+                const int64_t pos[2] = {c->in[c->sp - 1] / 2, c->in[c->sp - 1] - 1}, ch[2] = {0, c->C - 1};
+                for (int b = 0; b < 2; b++)
+                    vt_convert(VT_F64, &bad[b], 1, dts[d],
+                               (char *)t.x.t.data + (t.x.t.offset + ch[b] * t.x.t.strides[1] +
+                                                     pos[b] * t.x.t.strides[nd - 1]) *
+                                                        (int64_t)vt_dtype_size(dts[d]),
+                               1, 1);
+                vt_conv_params p = case_params(c);
+                const vt_tensor *bias = c->bias ? &t.b.t : NULL;
+                host_tensor yr = ht_new(dts[d], t.y.t.ndim, t.y.t.sizes);
+                CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                host_tensor a = to_f64(&t.y.t, 0), r = to_f64(&yr.t, 0);
+                const double *pa = a.block, *pr = r.block;
+                int64_t wrong = 0, nonfinite = 0, n = vt_tensor_numel(&yr.t);
+                for (int64_t e = 0; e < n; e++) {
+                    nonfinite += !isfinite(pr[e]);
+                    int same = isnan(pr[e]) ? isnan(pa[e]) : pa[e] == pr[e];
+                    if (!same && wrong++ < 3)
+                        CHECK_MSG(0, "%s %s layout %d element %lld: %g vs reference %g", names[i],
+                                  vt_dtype_name(dts[d]), layout, (long long)e, pa[e], pr[e]);
+                }
+                CHECK(wrong == 0);
+                CHECK_MSG(nonfinite > 0 && nonfinite < n / 2, "%s: %lld of %lld non-finite", names[i],
+                          (long long)nonfinite, (long long)n);
+                ht_free(&a), ht_free(&r), ht_free(&yr);
+                free_tensors(&t);
+            }
+}
+
+/* Strides without dilation take the phases from 16 input channels;
+ * dilation, fewer channels (an RGB stem) and stride 1 (one convolution
+ * already) do not. */
+TEST(kernels_conv_strided_input_grad_takes_phases) {
+    static const char *const yes[] = {"2d 1x1 s2", "2d 3x3 s2 even", "2d k2 s3 pad1", "3d s3x2x1 groups2",
+                                      "2d amx s2 rows", "2d amx 1x3 s2", "1d long 16ch"};
+    static const char *const no[] = {"1d s2 d2 p2 groups", "3d wide", "2d amx stem", "2d s2 odd", "2d",
+                                     "2d dil2 groups2", "3d amx"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(yes[i]));
+        CHECK_MSG(vt_conv_input_grad_by_phases(&g), "%s", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(no[i]));
+        CHECK_MSG(!vt_conv_input_grad_by_phases(&g), "%s", no[i]);
+    }
+}
+
+/* Outputs that round to bf16 denormals (a zero input, a bias of
+ * denormals) keep them exactly, as vt_f32_to_bf16 rounds: the engines'
+ * write-out rounds whole rows in one instruction where the CPU has one,
+ * which reads denormals as zero, so such rows take the integer rounding. */
+TEST(kernels_conv_bf16_denormal_outputs) {
+    static const char *const names[] = {"2d amx grid", "2d bigger", "2d"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int layout = 0; layout < 2; layout++) {
+            const conv_case *c = case_named(names[i]);
+            conv_tensors t = make_tensors(c, VT_BF16, layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+            memset(t.x.block, 0, t.x.bytes);
+            fill_values(&t.w, 1);
+            uint16_t *bb = (uint16_t *)t.b.block;
+            for (int64_t o = 0; o < c->O; o++) bb[o] = (uint16_t)((o % 2 ? 0x8000u : 0u) | (uint16_t)(1 + o * 3 % 0x7f));
+            vt_conv_params p = case_params(c);
+            host_tensor yr = ht_new(VT_BF16, t.y.t.ndim, t.y.t.sizes);
+            CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, &t.b.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, &t.b.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_MSG(ht_compare("denormal bias", &t.y.t, &yr.t, -1) == 0, "%s layout %d", names[i], layout);
+            /* and they are the bias itself, not zeros */
+            uint16_t first;
+            memcpy(&first, (const char *)t.y.t.data + t.y.t.offset * 2, 2);
+            CHECK_MSG(first == bb[0], "%s layout %d: %#x, bias %#x", names[i], layout, first, bb[0]);
+            ht_free(&yr);
+            free_tensors(&t);
+        }
+}
+
+/* The AMX implicit GEMMs over several chunks of images (a padded input
+ * buffer of a few KiB): each chunk's fill, the weight gradient's sums going
+ * on across chunks from the f32 buffer (the path a K of several blocks
+ * takes too), the last chunk short. */
+TEST(kernels_conv_amx_chunks) {
+#if VT_X86
+    static const char *const names[] = {"2d amx grid", "2d amx s2 rows", "1d amx", "3d amx", "2d amx stem",
+                                        "1d amx merged"};
+    vt_conv_amx_force_chunk_bytes(14 << 10); /* 1-d: forwards 2 images a chunk (3: the last short), the rest 1 */
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        check_case(case_named(names[i]), VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 1, 0);
+        check_case(case_named(names[i]), VT_BF16, VT_PRECISION_DEFAULT, LAYOUT_CHANNELS_LAST, 1, 0);
+        check_case(case_named(names[i]), VT_F32, VT_PRECISION_DEFAULT, LAYOUT_MIXED, 0, 1e-5);
+    }
+    vt_conv_amx_force_chunk_bytes(0);
+#endif
+}
+
+#if VT_X86
+/* The AVX512-BF16 depthwise loops round with VCVTNEPS2BF16, the AVX-512 ones
+ * with bit operations: the same parts for every high half of an f32 and low
+ * halves at and around the ties (zeros, denormals, the largest finite values,
+ * infinities, NaN payloads), at DEFAULT, HIGH and HIGHEST. */
+TEST(kernels_conv_dw_split_same_bits_avx512bf16) {
+    const unsigned need = VT_ISA_AVX512 | VT_ISA_AVX512BF16;
+    if ((vt_isa_available() & need) != need) return;
+    static const uint32_t lows[] = {0x0000, 0x8000, 0x7fff, 0x8001, 0xffff, 0x0001, 0x1234};
+    const int64_t per = (int64_t)(sizeof lows / sizeof lows[0]), n = 65536 * per;
+    float *raw = malloc((size_t)n * sizeof *raw), *s[2][3];
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int64_t k = 0; k < per; k++) {
+            uint32_t u = h << 16 | lows[k];
+            memcpy(&raw[h * per + k], &u, 4);
+        }
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 3; k++) s[e][k] = malloc((size_t)n * sizeof(float));
+    const vt_dw_kernels *K[2] = {&vt_dw_kernels_avx512, &vt_dw_kernels_avx512bf16};
+    static const int nlows[] = {0, 2, 5}; /* DEFAULT, HIGH, HIGHEST */
+    for (int p = 0; p < 3; p++) {
+        for (int e = 0; e < 2; e++) {
+            for (int k = 0; k < 3; k++) memset(s[e][k], 0, (size_t)n * sizeof(float));
+            K[e]->split(raw, n, nlows[p], s[e]);
+        }
+        for (int k = 0; k < 3; k++) CHECK_MSG(memcmp(s[0][k], s[1][k], (size_t)n * sizeof(float)) == 0, "nlow %d slot %d", nlows[p], k);
+    }
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 3; k++) free(s[e][k]);
+    free(raw);
+}
+#endif
