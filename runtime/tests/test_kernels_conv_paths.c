@@ -65,7 +65,9 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
 
 /* Channels-last inputs of these cases run the rows drivers. */
 TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
-    static const char *const rows[] = {"2d 1x1", "2d bigger", "2d groups2 wide", "3d wide", "1d 1x1 wide"};
+    static const char *const rows[] = {"2d 1x1",      "2d bigger",       "2d groups2 wide",
+                                       "3d wide",     "1d 1x1 wide",     "2d 1x1 widening",
+                                       "2d 1x1 groups2 widening"};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const conv_case *c = case_named(rows[i]);
         vt_conv_geom g = case_geom(c);

@@ -80,6 +80,10 @@ static const conv_case cases[] = {
     {"2d k2 s3 pad1", 2, 1, 16, 7, 1, {11, 10}, {2, 2}, {3, 3}, {1, 1}, {1, 1}, 0},
     {"1d long 16ch", 1, 2, 16, 4, 1, {150}, {3}, {2}, {1}, {1}, 1},
     {"3d s3x2x1 groups2", 3, 1, 34, 18, 2, {7, 6, 5}, {3, 2, 3}, {3, 2, 1}, {1, 0, 1}, {1, 1, 1}, 1},
+    /* 1x1 convolutions widening the channels: the weight gradient as the
+     * transposed product (input^T @ grad_out), groups too */
+    {"2d 1x1 widening", 2, 2, 8, 24, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
+    {"2d 1x1 groups2 widening", 2, 2, 16, 48, 2, {3, 7}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 0},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -370,7 +370,19 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
         /* per group: dW_g[Og, K] += grad_out_g^T[Og, M] @ col_g[M, K] */
         int64_t as[3] = {g->G, g->Og, M}, ast[3] = {g->Og * ycs, ycs, yrs};
         vt_tensor a = vt_conv_tensor((void *)ydata, cdt, 3, as, ast, yoff);
-        if (no_col) {
+        if (no_col && g->Og > K) {
+            /* dW_g^T[K, Og] = col_g^T[K, M] @ grad_out_g[M, Og] into the
+             * same accumulator seen transposed: the operand packed column
+             * by column is then the narrower one (a 1x1 widening 16 -> 96
+             * channels packed 16 columns of every position, not 96) */
+            int64_t ts[3] = {g->G, K, M}, tst[3] = {g->Cg, 1, xrs};
+            vt_tensor xt = vt_conv_tensor(x5.data, cdt, 3, ts, tst, x5.offset + n0 * x5.strides[0]);
+            int64_t ys[3] = {g->G, M, g->Og}, yst[3] = {g->Og * ycs, yrs, ycs};
+            vt_tensor y = vt_conv_tensor((void *)ydata, cdt, 3, ys, yst, yoff);
+            int64_t os[3] = {g->G, K, g->Og}, ost[3] = {g->Og * K, 1, K};
+            vt_tensor acct = vt_conv_tensor(wacc, adt, 3, os, ost, 0);
+            s = vt_matmul_f32_out(&acct, &xt, &y, n0 ? &acct : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+        } else if (no_col) {
             int64_t bs[3] = {g->G, M, K}, bst[3] = {g->Cg, xrs, 1};
             vt_tensor b = vt_conv_tensor(x5.data, cdt, 3, bs, bst, x5.offset + n0 * x5.strides[0]);
             s = vt_matmul_f32_out(&acc, &a, &b, n0 ? &acc : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
