@@ -385,6 +385,14 @@ typedef struct vt_iter {
 /* ptrs: first element of the run per operand; strides: innermost strides. */
 typedef void (*vt_iter_run_fn)(void *ctx, char *const *ptrs, const int64_t *strides, int64_t n);
 void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops);
+/* Elements visited in the order of ops[0]'s memory: the permutation of
+ * the dims (shared by the m operands, all of ops[0]'s ndim) that puts the
+ * largest stride outermost, the first operand with different non-zero
+ * strides in two dims deciding (TensorIterator's reorder_dimensions);
+ * returns whether any dim moved. vt_permute_dims applies it to every
+ * operand. */
+int vt_memory_perm(vt_tensor *const *ops, int m, int *perm);
+void vt_permute_dims(vt_tensor *const *ops, int m, const int *perm);
 /* Visit logical (row-major) elements [begin, end) run by run. */
 void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn fn, void *ctx);
 /* The same visit, a block of runs per call: `rows` runs of n elements, the

@@ -112,3 +112,38 @@ void vt_iter_range(const vt_iter *it, int64_t begin, int64_t end, vt_iter_run_fn
     runs_ctx r = {fn, ctx, it->nops};
     vt_iter_blocks(it, begin, end, runs_of_block, &r);
 }
+
+/* Whether dim a, now outside dim b, should go inside it: the first operand
+ * (ops[0], then the rest in order) that steps through both with different
+ * non-zero strides decides, as in TensorIterator's reorder_dimensions. */
+static int goes_inside(vt_tensor *const *ops, int m, int a, int b) {
+    for (int k = 0; k < m; k++) {
+        const int64_t sa = ops[k]->strides[a], sb = ops[k]->strides[b];
+        if (sa == 0 || sb == 0 || sa == sb) continue;
+        return sa < sb;
+    }
+    return 0;
+}
+
+int vt_memory_perm(vt_tensor *const *ops, int m, int *perm) {
+    const vt_tensor *o = ops[0];
+    int moved = 0;
+    for (int d = 0; d < o->ndim; d++) perm[d] = d;
+    for (int i = 1; i < o->ndim; i++)
+        for (int j = i; j > 0 && o->sizes[perm[j]] != 1 && goes_inside(ops, m, perm[j - 1], perm[j]); j--) {
+            const int t = perm[j];
+            perm[j] = perm[j - 1], perm[j - 1] = t;
+            moved = 1;
+        }
+    return moved;
+}
+
+void vt_permute_dims(vt_tensor *const *ops, int m, const int *perm) {
+    for (int k = 0; k < m; k++) {
+        const int nd = ops[k]->ndim;
+        int64_t sz[VT_MAX_DIMS], st[VT_MAX_DIMS];
+        for (int d = 0; d < nd; d++) sz[d] = ops[k]->sizes[perm[d]], st[d] = ops[k]->strides[perm[d]];
+        memcpy(ops[k]->sizes, sz, (size_t)nd * sizeof sz[0]);
+        memcpy(ops[k]->strides, st, (size_t)nd * sizeof st[0]);
+    }
+}

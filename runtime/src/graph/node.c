@@ -221,18 +221,6 @@ int vt_node_uses(vt_node *n, vt_use *u) {
     return m;
 }
 
-/* Whether dim a, now outside dim b, should go inside it: the first operand
- * (out, then the inputs in order) that steps through both with different
- * non-zero strides decides, as in TensorIterator's reorder_dimensions. */
-static int goes_inside(vt_tensor *const *ops, int m, int a, int b) {
-    for (int k = 0; k < m; k++) {
-        const int64_t sa = ops[k]->strides[a], sb = ops[k]->strides[b];
-        if (sa == 0 || sb == 0 || sa == sb) continue;
-        return sa < sb;
-    }
-    return 0;
-}
-
 /* An elementwise node visits its elements in the order of out's memory:
  * the dims of every operand are permuted alike, largest out stride
  * outermost. Each output element is computed from the same input elements
@@ -260,28 +248,12 @@ static int ordered_operands(vt_node *n, vt_tensor **ops) {
 int vt_node_memory_perm(vt_node *n, int *perm) {
     vt_tensor *ops[1 + VT_NODE_MAX_SRC];
     const int m = ordered_operands(n, ops);
-    if (!m) return 0;
-    const vt_tensor *o = &n->out[0];
-    int moved = 0;
-    for (int d = 0; d < o->ndim; d++) perm[d] = d;
-    for (int i = 1; i < o->ndim; i++)
-        for (int j = i; j > 0 && o->sizes[perm[j]] != 1 && goes_inside(ops, m, perm[j - 1], perm[j]); j--) {
-            const int t = perm[j];
-            perm[j] = perm[j - 1], perm[j - 1] = t;
-            moved = 1;
-        }
-    return moved;
+    return m && vt_memory_perm(ops, m, perm);
 }
 
 void vt_node_permute(vt_node *n, const int *perm) {
     vt_tensor *ops[1 + VT_NODE_MAX_SRC];
-    const int m = ordered_operands(n, ops), nd = n->out[0].ndim;
-    for (int k = 0; k < m; k++) {
-        int64_t sz[VT_MAX_DIMS], st[VT_MAX_DIMS];
-        for (int d = 0; d < nd; d++) sz[d] = ops[k]->sizes[perm[d]], st[d] = ops[k]->strides[perm[d]];
-        memcpy(ops[k]->sizes, sz, (size_t)nd * sizeof sz[0]);
-        memcpy(ops[k]->strides, st, (size_t)nd * sizeof st[0]);
-    }
+    vt_permute_dims(ops, ordered_operands(n, ops), perm);
 }
 
 void vt_node_memory_order(vt_node *n) {

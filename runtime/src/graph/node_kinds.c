@@ -131,7 +131,6 @@ static vt_status copy_ref(const vt_node *n) { return vt_ref_copy(&n->out[0], &n-
 /* Run alone, a copy may walk in whatever order moves its bytes best
  * (vt_copy: transposes in tiles); fused, it keeps its plan's order. */
 static vt_status copy_run(const vt_node *n) { return vt_copy(&n->out[0], &n->src[0]); }
-static vt_status fill_run(const vt_node *n) { return vt_fill(&n->out[0], n->alpha); }
 /* A fill is a copy of the value, converted as a copy converts. */
 static vt_status fill_ref(const vt_node *n) {
     double f = n->alpha.f;
@@ -699,7 +698,7 @@ const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT] = {
     [VT_NODE_WHERE] = {"where", where_check, plan_run, where_ref, where_plan, ELEMENTWISE_READ, VT_USE_WRITE},
     [VT_NODE_COPY] = {"copy", copy_check, copy_run, copy_ref, copy_plan, ELEMENTWISE_READ, VT_USE_WRITE},
     /* every element gets the same value: repeated output elements are harmless */
-    [VT_NODE_FILL] = {"fill", fill_check, fill_run, fill_ref, fill_plan, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
+    [VT_NODE_FILL] = {"fill", fill_check, plan_run, fill_ref, fill_plan, 0, VT_USE_WRITE | VT_USE_SAME_VALUE},
     /* out may be the input itself (nothing reduced); other overlaps are copied */
     [VT_NODE_REDUCE] = {"reduce", reduce_check, reduce_run, reduce_ref, NULL, ELEMENTWISE_READ | VT_USE_STAGE,
                         VT_USE_WRITE, reduce_fed, reduce_run_from},

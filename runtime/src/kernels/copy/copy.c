@@ -336,25 +336,18 @@ static void transpose_order(vt_tensor ops[2]) {
     for (int d = 0; d < nd; d++)
         if (d != di && ops[1].sizes[d] > 1 && (ops[1].strides[d] == 1 || ops[1].strides[d] == -1)) si = d;
     const int shared = ops[1].sizes[di] > 1 && (ops[1].strides[di] == 1 || ops[1].strides[di] == -1);
+    if (shared ? di == nd - 1 : si < 0 || (di == nd - 1 && si == nd - 2)) return;
+    if (vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
+    vt_tensor *both[2] = {&ops[0], &ops[1]};
     int order[VT_MAX_DIMS], k = 0;
-    if (shared) { /* one layout, its unit-stride dim not the last */
-        if (di == nd - 1 || vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
-        for (int d = 0; d < nd; d++) { /* dst's dims by decreasing stride */
-            int at = k++;
-            while (at > 0 && ops[0].strides[order[at - 1]] < ops[0].strides[d]) order[at] = order[at - 1], at--;
-            order[at] = d;
-        }
+    if (shared) { /* one layout, its unit-stride dim not the last: dst's memory order */
+        if (!vt_memory_perm(both, 2, order)) return;
     } else { /* a transpose */
-        if (si < 0 || (di == nd - 1 && si == nd - 2)) return;
-        if (vt_view_overlap(&ops[0], &ops[1]) != VT_OVERLAP_NO) return;
         for (int d = 0; d < nd; d++)
             if (d != di && d != si) order[k++] = d;
         order[k++] = si, order[k++] = di;
     }
-    for (int t = 0; t < 2; t++) {
-        vt_tensor o = ops[t];
-        for (int d = 0; d < nd; d++) ops[t].sizes[d] = o.sizes[order[d]], ops[t].strides[d] = o.strides[order[d]];
-    }
+    vt_permute_dims(both, 2, order);
 }
 
 /* reorder: walk in transpose_order (only a copy run by itself: a fused
@@ -433,14 +426,9 @@ static vt_status fill_plan(vt_ew_plan *p, const vt_tensor *out, vt_scalar value,
         vt_convert(VT_F64, &value.f, 1, out->dtype, c->value, 1, 1);
     else
         vt_convert(VT_I64, &value.i, 1, out->dtype, c->value, 1, 1);
-    vt_tensor o = *out;
-    if (reorder) /* out's memory order, its dims by decreasing stride: a channels-last view fills in runs */
-        for (int d = 1; d < o.ndim; d++)
-            for (int e = d; e > 0 && o.strides[e - 1] < o.strides[e]; e--) {
-                int64_t sz = o.sizes[e], st = o.strides[e];
-                o.sizes[e] = o.sizes[e - 1], o.strides[e] = o.strides[e - 1];
-                o.sizes[e - 1] = sz, o.strides[e - 1] = st;
-            }
+    vt_tensor o = *out, *op = &o;
+    int perm[VT_MAX_DIMS];
+    if (reorder && vt_memory_perm(&op, 1, perm)) vt_permute_dims(&op, 1, perm); /* a channels-last view fills in runs */
     vt_iter_init(&c->h.it, 1, &o);
     atomic_init(&c->h.failed, 0);
     p->range = fill_range;
