@@ -60,4 +60,23 @@ static inline __m256i vt_avx512_f32x16_to_bf16(__m512 f) {
     return _mm512_cvtepi32_epi16(r);
 }
 
+/* The same narrowing where the file is built for AVX512-BF16: one
+ * VCVTNEPS2BF16 (16 lanes) or VCVTNE2PS2BF16 (32: lo, then hi) unless a
+ * lane is NaN or denormal (which the instructions keep or read as zero):
+ * those vectors take the integer rounding. Elsewhere the integer rounding. */
+static inline __m256i vt_avx512_f32x16_to_bf16_fast(__m512 f) {
+#ifdef __AVX512BF16__
+    if (__builtin_expect(_mm512_fpclass_ps_mask(f, 0xa1) == 0, 1)) /* quiet NaN 0x01, denormal 0x20, signalling 0x80 */
+        return (__m256i)_mm512_cvtneps_pbh(f);
+#endif
+    return vt_avx512_f32x16_to_bf16(f);
+}
+static inline __m512i vt_avx512_f32x32_to_bf16_fast(__m512 lo, __m512 hi) {
+#ifdef __AVX512BF16__
+    if (__builtin_expect((_mm512_fpclass_ps_mask(lo, 0xa1) | _mm512_fpclass_ps_mask(hi, 0xa1)) == 0, 1))
+        return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+#endif
+    return _mm512_inserti64x4(_mm512_castsi256_si512(vt_avx512_f32x16_to_bf16(lo)), vt_avx512_f32x16_to_bf16(hi), 1);
+}
+
 #endif

@@ -328,7 +328,7 @@ static inline void store16(const amx_job *j, int64_t off, __mmask16 m, __m512 v)
     if (j->ydt == VT_F32) {
         _mm512_mask_storeu_ps((float *)j->y + off, m, v);
     } else if (j->ydt == VT_BF16) {
-        _mm256_mask_storeu_epi16((uint16_t *)j->y + off, m, vt_mxu_bf16x16(v));
+        _mm256_mask_storeu_epi16((uint16_t *)j->y + off, m, vt_avx512_f32x16_to_bf16(v));
     } else {
         float f[16];
         _mm512_storeu_ps(f, v);
@@ -355,7 +355,7 @@ static void write_tiles(const amx_job *j, const float *c, int64_t b, const tile_
         __m512 v0 = _mm512_load_ps(c + t->row[k] * 32), v1 = _mm512_load_ps(c + t->row[k] * 32 + 16);
         if (j->bias) v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
         if (j->ydt == VT_BF16 && m1 == 0xffff) { /* a whole row of 32 */
-            _mm512_storeu_si512((uint16_t *)j->y + off, vt_mxu_bf16x32(v0, v1));
+            _mm512_storeu_si512((uint16_t *)j->y + off, vt_avx512_f32x32_to_bf16_fast(v0, v1));
             continue;
         }
         store16(j, off, m0, v0);

@@ -284,13 +284,13 @@ static void set_params(ew_ctx *c, vt_scalar alpha, const double *params) {
     }
 }
 
-/* Whether every operand is bf16 in bf16 compute and the ISA has bf16
- * activation kernels (vt_bf16_act), which then take contiguous runs. */
-static int bf16_act_operands(const ew_ctx *c) {
-    if (c->compute != VT_BF16 || c->out_dt != VT_BF16 || !vt_bf16_act()) return 0;
+/* The ISA's bf16 activation kernels (vt_bf16_act) when every operand is
+ * bf16 in bf16 compute (they then take contiguous runs), else NULL. */
+static const vt_bf16_act_table *bf16_act_for(const ew_ctx *c) {
+    if (c->compute != VT_BF16 || c->out_dt != VT_BF16) return NULL;
     for (int k = 0; k < c->nin; k++)
-        if (c->in_dt[k] != VT_BF16) return 0;
-    return 1;
+        if (c->in_dt[k] != VT_BF16) return NULL;
+    return vt_bf16_act();
 }
 
 vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, const vt_tensor *a, vt_dtype compute,
@@ -306,7 +306,8 @@ vt_status vt_unary_plan(vt_ew_plan *p, vt_unary_op op, const vt_tensor *out, con
     /* On bool, bitwise_not is logical not (~1 would read back as true). */
     if (compute == VT_BOOL && op == VT_BITWISE_NOT) op = VT_LOGICAL_NOT;
     c->un = vt_narrow_unary_ukernel(op, compute);
-    if (!c->un && bf16_act_operands(c)) c->bf16_un = vt_bf16_act()->unary[op];
+    const vt_bf16_act_table *bt = c->un ? NULL : bf16_act_for(c);
+    if (bt) c->bf16_un = bt->unary[op];
     if (!c->un) c->un = vt_unary_ukernels[cls][op];
     if (!c->un) c->un = vt_math_unary_ukernels[cls][op];
     c->bin = NULL;
@@ -343,7 +344,8 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
     vt_compute_class cls;
     c->cls_dt = class_dtype(compute, &cls);
     c->bin = vt_narrow_ukernel(op, compute);
-    if (!c->bin && bf16_act_operands(c)) c->bf16_bin = vt_bf16_act()->binary[op];
+    const vt_bf16_act_table *bt = c->bin ? NULL : bf16_act_for(c);
+    if (bt) c->bf16_bin = bt->binary[op];
     if (!c->bin) c->bin = vt_binary_ukernels[cls][op];
     if (!c->bin) c->bin = vt_math_binary_ukernels[cls][op];
     c->un = NULL;

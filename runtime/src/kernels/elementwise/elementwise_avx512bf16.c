@@ -4,9 +4,9 @@
  * widens a chunk into a buffer, runs the f32 loop and narrows the result
  * into another. Here each 16 values are widened in registers, run through
  * act_avx512.h's f32 math (the f32 loops' own) and rounded by
- * VCVTNEPS2BF16; a vector whose result holds a NaN or a denormal (which
- * the instruction keeps or reads as zero) takes the software rounding. The
- * same bits as the staged path, without its buffers. */
+ * VCVTNEPS2BF16 (vmath_avx512.h's narrowing: a vector holding a NaN or a
+ * denormal takes the integer rounding). The same bits as the staged path,
+ * without its buffers. */
 #include <immintrin.h>
 
 #include "internal.h"
@@ -16,21 +16,16 @@ static inline __m512 ld(const uint16_t *p, __mmask16 m) {
     return vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, p));
 }
 
-static inline __m256i round16(__m512 v) {
-    /* quiet NaN 0x01, denormal 0x20, signalling NaN 0x80 */
-    return __builtin_expect(_mm512_fpclass_ps_mask(v, 0xa1) != 0, 0) ? vt_avx512_f32x16_to_bf16(v)
-                                                                    : (__m256i)_mm512_cvtneps_pbh(v);
-}
-
 /* Whole vectors unmasked (a masked load and store in every step cost 10%),
  * then one masked tail. E(p, m) is the f32 result for the 16 values at p. */
 #define BF16_LOOP(n, out, E)                                                                                   \
     do {                                                                                                       \
         int64_t i = 0;                                                                                         \
-        for (; i + 16 <= (n); i += 16) _mm256_storeu_si256((__m256i *)((out) + i), round16(E(i, 0xffff)));    \
+        for (; i + 16 <= (n); i += 16)                                                                         \
+            _mm256_storeu_si256((__m256i *)((out) + i), vt_avx512_f32x16_to_bf16_fast(E(i, 0xffff)));          \
         if (i < (n)) {                                                                                         \
             const __mmask16 m = (__mmask16)((1u << ((n) - i)) - 1);                                            \
-            _mm256_mask_storeu_epi16((out) + i, m, round16(E(i, m)));                                          \
+            _mm256_mask_storeu_epi16((out) + i, m, vt_avx512_f32x16_to_bf16_fast(E(i, m)));                    \
         }                                                                                                      \
     } while (0)
 

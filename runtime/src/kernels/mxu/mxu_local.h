@@ -121,6 +121,8 @@ static inline void vt_amx_c_store(float *c0, float *c1, size_t ldc) {
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include "kernels/vmath_avx512.h"
+
 /* The bf16 parts of 16 f32 values (as f32 bits, low halves zero), exactly
  * vt_mxu_rne_ftz / vt_mxu_trunc_ftz of internal.h lane by lane. */
 static inline __m512i vt_mxu_set1(uint32_t v) { return _mm512_set1_epi32((int)v); }
@@ -133,24 +135,6 @@ static inline __m512i vt_mxu_rne_ftz16(__m512i u) {
     r = _mm512_mask_and_epi32(r, den, u, vt_mxu_set1(0x80000000u));
     return _mm512_and_si512(r, vt_mxu_set1(0xffff0000u));
 }
-/* 16 f32 as bf16 exactly as vt_f32_to_bf16 rounds them (RNE, NaN -> 0x7fc0). */
-static inline __m256i vt_mxu_bf16x16(__m512 v) {
-    __m512i u = _mm512_castps_si512(v);
-    __m512i r = _mm512_add_epi32(
-        u, _mm512_add_epi32(vt_mxu_set1(0x7fffu), _mm512_and_si512(_mm512_srli_epi32(u, 16), vt_mxu_set1(1))));
-    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), vt_mxu_set1(0x7fc00000u));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
-}
-/* 32 f32 (lo, then hi) as bf16, the same bits: in a file built for
- * AVX512-BF16, one VCVTNE2PS2BF16 unless a lane is NaN or denormal (which
- * it keeps or reads as zero); else, and for those, the integer rounding. */
-static inline __m512i vt_mxu_bf16x32(__m512 lo, __m512 hi) {
-#ifdef __AVX512BF16__
-    if (!(_mm512_fpclass_ps_mask(lo, 0xa1) | _mm512_fpclass_ps_mask(hi, 0xa1))) /* NaNs 0x81, denormal 0x20 */
-        return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-#endif
-    return _mm512_inserti64x4(_mm512_castsi256_si512(vt_mxu_bf16x16(lo)), vt_mxu_bf16x16(hi), 1);
-}
 /* rows x 32 sums of a finished block (row stride ldc) out to a sink at its
  * (m, n). */
 static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, const float *c, int64_t ldc,
@@ -161,11 +145,11 @@ static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, 
     for (int64_t r = 0; r < rows; r++) {
         uint16_t *d = s->p + (m + r) * s->ld + n;
         if (k1 == 0xffff) {
-            _mm512_storeu_si512(d, vt_mxu_bf16x32(_mm512_loadu_ps(c + r * ldc), _mm512_loadu_ps(c + r * ldc + 16)));
+            _mm512_storeu_si512(d, vt_avx512_f32x32_to_bf16_fast(_mm512_loadu_ps(c + r * ldc), _mm512_loadu_ps(c + r * ldc + 16)));
             continue;
         }
-        _mm256_mask_storeu_epi16(d, k0, vt_mxu_bf16x16(_mm512_loadu_ps(c + r * ldc)));
-        _mm256_mask_storeu_epi16(d + 16, k1, vt_mxu_bf16x16(_mm512_loadu_ps(c + r * ldc + 16)));
+        _mm256_mask_storeu_epi16(d, k0, vt_avx512_f32x16_to_bf16(_mm512_loadu_ps(c + r * ldc)));
+        _mm256_mask_storeu_epi16(d + 16, k1, vt_avx512_f32x16_to_bf16(_mm512_loadu_ps(c + r * ldc + 16)));
     }
 }
 static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {

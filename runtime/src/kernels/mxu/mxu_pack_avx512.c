@@ -11,7 +11,7 @@ void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         int64_t left = n - i;
         __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        _mm256_mask_storeu_epi16(dst + i, k, vt_mxu_bf16x16(_mm512_maskz_loadu_ps(k, src + i)));
+        _mm256_mask_storeu_epi16(dst + i, k, vt_avx512_f32x16_to_bf16(_mm512_maskz_loadu_ps(k, src + i)));
     }
 }
 
