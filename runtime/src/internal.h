@@ -566,16 +566,18 @@ int vt_unary_op_is_bool(vt_unary_op op);
 /* ---- kernels: elementwise ISA dispatch (kernels/elementwise*.c) */
 /* f32 microkernels that have per-ISA versions: out[i] = a[i*as] op b[i*bs]
  * with out contiguous, as and bs each 1 or 0 (a scalar operand, read once),
- * not both 0; out may alias a or b. */
-typedef void (*vt_f32_binary_fn)(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs);
+ * not both 0; out may alias a or b. al: axpy's alpha (a + al * b rounded
+ * once), ignored by the others. */
+typedef void (*vt_f32_binary_fn)(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs,
+                                 float al);
 typedef struct vt_f32_binary_table {
-    vt_f32_binary_fn add, sub, mul, div;
+    vt_f32_binary_fn add, sub, mul, div, axpy;
 } vt_f32_binary_table;
 extern const vt_f32_binary_table vt_f32_binary_portable;
 /* The active ISA's microkernel that f32 op with alpha (a float: the binary
- * ukernel's class-typed alpha) calls for two operands of stride 1 or 0;
- * NULL where it takes the portable path (other ops; add/sub with alpha != 1). */
-vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha);
+ * ukernel's class-typed alpha) calls for two operands of stride 1 or 0, and
+ * in *al the alpha to pass it; NULL for ops without one. */
+vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha, float *al);
 #if VT_X86
 extern const vt_f32_binary_table vt_f32_binary_avx2;
 extern const vt_f32_binary_table vt_f32_binary_avx512;

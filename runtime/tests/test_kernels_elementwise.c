@@ -302,19 +302,25 @@ TEST(kernels_isa_paths_match_portable) {
         CHECK(vt_isa_force(masks[m]) == masks[m]);
         CHECK(vt_elementwise_select_isa(masks[m]) == (masks[m] & VT_ISA_AVX512 ? VT_ISA_AVX512 : masks[m]));
         for (size_t o = 0; o < 4; o++) {
-            for (size_t k = 0; k < N_AWKWARD; k++) {
-                int64_t n = awkward_sizes[k];
-                host_tensor a = ht_1d(VT_F32, n), b = ht_1d(VT_F32, n), out = ht_1d(VT_F32, n);
-                check_binary(ops[o], VT_F32, &out, &a, &b, vt_scalar_from_double(1.0), vt_isa_path());
-                /* Unaligned starts. */
-                if (n > 3) {
-                    a.t.offset = 1; a.t.sizes[0] = n - 3;
-                    b.t.offset = 2; b.t.sizes[0] = n - 3;
-                    out.t.offset = 3; out.t.sizes[0] = n - 3;
-                    check_binary(ops[o], VT_F32, &out, &a, &b, vt_scalar_from_double(1.0), "unaligned");
+            /* add and sub with an alpha other than 1 run the table's axpy
+             * (one fused multiply-add per lane) */
+            const int has_alpha = ops[o] == VT_ADD || ops[o] == VT_SUB;
+            const vt_scalar alphas[] = {vt_scalar_from_double(1.0), vt_scalar_from_double(0.3),
+                                        vt_scalar_from_double(-2.5)};
+            for (size_t al = 0; al < (has_alpha ? 3u : 1u); al++)
+                for (size_t k = 0; k < N_AWKWARD; k++) {
+                    int64_t n = awkward_sizes[k];
+                    host_tensor a = ht_1d(VT_F32, n), b = ht_1d(VT_F32, n), out = ht_1d(VT_F32, n);
+                    check_binary(ops[o], VT_F32, &out, &a, &b, alphas[al], vt_isa_path());
+                    /* Unaligned starts. */
+                    if (n > 3) {
+                        a.t.offset = 1; a.t.sizes[0] = n - 3;
+                        b.t.offset = 2; b.t.sizes[0] = n - 3;
+                        out.t.offset = 3; out.t.sizes[0] = n - 3;
+                        check_binary(ops[o], VT_F32, &out, &a, &b, alphas[al], "unaligned");
+                    }
+                    ht_free(&a); ht_free(&b); ht_free(&out);
                 }
-                ht_free(&a); ht_free(&b); ht_free(&out);
-            }
             /* A scalar operand on either side (its own specialisation per
              * ISA), up to sizes that take the streaming-store path (its
              * threshold lowered to 256 KiB, where the pool's chunks of the
@@ -326,12 +332,16 @@ TEST(kernels_isa_paths_match_portable) {
                 check_binary(ops[o], VT_F32, &out, &a, &s, vt_scalar_from_double(1.0), "tensor-scalar");
                 check_binary(ops[o], VT_F32, &out, &s, &a, vt_scalar_from_double(1.0), "scalar-tensor");
                 check_binary(ops[o], VT_F32, &a, &a, &s, vt_scalar_from_double(1.0), "tensor-scalar in place");
+                if (has_alpha) {
+                    check_binary(ops[o], VT_F32, &out, &a, &s, vt_scalar_from_double(0.3), "tensor-scalar, alpha");
+                    check_binary(ops[o], VT_F32, &out, &s, &a, vt_scalar_from_double(-2.5), "scalar-tensor, alpha");
+                }
                 ht_free(&a); ht_free(&s); ht_free(&out);
             }
             vt_stream_store_force(0);
             /* Short rows of a wider tensor (a sliced view, as RoPE's halves):
              * the row loop calls the ISA microkernel directly, with a row
-             * broadcast or a scalar beside it; alpha 2 takes the portable path. */
+             * broadcast or a scalar beside it, and alpha 2 (the axpy). */
             int64_t wide[2] = {7, 64}, rows[2] = {7, 33}, row[2] = {1, 33};
             host_tensor v = ht_new(VT_F32, 2, wide), r = ht_new(VT_F32, 2, row), s = ht_new(VT_F32, 0, NULL);
             host_tensor out = ht_new(VT_F32, 2, rows);

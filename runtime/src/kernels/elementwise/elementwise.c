@@ -45,6 +45,7 @@ typedef struct ew_ctx {
     vt_binary_ukernel bin;
     vt_ternary_ukernel ter;
     vt_f32_binary_fn f32; /* what bin calls (vt_f32_binary_direct; NULL: none), called directly */
+    float f32_al;         /* and the alpha it takes */
     /* bf16 in, out and compute with a vt_bf16_act kernel: contiguous runs call it (NULL: none) */
     vt_bf16_act_unary_fn bf16_un;
     vt_bf16_act_binary_fn bf16_bin;
@@ -188,7 +189,8 @@ static void ew_block(void *vctx, char *const *ptrs, const int64_t *strides, int6
     const int64_t ks[3] = {strides[1], nin > 1 ? strides[2] : 0, nin > 2 ? strides[3] : 0};
     if (c->f32 && (ks[0] || ks[1])) { /* short runs (a strided view's rows) cost a call chain each */
         for (int64_t r = 0; r < rows; r++) {
-            c->f32(n, (float *)(void *)p[0], (const float *)(void *)p[1], ks[0], (const float *)(void *)p[2], ks[1]);
+            c->f32(n, (float *)(void *)p[0], (const float *)(void *)p[1], ks[0], (const float *)(void *)p[2], ks[1],
+                   c->f32_al);
             for (int k = 0; k <= nin; k++) p[k] += rstrides[k];
         }
         return;
@@ -355,7 +357,7 @@ vt_status vt_binary_plan(vt_ew_plan *p, vt_binary_op op, const vt_tensor *out, c
         return vt_set_error(VT_ERR_INVALID_ARGUMENT, "%s: not supported for %s compute", binary_names[op],
                             vt_dtype_name(compute));
     set_params(c, alpha, params);
-    if (c->bin == vt_binary_ukernels[VT_CLASS_FLOAT][op]) c->f32 = vt_f32_binary_direct(op, &c->prm.f[0]);
+    if (c->bin == vt_binary_ukernels[VT_CLASS_FLOAT][op]) c->f32 = vt_f32_binary_direct(op, &c->prm.f[0], &c->f32_al);
     return VT_OK;
 }
 

@@ -127,15 +127,18 @@ DEFINE_FLOAT_CLASS(dbl, double)
 /* f32 add/sub/mul/div on contiguous operands go through the ISA table. */
 DEFINE_FLOAT_CLASS(flt, float)
 
-#define F32_PORTABLE(NAME, OP)                                                                                 \
-    static void f32p_##NAME(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs) {   \
-        BIN_WALK(n, float, float, out, a, as, b, bs, x OP y);                                                  \
+#define F32_PORTABLE(NAME, EXPR)                                                                               \
+    static void f32p_##NAME(int64_t n, float *out, const float *a, int64_t as, const float *b, int64_t bs,     \
+                            float al) {                                                                        \
+        (void)al;                                                                                              \
+        BIN_WALK(n, float, float, out, a, as, b, bs, EXPR);                                                    \
     }
-F32_PORTABLE(add, +)
-F32_PORTABLE(sub, -)
-F32_PORTABLE(mul, *)
-F32_PORTABLE(div, /)
-const vt_f32_binary_table vt_f32_binary_portable = {f32p_add, f32p_sub, f32p_mul, f32p_div};
+F32_PORTABLE(add, x + y)
+F32_PORTABLE(sub, x - y)
+F32_PORTABLE(mul, x * y)
+F32_PORTABLE(div, x / y)
+F32_PORTABLE(axpy, fmaf(al, y, x))
+const vt_f32_binary_table vt_f32_binary_portable = {f32p_add, f32p_sub, f32p_mul, f32p_div, f32p_axpy};
 
 static _Atomic(const vt_f32_binary_table *) f32_active;
 
@@ -154,36 +157,39 @@ static inline const vt_f32_binary_table *f32_table(void) {
     return atomic_load_explicit(&f32_active, memory_order_acquire);
 }
 
-/* The table computes a + b and a - b: add and sub with alpha 1 only. */
-static inline int table_takes(vt_binary_op op, const void *alpha) {
-    return (op != VT_ADD && op != VT_SUB) || *(const float *)alpha == 1;
-}
-
-vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha) {
+/* add and sub with alpha 1 are the table's add and sub; any other alpha is
+ * its axpy, fma(al, b, a) (sub: fma(-al, b, a)), as flt_add_alpha and
+ * flt_sub_alpha compute. *al: the alpha to pass. */
+vt_f32_binary_fn vt_f32_binary_direct(vt_binary_op op, const void *alpha, float *al) {
     const vt_f32_binary_table *t = f32_table();
-    if (!table_takes(op, alpha)) return NULL;
+    const float a1 = *(const float *)alpha;
+    *al = a1;
     switch (op) {
-    case VT_ADD: return t->add;
-    case VT_SUB: return t->sub;
+    case VT_ADD: return a1 == 1 ? t->add : t->axpy;
+    case VT_SUB:
+        *al = -a1;
+        return a1 == 1 ? t->sub : t->axpy;
     case VT_MUL: return t->mul;
     case VT_DIV: return t->div;
     default: return NULL;
     }
 }
 
-#define F32_DISPATCHED(NAME, FALLBACK, OP)                                                                     \
+#define F32_DISPATCHED(NAME, OP)                                                                               \
     static int f32_##NAME(int64_t n, void *o, const void *a, int64_t as, const void *b, int64_t bs,            \
                           const void *al) {                                                                    \
-        if ((as || bs) && table_takes(OP, al)) {                                                               \
-            f32_table()->NAME(n, o, a, as, b, bs);                                                             \
+        float alv;                                                                                             \
+        const vt_f32_binary_fn f = vt_f32_binary_direct(OP, al, &alv);                                         \
+        if (as || bs) {                                                                                        \
+            f(n, o, a, as, b, bs, alv);                                                                        \
             return 0;                                                                                          \
         }                                                                                                      \
-        return FALLBACK(n, o, a, as, b, bs, al);                                                               \
+        return flt_##NAME(n, o, a, as, b, bs, al);                                                             \
     }
-F32_DISPATCHED(add, flt_add, VT_ADD)
-F32_DISPATCHED(sub, flt_sub, VT_SUB)
-F32_DISPATCHED(mul, flt_mul, VT_MUL)
-F32_DISPATCHED(div, flt_div, VT_DIV)
+F32_DISPATCHED(add, VT_ADD)
+F32_DISPATCHED(sub, VT_SUB)
+F32_DISPATCHED(mul, VT_MUL)
+F32_DISPATCHED(div, VT_DIV)
 
 /* ------------------------------------------------------------ int64 class
  * Wrapping arithmetic is done in uint64_t (signed overflow is undefined);
