@@ -35,7 +35,15 @@
  * waiter that gave up after 200 us made ops of 0.2-2 ms about 70 us slower
  * half the time (layer_norm of 2048x512: 0.19 or 0.27 ms, a 1024^2 f32
  * product 1.1 or 1.4 ms); a yielding poll leaves the cores to the workers. */
-#define WORKER_SPIN_NS 50000 /* how long an idle worker polls before sleeping */
+/* How long an idle worker polls before sleeping. Waking a worker asleep on
+ * another CPU costs the submitting thread 16 us and the command 45 us
+ * before it starts, on the VMs here (a condvar signal to an idle vCPU;
+ * 5 us when both share a CPU). Python between ops often runs longer than
+ * 50 us (an optimizer step's bookkeeping before its first foreach op): at
+ * 50 us a small MLP's training step took 394-441 us median against CPU
+ * PyTorch's 293-339, at 300 us 234-278 (bench/overhead.py's step), as
+ * long as the thread pool's workers poll (thread_pool.c). */
+#define WORKER_SPIN_NS 300000
 #define WAITER_SPIN_NS 2000000 /* how long a waiter polls before sleeping */
 #define SLICE_MS 1000       /* longest single condvar sleep: waits re-check */
 #define ERR_LEN 1024
@@ -315,8 +323,8 @@ static void complete(vt_queue *q, uint64_t next) {
     if (next >= atomic_load_explicit(&q->wake_at, memory_order_relaxed)) {
         pthread_mutex_lock(&q->mu);
         atomic_store(&q->wake_at, UINT64_MAX); /* sleepers still short re-register */
-        pthread_cond_broadcast(&q->done_cv);
         pthread_mutex_unlock(&q->mu);
+        pthread_cond_broadcast(&q->done_cv); /* after the unlock, as wake_worker */
     }
 }
 
@@ -388,11 +396,16 @@ static vt_status start_worker(vt_queue *q, int dev) {
 
 /* ------------------------------------------------------------ enqueue */
 
-/* Wake the worker from its sleep on work_cv. */
+/* Wake the worker from its sleep on work_cv. Taking and dropping mu orders
+ * the signal after the worker's has_work check (made under mu): it either
+ * sees the work or already waits. Signalling after the unlock lets the woken
+ * worker take mu at once: signalled under mu, it woke only to block on mu,
+ * and the unlock had to wake it a second time (two futex wake-ups of a
+ * sleeping CPU, each an IPI on a VM). */
 static void wake_worker(vt_queue *q) {
     pthread_mutex_lock(&q->mu);
-    pthread_cond_signal(&q->work_cv);
     pthread_mutex_unlock(&q->mu);
+    pthread_cond_signal(&q->work_cv);
 }
 
 /* Fill a command's accesses: the list is copied into the slot when it is
