@@ -159,10 +159,7 @@ static void DW_NAME(dw_load_split_)(const void *src, int is_bf16, int64_t src_st
     }
 }
 
-/* n positions of 16 lanes from src into 16 contiguous f32 or bf16 lanes
- * each, dst_step elements apart; bf16 rounds as vt_f32_to_bf16 (nearest
- * even, NaN -> 0x7fc0). */
-/* 16 lanes rounded as vt_f32_to_bf16. */
+/* 16 lanes rounded as vt_f32_to_bf16 (nearest even, NaN -> 0x7fc0). */
 static inline dw_vh dw_round_bf16(dw_vf v) {
     dw_vu u = dw_bits(v);
     dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u);
@@ -170,6 +167,8 @@ static inline dw_vh dw_round_bf16(dw_vf v) {
     return __builtin_convertvector(r, dw_vh);
 }
 
+/* n positions of 16 lanes from src into 16 contiguous f32 or bf16 lanes
+ * each, dst_step elements apart; bf16 rounds as dw_round_bf16. */
 static void DW_NAME(dw_store_)(const float *src, int64_t n, void *dst, int is_bf16, int64_t dst_step) {
     for (int64_t i = 0; i < n; i++, src += VT_DW_LANES) {
         if (!is_bf16) {
