@@ -159,23 +159,19 @@ static void DW_NAME(dw_load_split_)(const void *src, int is_bf16, int64_t src_st
     }
 }
 
-/* 16 lanes rounded as vt_f32_to_bf16 (nearest even, NaN -> 0x7fc0). */
-static inline dw_vh dw_round_bf16(dw_vf v) {
-    dw_vu u = dw_bits(v);
-    dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u);
-    dw_vu r = dw_sel(nan, (dw_vu){0} + 0x7fc0u, (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    return __builtin_convertvector(r, dw_vh);
-}
-
 /* n positions of 16 lanes from src into 16 contiguous f32 or bf16 lanes
- * each, dst_step elements apart; bf16 rounds as dw_round_bf16. */
+ * each, dst_step elements apart; bf16 rounds as vt_f32_to_bf16 (nearest
+ * even, NaN -> 0x7fc0). */
 static void DW_NAME(dw_store_)(const float *src, int64_t n, void *dst, int is_bf16, int64_t dst_step) {
     for (int64_t i = 0; i < n; i++, src += VT_DW_LANES) {
         if (!is_bf16) {
             memcpy((float *)dst + i * dst_step, src, VT_DW_LANES * sizeof(float));
             continue;
         }
-        dw_vh h = dw_round_bf16(dw_ld(src));
+        dw_vu u = dw_bits(dw_ld(src));
+        dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u);
+        dw_vu r = dw_sel(nan, (dw_vu){0} + 0x7fc0u, (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        dw_vh h = __builtin_convertvector(r, dw_vh);
         memcpy((uint16_t *)dst + i * dst_step, &h, sizeof h);
     }
 }
@@ -194,8 +190,7 @@ static void DW_NAME(dw_widen_)(const uint16_t *src, int64_t n, float *dst) {
 #if defined(__AVX512F__)
     if (i < n) {
         const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        __m512i u = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src + i)), 16);
-        _mm512_mask_storeu_ps(dst + i, k, _mm512_castsi512_ps(u));
+        _mm512_mask_storeu_ps(dst + i, k, vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(k, src + i)));
     }
 #else
     for (; i < n; i++) dst[i] = vt_bf16_to_f32(src[i]);
@@ -206,36 +201,26 @@ static void DW_NAME(dw_narrow_)(const float *src, int64_t n, uint16_t *dst) {
     int64_t i = 0;
     for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) DW_NAME(dw_store_)(src + i, 1, dst + i, 1, 0);
 #if defined(__AVX512F__)
-    if (i < n) {
+    if (i < n) { /* lanes past n are +0: no NaN or denormal to send to the integer rounding */
         const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        const __m512 x = _mm512_maskz_loadu_ps(k, src + i);
-        dw_vf v;
-        memcpy(&v, &x, sizeof v);
-        const dw_vh h = dw_round_bf16(v);
-        __m256i hv;
-        memcpy(&hv, &h, sizeof hv);
-        _mm256_mask_storeu_epi16(dst + i, k, hv);
+        _mm256_mask_storeu_epi16(dst + i, k, vt_avx512_f32x16_to_bf16_fast(_mm512_maskz_loadu_ps(k, src + i)));
     }
 #else
     for (; i < n; i++) dst[i] = vt_f32_to_bf16(src[i]);
 #endif
 }
 
-/* One lane vector rounded as vt_f32_to_bf16 into 16 bf16 at dst. Built for
- * AVX512-BF16, as copy_avx512bf16.c: VCVTNEPS2BF16 rounds a normal value
- * the same (nearest even); a vector with a NaN or a denormal lane (which
- * the instruction keeps as a NaN payload or reads as zero) takes
- * dw_store_. */
+/* One lane vector rounded as vt_f32_to_bf16 into 16 bf16 at dst: on
+ * AVX-512 vmath_avx512.h's narrowing (VCVTNEPS2BF16 in the AVX512-BF16
+ * build, a vector with a NaN or denormal lane by the integer rounding). */
 static inline void DW_NAME(dw_put_bf16_)(void *dst, dw_vf v) {
-#if defined(DW_HW_RNE)
+#if defined(__AVX512F__)
     __m512 x;
     memcpy(&x, &v, sizeof x);
-    if (__builtin_expect(_mm512_fpclass_ps_mask(x, 0xa1) == 0, 1)) { /* quiet NaN, denormal, signalling NaN */
-        _mm256_storeu_si256((__m256i *)dst, (__m256i)_mm512_cvtneps_pbh(x));
-        return;
-    }
-#endif
+    _mm256_storeu_si256((__m256i *)dst, vt_avx512_f32x16_to_bf16_fast(x));
+#else
     DW_NAME(dw_store_)((const float *)&v, 1, dst, 1, 0);
+#endif
 }
 
 /* Input position (in lane vectors) of output position z's first tap. */
