@@ -597,8 +597,9 @@ void vt_acc_f32_avx2(float *d, const float *s, int64_t n, float alpha);
 void vt_acc_bf16_avx2(uint16_t *d, const uint16_t *s, int64_t n, float alpha);
 /* A 16 x 16 tile of 2- or 4-byte elements (es) transposed: dst row r
  * (bytes ds apart) = element r of each src row j (bytes ss apart), j in
- * order. */
-void vt_transpose16_avx512(const char *src, int64_t ss, char *dst, int64_t ds, size_t es);
+ * order. Partial tiles: nr elements of nj src rows read, nr dst rows of nj
+ * elements written (masked: nothing outside them is touched). */
+void vt_transpose16_avx512(const char *src, int64_t ss, char *dst, int64_t ds, size_t es, int nr, int nj);
 #endif
 
 /* ---- kernels: scalar references (kernels/elementwise/elementwise_ref.c)

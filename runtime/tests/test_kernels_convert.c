@@ -242,6 +242,31 @@ static void transposes_in_tiles(void) {
         CHECK_OK(vt_ref_copy(&wr, &sq.t));
         CHECK(ht_compare("64x48 into rows of 50", &wv, &wr, -1) == 0);
         ht_free(&big), ht_free(&bo), ht_free(&br), ht_free(&sq), ht_free(&wide), ht_free(&wref);
+        /* tiles short in both dims: an NCHW conv weight [5][37][9] copied
+         * as [5][9][37] (9 rows a tile), and a 3 x 5 transpose */
+        int64_t ks[3] = {5, 37, 9};
+        host_tensor kw = ht_new(dt, 3, ks);
+        ht_fill_random(&kw, 0, 0);
+        vt_tensor kv = kw.t;
+        kv.sizes[1] = 9, kv.strides[1] = 1, kv.sizes[2] = 37, kv.strides[2] = 9;
+        /* into a view of a [5][10][40] block: what lies around it must stay */
+        int64_t kd[3] = {5, 10, 40};
+        host_tensor ko = ht_new(dt, 3, kd), kr = ht_new(dt, 3, kd);
+        ht_fill_random(&ko, 0, 0);
+        CHECK_OK(vt_copy(&kr.t, &ko.t));
+        vt_tensor kov = ko.t, krv = kr.t;
+        kov.sizes[1] = krv.sizes[1] = 9, kov.sizes[2] = krv.sizes[2] = 37;
+        CHECK_OK(vt_copy(&kov, &kv));
+        CHECK_OK(vt_ref_copy(&krv, &kv));
+        CHECK(ht_compare("[5][37][9] as [5][9][37]", &ko.t, &kr.t, -1) == 0);
+        host_tensor tiny = ht_transposed(dt, 3, 5);
+        ht_fill_random(&tiny, 0, 0);
+        int64_t ts[2] = {3, 5};
+        host_tensor to = ht_new(dt, 2, ts), tr = ht_new(dt, 2, ts);
+        CHECK_OK(vt_copy(&to.t, &tiny.t));
+        CHECK_OK(vt_ref_copy(&tr.t, &tiny.t));
+        CHECK(ht_compare("3x5 transpose", &to.t, &tr.t, -1) == 0);
+        ht_free(&kw), ht_free(&ko), ht_free(&kr), ht_free(&tiny), ht_free(&to), ht_free(&tr);
     }
 }
 

@@ -180,15 +180,11 @@ static void transposed_row(const amx_job *j, int64_t base, uint16_t *tmp, uint16
         else parts_line(x, at, 1, n, np, ftmp, tmp + c * np);
     }
     memset(tmp + C * np, 0, (size_t)((Cr - C) * np) * 2);
-    uint16_t last[16 * 16];
     for (int64_t i0 = 0; i0 < n; i0 += 16) {
-        const int whole = i0 + 16 <= n;
-        for (int64_t c0 = 0; c0 < Cr; c0 += 16) {
-            uint16_t *to = whole ? dst + i0 * Cp + c0 : last;
-            vt_transpose16_avx512((const char *)(tmp + c0 * np + i0), np * 2, (char *)to, (whole ? Cp : 16) * 2, 2);
-            if (!whole)
-                for (int64_t i = i0; i < n; i++) memcpy(dst + i * Cp + c0, last + (i - i0) * 16, 32);
-        }
+        const int nr = n - i0 < 16 ? (int)(n - i0) : 16; /* positions of this tile */
+        for (int64_t c0 = 0; c0 < Cr; c0 += 16)
+            vt_transpose16_avx512((const char *)(tmp + c0 * np + i0), np * 2, (char *)(dst + i0 * Cp + c0), Cp * 2, 2,
+                                  nr, 16);
         if (Cr < Cp)
             for (int64_t i = i0; i < n && i < i0 + 16; i++) memset(dst + i * Cp + Cr, 0, (size_t)(Cp - Cr) * 2);
     }
@@ -238,18 +234,36 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
     free(tmp);
 }
 
+/* The parts of the C channels of one weight tap at dst[0 .. Cp): a bf16
+ * weight with its channels contiguous is its own parts (bf16_parts), any
+ * other goes through f32 and the split, which may write up to 15 zeros
+ * past dst[Cp) (the next tap's parts overwrite them). tmp: C floats. */
+static void weight_tap_parts(const vt_tensor *w, int64_t off, int64_t C, int64_t Cp, float *tmp, uint16_t *dst) {
+    if (w->dtype == VT_BF16 && (w->strides[1] == 1 || C == 1)) {
+        bf16_parts((const uint16_t *)w->data + off, C, dst);
+        memset(dst + C, 0, (size_t)(Cp - C) * 2);
+    } else {
+        parts_line(w, off, w->strides[1], C, Cp, tmp, dst);
+    }
+}
+
 /* Output panels [begin, end) of the packed weight: word (k-pair p, output
  * o) of tile (panel, tap, chunk) holds the parts of K values 2p, 2p + 1 of
- * the chunk: channels, or (merged taps) (k2, channel) pairs. */
+ * the chunk: channels, or (merged taps) (k2, channel) pairs. Each of the
+ * panel's 16 outputs gets a line of every tap's parts, and each tile is a
+ * transpose of 32-bit pairs out of the 16 lines (merged taps: Kq / 2 rows,
+ * all a tile load reads). */
 static void pack_weight(void *ctx, int64_t begin, int64_t end) {
     amx_job *j = ctx;
     const vt_conv_geom *g = j->g;
     const vt_tensor *w = j->w5;
-    int64_t Cp = j->Cp, taps = j->taps, ncc = j->ncc, Kq = j->Kq, k2n = j->merged ? g->k[2] : 1;
-    uint16_t *line = malloc((size_t)(taps * Kq) * 2 + 64);
-    float *tmp = malloc((size_t)g->C * sizeof(float) + 64);
-    if (!line || !tmp) {
-        free(line), free(tmp);
+    const int64_t Cp = j->Cp, taps = j->taps, ncc = j->ncc, Kq = j->Kq, k2n = j->merged ? g->k[2] : 1;
+    const int pairs = (int)(Kq < 32 ? Kq : 32) / 2; /* k-pairs of a chunk: a B tile's rows */
+    const int64_t ls = taps * Kq + 16;                /* the last tap's parts may write 15 past its Cp */
+    uint16_t *lines = malloc((size_t)(16 * ls) * 2);
+    float *tmp = malloc((size_t)(g->C + 16) * sizeof(float));
+    if (!lines || !tmp) {
+        free(lines), free(tmp);
         atomic_store(&j->oom, 1);
         return;
     }
@@ -257,29 +271,25 @@ static void pack_weight(void *ctx, int64_t begin, int64_t end) {
         uint32_t *dst = (uint32_t *)(j->wp + panel * taps * ncc * 512);
         for (int64_t o16 = 0; o16 < 16; o16++) {
             int64_t o = panel * 16 + o16;
+            uint16_t *line = lines + o16 * ls;
             if (o >= g->O) {
                 memset(line, 0, (size_t)(taps * Kq) * 2);
-            } else {
-                /* the weight's taps in order (k2 inner): what a tap's
-                 * parts write past its Cp values the next tap's overwrite */
-                for (int64_t t = 0; t < taps * k2n; t++) {
-                    /* t: the weight's tap (k0, k1, k2) */
-                    int64_t k0 = t / (g->k[1] * g->k[2]), k1 = t / g->k[2] % g->k[1], k2 = t % g->k[2];
-                    int64_t off = w->offset + o * w->strides[0] + k0 * w->strides[2] + k1 * w->strides[3] +
-                                  k2 * w->strides[4];
-                    parts_line(w, off, w->strides[1], g->C, Cp, tmp, line + t * Cp);
-                }
+                continue;
             }
-            const uint32_t *pairs = (const uint32_t *)line;
-            for (int64_t t = 0; t < taps; t++)
-                for (int64_t cc = 0; cc < ncc; cc++) {
-                    uint32_t *tile = dst + (t * ncc + cc) * 256;
-                    const uint32_t *src = pairs + (t * Kq + cc * 32) / 2;
-                    for (int64_t p = 0; p < (Kq < 32 ? Kq : 32) / 2; p++) tile[p * 16 + o16] = src[p];
-                }
+            /* the weight's taps in order (k2 inner), each Cp parts */
+            for (int64_t t = 0; t < taps * k2n; t++) {
+                int64_t k0 = t / (g->k[1] * g->k[2]), k1 = t / g->k[2] % g->k[1], k2 = t % g->k[2];
+                int64_t off = w->offset + o * w->strides[0] + k0 * w->strides[2] + k1 * w->strides[3] +
+                              k2 * w->strides[4];
+                weight_tap_parts(w, off, g->C, Cp, tmp, line + t * Cp);
+            }
         }
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t cc = 0; cc < ncc; cc++)
+                vt_transpose16_avx512((const char *)(lines + t * Kq + cc * 32), ls * 2,
+                                      (char *)(dst + (t * ncc + cc) * 256), 64, 4, pairs, 16);
     }
-    free(line), free(tmp);
+    free(lines), free(tmp);
 }
 
 /* ------------------------------------------------------------ compute */
@@ -489,7 +499,27 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
         vt_convert(bias->dtype, (const char *)bias->data + bias->offset * (int64_t)vt_dtype_size(bias->dtype),
                    bias->strides[0], VT_F32, j.bias, 1, g->O);
     }
+    /* a weight whose channels are not innermost (NCHW) is first copied
+     * channels-last, so each tap's channels are one run for the packer */
+    vt_tensor wcl = w5;
+    void *wbuf = NULL;
+    if (s == VT_OK && w5.strides[1] != 1 && g->C > 1) {
+        int64_t k_prod = g->k[0] * g->k[1] * g->k[2];
+        wbuf = vt_conv_scratch(g->O * g->C * k_prod, w5.dtype, fn, "channels-last weight", &s);
+        if (s == VT_OK) {
+            int64_t st[5] = {g->C * k_prod, 1, g->k[1] * g->k[2] * g->C, g->k[2] * g->C, g->C};
+            wcl = vt_conv_tensor(wbuf, w5.dtype, 5, w5.sizes, st, 0);
+            s = vt_copy(&wcl, &w5);
+            j.w5 = &wcl;
+        }
+        if (s != VT_OK) {
+            free(wbuf);
+            goto done;
+        }
+    }
     vt_parallel_for(npanel, 1, pack_weight, &j);
+    free(wbuf);
+    j.w5 = &w5;
     j.y = direct ? out->data : ybuf, j.ydt = out->dtype;
     if (direct) {
         j.ys[0] = y5.strides[0], j.ys[1] = y5.strides[2], j.ys[2] = y5.strides[3], j.ys[3] = y5.strides[4];

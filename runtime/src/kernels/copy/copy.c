@@ -126,7 +126,7 @@ static void copy_same(size_t es, const void *src, int64_t ss, void *dst, int64_t
 
 /* Contiguous bf16 <-> f32, the conversions every bf16 kernel stages through:
  * per-ISA versions, chosen once. */
-typedef void (*transpose_fn)(const char *src, int64_t ss, char *dst, int64_t ds, size_t es);
+typedef void (*transpose_fn)(const char *src, int64_t ss, char *dst, int64_t ds, size_t es, int nr, int nj);
 typedef struct bf16_cvt {
     void (*to_f32)(const uint16_t *src, float *dst, int64_t n);
     void (*from_f32)(const float *src, uint16_t *dst, int64_t n);
@@ -255,8 +255,9 @@ _Static_assert(sizeof(copy_ctx) <= VT_EW_PLAN_BYTES, "copy_ctx outgrew a plan");
 /* A transpose of rows x n elements of es bytes: dst contiguous along the
  * row (s0 = 1), src along the rows (rs1 = +-es). 16 x 16 tiles, so each
  * tile reads and writes whole cache lines instead of one line per element;
- * whole tiles of 2- and 4-byte elements with src ascending go through the
- * ISA's register transpose where it has one. */
+ * tiles of 2- and 4-byte elements with src ascending go through the ISA's
+ * register transpose where it has one (masked where short, unless they are
+ * slivers of under 64 elements). */
 #define TRANSPOSE_TILE 16
 #define TRANSPOSE_LOOP(T)                                                                                          \
     for (int64_t r0 = rb; r0 < re_; r0 += TRANSPOSE_TILE)                                                          \
@@ -283,17 +284,20 @@ static void transpose_tiles(char *dst, const char *src, int64_t s1, int64_t rb, 
 static void transpose_block(char *dst, const char *src, int64_t s1, int64_t n, int64_t rows, const int64_t *rs,
                             size_t es) {
     const transpose_fn tile = bf16_table()->transpose16;
-    if (!tile || (es != 2 && es != 4) || rs[1] != (int64_t)es || rows < TRANSPOSE_TILE || n < TRANSPOSE_TILE) {
+    if (!tile || (es != 2 && es != 4) || rs[1] != (int64_t)es) {
         transpose_tiles(dst, src, s1, 0, rows, 0, n, rs, es);
         return;
     }
-    const int64_t rw = rows / TRANSPOSE_TILE * TRANSPOSE_TILE, nw = n / TRANSPOSE_TILE * TRANSPOSE_TILE;
-    for (int64_t r0 = 0; r0 < rw; r0 += TRANSPOSE_TILE)
-        for (int64_t j0 = 0; j0 < nw; j0 += TRANSPOSE_TILE)
-            tile(src + r0 * rs[1] + j0 * s1 * (int64_t)es, s1 * (int64_t)es, dst + r0 * rs[0] + j0 * (int64_t)es,
-                 rs[0], es);
-    if (nw < n) transpose_tiles(dst, src, s1, 0, rw, nw, n, rs, es);
-    if (rw < rows) transpose_tiles(dst, src, s1, rw, rows, 0, n, rs, es);
+    for (int64_t r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE)
+        for (int64_t j0 = 0; j0 < n; j0 += TRANSPOSE_TILE) {
+            const int nr = (int)(rows - r0 < TRANSPOSE_TILE ? rows - r0 : TRANSPOSE_TILE);
+            const int nj = (int)(n - j0 < TRANSPOSE_TILE ? n - j0 : TRANSPOSE_TILE);
+            if (nr * nj < 64) /* a sliver: the register transpose costs as much as a whole tile */
+                transpose_tiles(dst, src, s1, r0, r0 + nr, j0, j0 + nj, rs, es);
+            else
+                tile(src + r0 * rs[1] + j0 * s1 * (int64_t)es, s1 * (int64_t)es, dst + r0 * rs[0] + j0 * (int64_t)es,
+                     rs[0], es, nr, nj);
+        }
 }
 
 static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, int64_t rows, const int64_t *rs) {

@@ -62,15 +62,20 @@ void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) 
     }
 }
 
-void vt_transpose16_avx512(const char *src, int64_t ss, char *dst, int64_t ds, size_t es) {
+void vt_transpose16_avx512(const char *src, int64_t ss, char *dst, int64_t ds, size_t es, int nr, int nj) {
     __m512i a[16];
     if (es == 4) {
-        for (int j = 0; j < 16; j++) a[j] = _mm512_loadu_si512((const void *)(src + j * ss));
+        const __mmask16 m = first(nr), mj = first(nj);
+        for (int j = 0; j < 16; j++)
+            a[j] = j < nj ? _mm512_maskz_loadu_epi32(m, (const void *)(src + j * ss)) : _mm512_setzero_si512();
         vt_transpose16x16_epi32(a);
-        for (int r = 0; r < 16; r++) _mm512_storeu_si512((void *)(dst + r * ds), a[r]);
+        for (int r = 0; r < nr; r++) _mm512_mask_storeu_epi32((void *)(dst + r * ds), mj, a[r]);
         return;
     }
-    for (int j = 0; j < 16; j++) a[j] = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + j * ss)));
+    const __mmask16 m = first(nr), mj = first(nj);
+    for (int j = 0; j < 16; j++)
+        a[j] = j < nj ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const void *)(src + j * ss)))
+                      : _mm512_setzero_si512();
     vt_transpose16x16_epi32(a);
-    for (int r = 0; r < 16; r++) _mm256_storeu_si256((__m256i *)(dst + r * ds), _mm512_cvtepi32_epi16(a[r]));
+    for (int r = 0; r < nr; r++) _mm256_mask_storeu_epi16((void *)(dst + r * ds), mj, _mm512_cvtepi32_epi16(a[r]));
 }
