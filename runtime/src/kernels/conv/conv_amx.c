@@ -234,16 +234,17 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
     free(tmp);
 }
 
-/* The parts of the C channels of one weight tap at dst[0 .. Cp): a bf16
- * weight with its channels contiguous is its own parts (bf16_parts), any
+/* The parts of C values along dim 1 of t (a weight tap's channels, a
+ * position's outputs) from element off at dst[0 .. Cp), zeros past C: a
+ * bf16 tensor with that dim contiguous is its own parts (bf16_parts), any
  * other goes through f32 and the split, which may write up to 15 zeros
- * past dst[Cp) (the next tap's parts overwrite them). tmp: C floats. */
-static void weight_tap_parts(const vt_tensor *w, int64_t off, int64_t C, int64_t Cp, float *tmp, uint16_t *dst) {
-    if (w->dtype == VT_BF16 && (w->strides[1] == 1 || C == 1)) {
-        bf16_parts((const uint16_t *)w->data + off, C, dst);
+ * past dst[Cp) (a caller's next run overwrites them). tmp: C floats. */
+static void channel_parts(const vt_tensor *t, int64_t off, int64_t C, int64_t Cp, float *tmp, uint16_t *dst) {
+    if (t->dtype == VT_BF16 && (t->strides[1] == 1 || C == 1)) {
+        bf16_parts((const uint16_t *)t->data + off, C, dst);
         memset(dst + C, 0, (size_t)(Cp - C) * 2);
     } else {
-        parts_line(w, off, w->strides[1], C, Cp, tmp, dst);
+        parts_line(t, off, t->strides[1], C, Cp, tmp, dst);
     }
 }
 
@@ -281,7 +282,7 @@ static void pack_weight(void *ctx, int64_t begin, int64_t end) {
                 int64_t k0 = t / (g->k[1] * g->k[2]), k1 = t / g->k[2] % g->k[1], k2 = t % g->k[2];
                 int64_t off = w->offset + o * w->strides[0] + k0 * w->strides[2] + k1 * w->strides[3] +
                               k2 * w->strides[4];
-                weight_tap_parts(w, off, g->C, Cp, tmp, line + t * Cp);
+                channel_parts(w, off, g->C, Cp, tmp, line + t * Cp);
             }
         }
         for (int64_t t = 0; t < taps; t++)
@@ -613,7 +614,7 @@ static void gy_rows(void *ctx, int64_t begin, int64_t end) {
     const vt_tensor *y = w->y5;
     int64_t n = g->O > g->out[2] ? g->O : g->out[2];
     float *tmp = malloc((size_t)n * sizeof(float) + 64);
-    uint16_t *parts = malloc((size_t)n * 2 + 64);
+    uint16_t *parts = malloc((size_t)(g->O * g->out[2] + 16) * 2); /* a row of positions' outputs */
     if (!tmp || !parts) {
         free(tmp), free(parts);
         atomic_store(&w->f.oom, 1);
@@ -635,11 +636,19 @@ static void gy_rows(void *ctx, int64_t begin, int64_t end) {
             }
             continue;
         }
-        for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
-            parts_line(y, src0 + o2 * y->strides[4], y->strides[1], g->O, g->O, tmp, parts);
-            int64_t k = k0 + o2;
-            uint16_t *dst = w->gt + (k / 32) * 512 + k % 32;
-            for (int64_t o = 0; o < g->O; o++) dst[(o / 16) * w->Kp * 16 + (o % 16) * 32] = parts[o];
+        /* outputs innermost: each position's parts, then 16 x 16 transposes
+         * (16 outputs x up to 16 positions within one 32-position tile) */
+        for (int64_t o2 = 0; o2 < g->out[2]; o2++)
+            channel_parts(y, src0 + o2 * y->strides[4], g->O, g->O, tmp, parts + o2 * g->O);
+        for (int64_t i = 0, run; i < g->out[2]; i += run) {
+            int64_t k = k0 + i;
+            run = 32 - k % 32;
+            if (run > 16) run = 16;
+            if (run > g->out[2] - i) run = g->out[2] - i;
+            for (int64_t ob = 0; ob < g->O; ob += 16)
+                vt_transpose16_avx512((const char *)(parts + i * g->O + ob), g->O * 2,
+                                      (char *)(w->gt + (ob / 16) * w->Kp * 16 + (k / 32) * 512 + k % 32), 64, 2,
+                                      g->O - ob < 16 ? (int)(g->O - ob) : 16, (int)run);
         }
     }
     free(tmp), free(parts);
