@@ -130,7 +130,9 @@ int vt_memory_perm(vt_tensor *const *ops, int m, int *perm) {
     int moved = 0;
     for (int d = 0; d < o->ndim; d++) perm[d] = d;
     for (int i = 1; i < o->ndim; i++)
-        for (int j = i; j > 0 && o->sizes[perm[j]] != 1 && goes_inside(ops, m, perm[j - 1], perm[j]); j--) {
+        for (int j = i; j > 0 && o->sizes[perm[j]] != 1 &&
+                        (o->sizes[perm[j - 1]] == 1 || goes_inside(ops, m, perm[j - 1], perm[j]));
+             j--) {
             const int t = perm[j];
             perm[j] = perm[j - 1], perm[j - 1] = t;
             moved = 1;
