@@ -107,15 +107,22 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
     g = case_geom(case_named("2d 1x1")); /* a plain product */
     CHECK(!vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT));
-    /* the weight gradient: stride 1 only */
-    static const char *const wg[] = {"2d amx grid", "2d amx dil2", "1d amx", "3d amx"};
+    /* the weight gradient: stride 1 from 16 channels; strided (by phase
+     * planes) under 16 channels, from 12 plane channels, no dilation */
+    static const char *const wg[] = {"2d amx grid", "2d amx dil2",   "1d amx",      "3d amx",
+                                     "2d amx stem", "1d amx merged", "2d k2 s3 8ch", "3d s2x1x2 4ch"};
     for (size_t i = 0; i < sizeof wg / sizeof wg[0]; i++) {
         g = case_geom(case_named(wg[i]));
         CHECK_MSG(vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", wg[i]);
     }
-    g = case_geom(case_named("2d amx s2 rows"));
-    CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
-    g = case_geom(case_named("2d bigger"));
+    static const char *const no_wg[] = {"2d bigger", "1d long", "3d s3x2x1 groups2", "2d amx s2 rows",
+                                        "2d 3x3 s2 even"};
+    for (size_t i = 0; i < sizeof no_wg / sizeof no_wg[0]; i++) {
+        g = case_geom(case_named(no_wg[i]));
+        CHECK_MSG(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", no_wg[i]);
+    }
+    g = case_geom(case_named("2d amx stem"));
+    g.dil[2] = 2; /* strided and dilated */
     CHECK(!vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT));
 #endif
 }
@@ -126,7 +133,7 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
  * gy 0 there, and would add 0 * inf = NaN elsewhere: it hands such inputs
  * to the drivers.) Small integers otherwise: exact. */
 TEST(kernels_conv_weight_gradient_inf_input) {
-    static const char *const names[] = {"2d amx grid", "2d amx dil2", "2d bigger"};
+    static const char *const names[] = {"2d amx grid", "2d amx dil2", "2d bigger", "2d amx stem", "2d k2 s3 8ch"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const conv_case *c = case_named(names[i]);
         for (int layout = 0; layout < 2; layout++) {

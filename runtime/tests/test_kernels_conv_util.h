@@ -52,7 +52,7 @@ static const conv_case cases[] = {
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
     {"3d s2 groups2", 3, 1, 4, 4, 2, {5, 5, 6}, {2, 3, 3}, {2, 2, 2}, {1, 1, 0}, {1, 1, 1}, 0},
     /* the AMX engine's implicit GEMMs (conv_amx.c: forward, and the weight
-     * gradient for stride 1) from 16 channels, groups 1:
+     * gradient) from 16 channels, groups 1:
      * stride 1 runs tiles across the padded grid (1-3 dims, dilation,
      * channels and outputs not multiples of 32, rows not of 16), other
      * strides along output rows with a short last tile */
@@ -70,6 +70,11 @@ static const conv_case cases[] = {
     {"2d amx 1ch dil", 2, 1, 1, 17, 1, {12, 19}, {5, 4}, {1, 1}, {2, 1}, {2, 1}, 0},
     {"3d amx merged", 3, 1, 5, 16, 1, {4, 6, 9}, {2, 3, 5}, {1, 2, 1}, {1, 1, 2}, {1, 1, 1}, 1},
     {"1d amx merged", 1, 3, 6, 18, 1, {40}, {5}, {3}, {2}, {1}, 1},
+    /* the AMX weight gradient by phase planes (strided, under 16
+     * channels): a kernel narrower than stride 3 (phases with no taps),
+     * 3-d with strides 2, 1, 2 */
+    {"2d k2 s3 8ch", 2, 1, 8, 7, 1, {11, 10}, {2, 2}, {3, 3}, {1, 1}, {1, 1}, 0},
+    {"3d s2x1x2 4ch", 3, 1, 4, 20, 1, {5, 6, 7}, {3, 2, 3}, {2, 1, 2}, {1, 0, 1}, {1, 1, 1}, 1},
     /* strided input gradients by phase (a stride-1 convolution per phase
      * of the stride): a 1x1 downsample (three phases zero), a ResNet 3x3/2
      * on even rows, a kernel narrower than stride 3 with padding (phases

@@ -126,6 +126,15 @@ static void bf16_parts(const uint16_t *src, int64_t n, uint16_t *dst) {
     }
 }
 
+/* bf16_parts of n values at dst[0 .. n), then zeros up to dst[npad). */
+static void bf16_parts_padded(const uint16_t *src, int64_t n, int64_t npad, uint16_t *dst) {
+    bf16_parts(src, n, dst);
+    for (int64_t i = n; i < npad; i += 32) {
+        __mmask32 k = npad - i >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (npad - i)) - 1);
+        _mm512_mask_storeu_epi16(dst + i, k, _mm512_setzero_si512());
+    }
+}
+
 /* Whether any of n bf16 parts is inf or NaN. */
 static int any_nonfinite(const uint16_t *p, int64_t n) {
     const __m512i exp = _mm512_set1_epi16(0x7f80);
@@ -225,6 +234,10 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
             else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, row);
         } else if (channel_lines(j)) {
             transposed_row(j, base, (uint16_t *)(void *)tmp, dst + g->pad[2] * Cp);
+        } else if (x->dtype == VT_BF16 && x->strides[1] == 1) { /* channels innermost, fewer than Cp */
+            for (int64_t i2 = 0; i2 < g->in[2]; i2++)
+                bf16_parts_padded((const uint16_t *)x->data + base + i2 * x->strides[4], g->C, Cp,
+                                  dst + (g->pad[2] + i2) * Cp);
         } else {
             for (int64_t i2 = 0; i2 < g->in[2]; i2++)
                 parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
@@ -660,13 +673,13 @@ static void gy_rows(void *ctx, int64_t begin, int64_t end) {
 static void wg_units(void *ctx, int64_t begin, int64_t end) {
     wg_job *w = ctx;
     const amx_job *j = &w->f;
-    const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps;
+    const int64_t Cp = j->Cp, taps = j->taps;
     const size_t ldc = (size_t)(taps * Cp) * sizeof(float);
     vt_amx_load_config(&vt_amx_tiles16);
     for (int64_t kb = 0; kb < w->nkc; kb += KBLOCK) {
         int64_t ke = kb + KBLOCK < w->nkc ? kb + KBLOCK : w->nkc;
         for (int64_t u = begin; u < end; u++) {
-            int64_t qa = u / (taps * ncc), t = u / ncc % taps, cc = u % ncc;
+            int64_t nqa = j->Op / 32, cc = u / (taps * nqa), t = u / nqa % taps, qa = u % nqa;
             float *c0 = w->acc + ((2 * qa * 16) * taps + t) * Cp + cc * 32, *c1 = c0 + 16 * taps * Cp;
             vt_amx_c_start(c0, c1, ldc, !(w->first && kb == 0));
             const uint16_t *a0 = w->gt + 2 * qa * 16 * w->Kp, *a1 = a0 + 16 * w->Kp; /* panels 2qa, 2qa + 1 */
@@ -682,15 +695,26 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
     _tile_release();
 }
 
+/* The product of g's strides: its phases. */
+static int64_t stride_product(const vt_conv_geom *g) { return g->stride[0] * g->stride[1] * g->stride[2]; }
+
 int vt_conv_amx_wgrad_takes(const vt_conv_geom *g, vt_precision prec) {
-    if (!takes_shape(g, prec) || g->C < 16) return 0;
+    if (!takes_shape(g, prec)) return 0;
+    int64_t ph = stride_product(g);
+    if (ph == 1) return g->C >= 16;
+    /* strided, by phase planes: where the drivers' im2col rows are a few
+     * channels wide (an RGB stem, 12 plane channels at stride 2: 1.7 ms
+     * against 2.4 for the 7x7/2 stem's bf16 channels-last gradient); from
+     * 16 channels the planes' extra taps (16 for 9 at 3x3/2) and copies
+     * cost more than the drivers' product (1.8 ms against 1.5 at 128) */
     for (int d = 0; d < 3; d++)
-        if (g->stride[d] != 1) return 0;
-    return 1;
+        if (g->dil[d] != 1) return 0;
+    return g->C < 16 && ph * g->C >= 12;
 }
 
-vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
-                                      const vt_tensor *input, int *declined) {
+/* The stride-1 weight gradient (every dim). */
+static vt_status wgrad_unit_stride(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                   const vt_tensor *input, int *declined) {
     const char *fn = "vt_conv_backward_weight";
     vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
               w5 = vt_conv_view5(grad_weight, g->spatial);
@@ -750,4 +774,110 @@ done:
     free(j->xbuf);
     free(j->toff);
     return s;
+}
+
+/* ------------------------------------------------------------ strided weight gradient
+ * With stride s and no dilation, tap k = s*a + r of output o reads padded
+ * input position s*(o + a) + r: phase r of the padded grid at o + a. With
+ * the input laid out as phase planes (space to depth: channel (r0, r1, r2,
+ * c) of s0*s1*s2 * C, position i holding padded position s*i + r, zeros
+ * past the grid), the weight gradient is the stride-1 one over the planes
+ * with ceil(k/s) taps, whose taps with s*a + r >= k (no such weight) are
+ * dropped. The planes cost one copy of the input; the product does
+ * (s * ceil(k/s))^2 / k^2 of the taps' work in 2-d (16/9 for 3x3/2, 64/49
+ * for the 7x7/2 stem). The sums are f32 through the copies and rounded
+ * once into grad_weight. */
+static vt_status wgrad_strided(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                               const vt_tensor *input, int *declined) {
+    const char *fn = "vt_conv_backward_weight";
+    vt_conv_geom h = *g;
+    for (int d = 0; d < 3; d++) {
+        h.k[d] = (g->k[d] + g->stride[d] - 1) / g->stride[d];
+        h.in[d] = g->out[d] + h.k[d] - 1;
+        h.stride[d] = 1, h.pad[d] = 0, h.dil[d] = 1;
+    }
+    const int64_t ph = stride_product(g);
+    h.spatial = 3;
+    h.C = h.Cg = ph * g->C;
+    h.k_prod = h.k[0] * h.k[1] * h.k[2];
+    h.in_prod = h.in[0] * h.in[1] * h.in[2];
+    vt_status s = VT_OK;
+    void *xp = vt_conv_scratch(h.N * h.C * h.in_prod, g->dtype, fn, "phase planes", &s);
+    float *dw = s == VT_OK ? vt_conv_scratch(h.O * h.C * h.k_prod, VT_F32, fn, "phase weight gradient", &s) : NULL;
+    float *full = s == VT_OK ? vt_conv_scratch(g->O * g->C * g->k_prod, VT_F32, fn, "weight gradient", &s) : NULL;
+    if (s != VT_OK) goto done;
+    memset(xp, 0, (size_t)(h.N * h.C * h.in_prod) * vt_dtype_size(g->dtype));
+    /* the planes in the input's layout: channels-last [N][i0][i1][i2][r0][r1][r2][C]
+     * (each position's channels one run, as the input's), else
+     * [N][r0][r1][r2][C][i0][i1][i2] (rows of positions, as the input's);
+     * their gradient [O][a0][a1][a2][r0][r1][r2][C] and grad_weight's f32
+     * sums [O][k0][k1][k2][C] channels innermost (each phase's taps a row of
+     * C at a time) */
+    vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial);
+    int64_t xsz[5] = {h.N, h.C, h.in[0], h.in[1], h.in[2]}, xst[5];
+    if (x5.strides[1] == 1) {
+        int64_t st[5] = {h.in_prod * h.C, 1, h.in[1] * h.in[2] * h.C, h.in[2] * h.C, h.C};
+        memcpy(xst, st, sizeof st);
+    } else {
+        vt_conv_contiguous(5, xsz, xst);
+    }
+    vt_tensor xt = vt_conv_tensor(xp, g->dtype, 5, xsz, xst, 0);
+    int64_t wsz[5] = {h.O, h.C, h.k[0], h.k[1], h.k[2]};
+    int64_t wst[5] = {h.k_prod * h.C, 1, h.k[1] * h.k[2] * h.C, h.k[2] * h.C, h.C};
+    vt_tensor wt = vt_conv_tensor(dw, VT_F32, 5, wsz, wst, 0);
+    int64_t fsz[5] = {g->O, g->C, g->k[0], g->k[1], g->k[2]};
+    int64_t fst[5] = {g->k_prod * g->C, 1, g->k[1] * g->k[2] * g->C, g->k[2] * g->C, g->C};
+    vt_tensor ft = vt_conv_tensor(full, VT_F32, 5, fsz, fst, 0);
+    for (int pass = 0; pass < 2 && s == VT_OK; pass++) {
+        for (int64_t q = 0; q < ph && s == VT_OK; q++) {
+            const int64_t r[3] = {q / (g->stride[1] * g->stride[2]), q / g->stride[2] % g->stride[1],
+                                  q % g->stride[2]};
+            vt_tensor dst, src;
+            int empty = 0;
+            if (pass == 0) { /* the input's phase-r positions into plane channels q*C .. */
+                dst = xt, src = x5;
+                dst.sizes[1] = g->C, dst.offset += q * g->C * xst[1];
+                for (int d = 0; d < 3; d++) {
+                    const int64_t st = g->stride[d], first = g->pad[d] - r[d]; /* s*i >= pad - r */
+                    int64_t lo = first > 0 ? (first + st - 1) / st : 0;
+                    int64_t hi = g->in[d] - 1 + g->pad[d] - r[d] < 0 ? 0 : (g->in[d] - 1 + g->pad[d] - r[d]) / st + 1;
+                    if (hi > h.in[d]) hi = h.in[d];
+                    empty |= hi <= lo;
+                    dst.offset += lo * xst[2 + d], dst.sizes[2 + d] = hi - lo;
+                    src.offset += (st * lo + r[d] - g->pad[d]) * x5.strides[2 + d];
+                    src.sizes[2 + d] = hi - lo, src.strides[2 + d] = st * x5.strides[2 + d];
+                }
+            } else { /* the real taps k = s*a + r of the planes' gradient */
+                dst = ft, src = wt;
+                src.sizes[1] = g->C, src.offset += q * g->C;
+                for (int d = 0; d < 3; d++) {
+                    const int64_t st = g->stride[d], A = r[d] < g->k[d] ? (g->k[d] - r[d] + st - 1) / st : 0;
+                    empty |= A == 0;
+                    src.sizes[2 + d] = A;
+                    dst.offset += r[d] * fst[2 + d], dst.sizes[2 + d] = A, dst.strides[2 + d] = st * fst[2 + d];
+                }
+            }
+            if (!empty) s = vt_copy(&dst, &src);
+        }
+        if (pass == 0 && s == VT_OK) {
+            s = wgrad_unit_stride(&h, &wt, &y5, &xt, declined);
+            if (*declined) break;
+        }
+    }
+    if (s == VT_OK && !*declined) { /* rounded once into grad_weight's dtype and layout */
+        vt_tensor gw5 = vt_conv_view5(grad_weight, g->spatial);
+        s = vt_copy(&gw5, &ft);
+    }
+done:
+    free(full);
+    free(dw);
+    free(xp);
+    return s;
+}
+
+vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
+                                      const vt_tensor *input, int *declined) {
+    *declined = 0;
+    return stride_product(g) == 1 ? wgrad_unit_stride(g, grad_weight, grad_out, input, declined)
+                                  : wgrad_strided(g, grad_weight, grad_out, input, declined);
 }
