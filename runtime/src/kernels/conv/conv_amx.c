@@ -638,12 +638,18 @@ static void gy_rows(void *ctx, int64_t begin, int64_t end) {
         int64_t k0 = b * w->Vp + (o0 * j->E[1] + o1) * j->E[2];
         int64_t src0 = y->offset + (j->n0 + b) * y->strides[0] + o0 * y->strides[2] + o1 * y->strides[3];
         if (y->strides[4] == 1 || g->out[2] == 1) {
-            for (int64_t o = 0; o < g->O; o++) { /* (the split stores 16 at a time: through parts) */
-                parts_line(y, src0 + o * y->strides[1], 1, g->out[2], g->out[2], tmp, parts);
+            /* a bf16 line is its own parts, masked straight into each run;
+             * others split into parts first (the split stores 16 at a time) */
+            const int direct = y->dtype == VT_BF16;
+            for (int64_t o = 0; o < g->O; o++) {
+                const int64_t at = src0 + o * y->strides[1];
+                if (!direct) parts_line(y, at, 1, g->out[2], g->out[2], tmp, parts);
                 uint16_t *row = w->gt + (o / 16) * w->Kp * 16 + (o % 16) * 32;
                 for (int64_t i = 0, k = k0; i < g->out[2];) { /* runs up to the next 32-position tile */
                     int64_t run = 32 - k % 32 < g->out[2] - i ? 32 - k % 32 : g->out[2] - i;
-                    memcpy(row + (k / 32) * 512 + k % 32, parts + i, (size_t)run * 2);
+                    uint16_t *to = row + (k / 32) * 512 + k % 32;
+                    if (direct) bf16_parts((const uint16_t *)y->data + at + i, run, to);
+                    else memcpy(to, parts + i, (size_t)run * 2);
                     i += run, k += run;
                 }
             }
@@ -697,6 +703,25 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
 
 /* The product of g's strides: its phases. */
 static int64_t stride_product(const vt_conv_geom *g) { return g->stride[0] * g->stride[1] * g->stride[2]; }
+
+/* The f32 sums (5-d, channels innermost) into grad_weight (5-d view),
+ * rounded once. A grad_weight of another dtype whose channels are not
+ * innermost (NCHW) takes two copies: the f32 transpose into its logical
+ * order (whole tiles in registers), then the rounding along runs; one
+ * copy would convert element by element across the transpose. */
+static vt_status store_sums(const vt_tensor *gw5, const vt_tensor *sums, const char *fn) {
+    if (gw5->dtype == VT_F32 || gw5->strides[1] == 1 || gw5->sizes[1] == 1) return vt_copy(gw5, sums);
+    vt_status s = VT_OK;
+    float *buf = vt_conv_scratch(vt_tensor_numel(gw5), VT_F32, fn, "weight gradient", &s);
+    if (!buf) return s;
+    int64_t st[5];
+    vt_conv_contiguous(5, gw5->sizes, st);
+    vt_tensor mid = vt_conv_tensor(buf, VT_F32, 5, gw5->sizes, st, 0);
+    s = vt_copy(&mid, sums);
+    if (s == VT_OK) s = vt_copy(gw5, &mid);
+    free(buf);
+    return s;
+}
 
 int vt_conv_amx_wgrad_takes(const vt_conv_geom *g, vt_precision prec) {
     if (!takes_shape(g, prec)) return 0;
@@ -764,7 +789,7 @@ static vt_status wgrad_unit_stride(const vt_conv_geom *g, const vt_tensor *grad_
     } else { /* [O][tap][C] of the sums into grad_weight's layout, rounded once */
         int64_t st[5] = {j->taps * j->Cp, 1, g->k[1] * g->k[2] * j->Cp, g->k[2] * j->Cp, j->Cp};
         vt_tensor all = vt_conv_tensor(w.acc, VT_F32, 5, w5.sizes, st, 0);
-        s = vt_copy(&w5, &all);
+        s = store_sums(&w5, &all, fn);
     }
 done:
     free(w.acc);
@@ -866,7 +891,7 @@ static vt_status wgrad_strided(const vt_conv_geom *g, const vt_tensor *grad_weig
     }
     if (s == VT_OK && !*declined) { /* rounded once into grad_weight's dtype and layout */
         vt_tensor gw5 = vt_conv_view5(grad_weight, g->spatial);
-        s = vt_copy(&gw5, &ft);
+        s = store_sums(&gw5, &ft, fn);
     }
 done:
     free(full);
