@@ -147,27 +147,42 @@ static int any_nonfinite(const uint16_t *p, int64_t n) {
     return bad != 0;
 }
 
-/* One input row (from element base) of a merged-taps buffer at dst: in[2]
- * positions of Cq, each its C channels' parts and zeros. tmp: room for
- * 2 * C * in[2] floats and 64 bytes. */
-static void merged_row(const amx_job *j, int64_t base, float *tmp, uint16_t *dst) {
+/* One input row (from element base) of a merged-taps buffer at dst, its
+ * padding columns included: E2 positions of Cq, each its C channels' parts
+ * and zeros. prow: E2 * C + 32 parts whose padding positions are zero (the
+ * row's own positions are written here, then 16 zeros past them: the
+ * split writes whole vectors); tmp: room for C * in[2] floats and in[2]
+ * parts. Positions go from C to Cq values, 32 / Cq at a time, by a masked
+ * permute. */
+static void merged_row(const amx_job *j, int64_t base, float *tmp, uint16_t *prow, uint16_t *dst) {
     const vt_conv_geom *g = j->g;
     const vt_tensor *x = j->x5;
-    const int64_t C = g->C, n = g->in[2], Cq = j->Cp;
-    uint16_t *parts = (uint16_t *)(tmp + C * n); /* [position][C] */
+    const int64_t C = g->C, n = g->in[2], Cq = j->Cp, E2 = j->E[2];
+    uint16_t *parts = prow + g->pad[2] * C; /* [position][C] */
     if (x->strides[1] == 1 && x->strides[4] == C) { /* channels-last: the row is one run */
         if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, n * C, parts);
         else parts_line(x, base, 1, n * C, n * C, tmp, parts);
     } else {
-        uint16_t *line = parts + n * C + 16; /* one channel's, then spread */
+        uint16_t *line = (uint16_t *)(tmp + C * n); /* one channel's, then spread */
         for (int64_t c = 0; c < C; c++) {
             parts_line(x, base + c * x->strides[1], x->strides[4], n, n, tmp, line);
             for (int64_t i = 0; i < n; i++) parts[i * C + c] = line[i];
         }
     }
-    for (int64_t i = 0; i < n; i++) {
-        for (int64_t c = 0; c < C; c++) dst[i * Cq + c] = parts[i * C + c];
-        for (int64_t c = C; c < Cq; c++) dst[i * Cq + c] = 0;
+    _mm256_storeu_si256((__m256i *)(parts + n * C), _mm256_setzero_si256());
+    const int64_t ppv = 32 / Cq; /* positions a vector */
+    uint16_t ia[32];
+    __mmask32 keep = 0;
+    for (int l = 0; l < 32; l++) {
+        ia[l] = (uint16_t)(l % Cq < C ? l / Cq * C + l % Cq : 0);
+        if (l < ppv * Cq && l % Cq < C) keep |= (__mmask32)1u << l;
+    }
+    const __m512i idx = _mm512_loadu_si512(ia);
+    const __mmask32 ld = ppv * C >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << (ppv * C)) - 1);
+    for (int64_t p = 0; p < E2; p += ppv) {
+        const int64_t vals = (E2 - p < ppv ? E2 - p : ppv) * Cq;
+        __m512i v = _mm512_maskz_permutexvar_epi16(keep, idx, _mm512_maskz_loadu_epi16(ld, prow + p * C));
+        _mm512_mask_storeu_epi16(dst + p * Cq, vals >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << vals) - 1), v);
     }
 }
 
@@ -210,7 +225,10 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
     size_t bytes = channel_lines(j) ? (size_t)(round_up(g->C, 16) * round_up(g->in[2], 16) * 2 + g->in[2] * 4)
                                     : (size_t)(g->C * g->in[2]) * sizeof(float) * (j->merged ? 3 : 1);
     float *tmp = malloc(bytes + 256);
-    if (!tmp) {
+    /* merged taps: a row's parts with zero padding positions around them */
+    uint16_t *prow = j->merged ? calloc((size_t)(j->E[2] * g->C + 32), 2) : NULL;
+    if (!tmp || (j->merged && !prow)) {
+        free(tmp), free(prow);
         atomic_store(&j->oom, 1);
         return;
     }
@@ -223,28 +241,31 @@ static void fill_rows(void *ctx, int64_t begin, int64_t end) {
             memset(dst, 0, (size_t)(E2 * Cp) * 2);
             continue;
         }
-        memset(dst, 0, (size_t)(g->pad[2] * Cp) * 2);
-        memset(dst + (g->pad[2] + g->in[2]) * Cp, 0, (size_t)((E2 - g->pad[2] - g->in[2]) * Cp) * 2);
         int64_t base = x->offset + (j->n0 + b) * x->strides[0] + i0 * x->strides[2] + i1 * x->strides[3];
-        if (j->merged) {
-            merged_row(j, base, tmp, dst + g->pad[2] * Cp);
-        } else if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
-            uint16_t *row = dst + g->pad[2] * Cp;
-            if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, row);
-            else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, row);
-        } else if (channel_lines(j)) {
-            transposed_row(j, base, (uint16_t *)(void *)tmp, dst + g->pad[2] * Cp);
-        } else if (x->dtype == VT_BF16 && x->strides[1] == 1) { /* channels innermost, fewer than Cp */
-            for (int64_t i2 = 0; i2 < g->in[2]; i2++)
-                bf16_parts_padded((const uint16_t *)x->data + base + i2 * x->strides[4], g->C, Cp,
-                                  dst + (g->pad[2] + i2) * Cp);
+        if (j->merged) { /* its padding columns too */
+            merged_row(j, base, tmp, prow, dst);
         } else {
-            for (int64_t i2 = 0; i2 < g->in[2]; i2++)
-                parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp, dst + (g->pad[2] + i2) * Cp);
+            memset(dst, 0, (size_t)(g->pad[2] * Cp) * 2);
+            memset(dst + (g->pad[2] + g->in[2]) * Cp, 0, (size_t)((E2 - g->pad[2] - g->in[2]) * Cp) * 2);
+            if (Cp == g->C && x->strides[1] == 1 && x->strides[4] == g->C) { /* the row's values lie as the buffer's */
+                uint16_t *row = dst + g->pad[2] * Cp;
+                if (x->dtype == VT_BF16) bf16_parts((const uint16_t *)x->data + base, g->in[2] * Cp, row);
+                else parts_line(x, base, 1, g->in[2] * Cp, g->in[2] * Cp, tmp, row);
+            } else if (channel_lines(j)) {
+                transposed_row(j, base, (uint16_t *)(void *)tmp, dst + g->pad[2] * Cp);
+            } else if (x->dtype == VT_BF16 && x->strides[1] == 1) { /* channels innermost, fewer than Cp */
+                for (int64_t i2 = 0; i2 < g->in[2]; i2++)
+                    bf16_parts_padded((const uint16_t *)x->data + base + i2 * x->strides[4], g->C, Cp,
+                                      dst + (g->pad[2] + i2) * Cp);
+            } else {
+                for (int64_t i2 = 0; i2 < g->in[2]; i2++)
+                    parts_line(x, base + i2 * x->strides[4], x->strides[1], g->C, Cp, tmp,
+                               dst + (g->pad[2] + i2) * Cp);
+            }
         }
         if (j->check && any_nonfinite(dst + g->pad[2] * Cp, g->in[2] * Cp)) atomic_store(&j->nonfinite, 1);
     }
-    free(tmp);
+    free(tmp), free(prow);
 }
 
 /* The parts of C values along dim 1 of t (a weight tap's channels, a
