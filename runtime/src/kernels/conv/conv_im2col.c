@@ -24,14 +24,19 @@ static inline void valid_range(int64_t i0, int64_t i1, int64_t s, int64_t p, int
 }
 
 /* Copy n elements read every `step` elements of dtype dt into contiguous ct.
- * Same-dtype runs (the common f32 case) avoid the generic converter's call. */
+ * Same-dtype runs (f32, bf16: a strided convolution's rows) are plain
+ * loads and stores, not the generic converter's per-element dispatch. */
 static void gather_run(vt_dtype dt, const char *src, int64_t step, vt_dtype ct, char *dst, int64_t n) {
     if (n <= 0) return;
     if (dt == ct && step == 1) {
         memcpy(dst, src, (size_t)n * vt_dtype_size(ct));
-    } else if (dt == VT_F32 && ct == VT_F32) {
-        const float *s = (const float *)src;
-        float *d = (float *)dst;
+    } else if (dt == ct && vt_dtype_size(ct) == 4) {
+        const uint32_t *s = (const uint32_t *)src;
+        uint32_t *d = (uint32_t *)dst;
+        for (int64_t i = 0; i < n; i++) d[i] = s[i * step];
+    } else if (dt == ct && vt_dtype_size(ct) == 2) {
+        const uint16_t *s = (const uint16_t *)src;
+        uint16_t *d = (uint16_t *)dst;
         for (int64_t i = 0; i < n; i++) d[i] = s[i * step];
     } else {
         vt_convert(dt, src, step, ct, dst, 1, n);
