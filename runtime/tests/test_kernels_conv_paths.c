@@ -235,6 +235,63 @@ TEST(kernels_conv_strided_input_grad_takes_phases) {
     }
 }
 
+/* Fewer than 16 input channels at a stride, on the AMX engine: one
+ * stride-1 convolution of grad_out with (phase, channel) outputs, up to 32
+ * of them. */
+TEST(kernels_conv_strided_few_channel_input_grad_takes_the_phase_convolution) {
+#if VT_X86
+    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return;
+    static const char *const yes[] = {"2d amx stem", "1d amx merged", "3d s2x1x2 4ch"};
+    static const char *const no[] = {"2d k2 s3 8ch", "2d 3x3 s2 even", "2d amx grid", "2d 1x1 s2", "1d s2 d2 p2 groups"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(yes[i]));
+        CHECK_MSG(vt_conv_amx_dgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", yes[i]);
+        CHECK_MSG(!vt_conv_amx_dgrad_takes(&g, VT_PRECISION_HIGH), "%s HIGH", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        vt_conv_geom g = case_geom(case_named(no[i]));
+        CHECK_MSG(!vt_conv_amx_dgrad_takes(&g, VT_PRECISION_DEFAULT), "%s", no[i]);
+    }
+#endif
+}
+
+/* An inf in grad_out or the weight of a strided few-channel convolution
+ * (and in grad_out of a stride-1 one): the input gradient is the
+ * reference's (its inf and NaN entries where the reference has them, the
+ * same values elsewhere). The phase convolution's zero taps would meet
+ * them as 0 * inf, so it hands such calls to the drivers. Small integers
+ * otherwise: exact. */
+TEST(kernels_conv_input_gradient_nonfinite) {
+    static const char *const names[] = {"2d amx stem", "3d s2x1x2 4ch", "2d s2 odd", "2d bigger"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int which = 0; which < (i < 3 ? 2 : 1); which++) {
+            const conv_case *c = case_named(names[i]);
+            conv_tensors t = make_tensors(c, VT_F32, LAYOUT_CHANNELS_LAST);
+            fill_values(&t.w, 1), fill_values(&t.gy, 1);
+            host_tensor *h = which ? &t.w : &t.gy;
+            float inf = INFINITY;
+            memcpy((float *)h->t.data + h->t.offset + h->t.strides[h->t.ndim - 1], &inf, 4);
+            vt_conv_params p = case_params(c);
+            host_tensor gr = ht_new(VT_F32, t.x.t.ndim, t.x.t.sizes);
+            CHECK_OK(vt_conv_backward_input(&t.x.t, &t.gy.t, &t.w.t, &p, VT_PRECISION_DEFAULT));
+            CHECK_OK(vt_ref_conv_backward_input(&gr.t, &t.gy.t, &t.w.t, &p, VT_PRECISION_DEFAULT));
+            host_tensor a = to_f64(&t.x.t, 0), b = to_f64(&gr.t, 0);
+            const double *pa = a.block, *pb = b.block;
+            int64_t bad = 0, nonfinite = 0;
+            for (int64_t e = 0; e < vt_tensor_numel(&gr.t); e++) {
+                nonfinite += !isfinite(pb[e]);
+                int same = isnan(pb[e]) ? isnan(pa[e]) : pa[e] == pb[e];
+                if (!same && bad++ < 3)
+                    CHECK_MSG(0, "%s %s element %lld: %g vs reference %g", names[i], which ? "weight" : "grad_out",
+                              (long long)e, pa[e], pb[e]);
+            }
+            CHECK(bad == 0);
+            CHECK_MSG(nonfinite > 0, "%s: no non-finite entry", names[i]);
+            ht_free(&a), ht_free(&b), ht_free(&gr);
+            free_tensors(&t);
+        }
+}
+
 /* Outputs that round to bf16 denormals (a zero input, a bias of
  * denormals) keep them exactly, as vt_f32_to_bf16 rounds: the engines'
  * write-out rounds whole rows in one instruction where the CPU has one,

@@ -490,6 +490,13 @@ vt_status vt_conv_backward_input(const vt_tensor *grad_input, const vt_tensor *g
     vt_conv_params tp;
     if (input_grad_is_conv(&g, &tp)) return input_grad_as_conv(&g, &tp, grad_input, grad_out, weight, prec);
     if (vt_conv_dw_takes(&g)) return vt_conv_dw_backward_input(&g, grad_input, grad_out, weight, prec);
+#if VT_X86
+    if (vt_conv_amx_dgrad_takes(&g, prec)) {
+        int declined;
+        s = vt_conv_amx_backward_input(&g, grad_input, grad_out, weight, prec, &declined);
+        if (s != VT_OK || !declined) return s;
+    }
+#endif
     if (vt_conv_input_grad_by_phases(&g)) return input_grad_phases(&g, grad_input, grad_out, weight, prec);
     if (vt_conv_rows_takes(&g, grad_input, VT_CONV_BACKWARD_INPUT))
         return vt_conv_rows_backward_input(&g, grad_input, grad_out, weight, prec);

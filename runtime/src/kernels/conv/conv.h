@@ -86,11 +86,19 @@ vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *g
 int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec);
 vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
                               const vt_tensor *weight, const vt_tensor *bias);
-/* The weight gradient for stride 1 (K over the padded grid's positions).
- * *declined: an input with inf or NaN, which the caller's drivers take. */
+/* The weight gradient: stride 1 (K over the padded grid's positions), or
+ * strided under 16 channels by phase planes. *declined: an input with inf
+ * or NaN, which the caller's drivers take. */
 int vt_conv_amx_wgrad_takes(const vt_conv_geom *g, vt_precision prec);
 vt_status vt_conv_amx_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,
                                       const vt_tensor *input, int *declined);
+/* The input gradient of a strided convolution with fewer than 16 input
+ * channels (an RGB stem) as one stride-1 convolution of grad_out whose
+ * outputs are (phase, channel). *declined: a grad_out or weight with inf
+ * or NaN, which the caller's drivers take. */
+int vt_conv_amx_dgrad_takes(const vt_conv_geom *g, vt_precision prec);
+vt_status vt_conv_amx_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                     const vt_tensor *weight, vt_precision prec, int *declined);
 /* Tests: the padded input's bytes per chunk of images (0: the default). */
 void vt_conv_amx_force_chunk_bytes(int64_t bytes);
 #endif

@@ -494,14 +494,18 @@ static uint16_t *tile_scratch(int64_t n, const char *fn, const char *what, vt_st
     return p;
 }
 
-vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
-                              const vt_tensor *weight, const vt_tensor *bias) {
+/* check: an input with inf or NaN stops it with *declined set (what it
+ * wrote is to be discarded). */
+static vt_status amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
+                             const vt_tensor *weight, const vt_tensor *bias, int check, int *declined) {
     const char *fn = "vt_conv_forward";
     vt_tensor x5 = vt_conv_view5(input, g->spatial), w5 = vt_conv_view5(weight, g->spatial),
               y5 = vt_conv_view5(out, g->spatial);
     amx_job j;
     memset(&j, 0, sizeof j);
     j.x5 = &x5, j.w5 = &w5;
+    j.check = check;
+    *declined = 0;
     vt_status s = grid_setup(&j, g, g->C >= 16 ? 0 : merged_channels(g), fn);
     j.linear = g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1;
     if (j.linear) {
@@ -566,6 +570,10 @@ vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const
         j.yoff = direct ? y5.offset + n0 * y5.strides[0] : 0;
         vt_parallel_for(j.nbc * j.E[0] * j.E[1], 8, fill_rows, &j);
         if (atomic_load(&j.oom)) break;
+        if (atomic_load(&j.nonfinite)) {
+            *declined = 1;
+            break;
+        }
         vt_parallel_for((j.nbc * j.tiles + 1) / 2, 4, compute_pairs, &j);
         if (!direct && !atomic_load(&j.oom)) {
             vt_tensor dst = y5;
@@ -585,6 +593,151 @@ done:
     free(j.wp);
     free(j.xbuf);
     free(j.toff);
+    return s;
+}
+
+vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
+                              const vt_tensor *weight, const vt_tensor *bias) {
+    int declined;
+    return amx_forward(g, out, input, weight, bias, 0, &declined);
+}
+
+/* ------------------------------------------------------------ strided input gradient, few channels
+ * gi[s*m + r][c] = sum over o and d of gy[m + d][o] * w[o][c][r + pad - s*d]
+ * (per dim; taps inside the kernel only): every phase r of the stride reads
+ * grad_out at shifts d, the phases' shifts together dmin .. dmax. That is
+ * one stride-1 convolution of grad_out (its O channels in) with D = dmax -
+ * dmin + 1 taps per dim and s0*s1*s2 * C outputs (phase, channel), whose
+ * weight holds w's taps where a phase has them and zeros elsewhere, then
+ * each phase's outputs copied to its positions of grad_input. For fewer
+ * than 16 input channels (an RGB stem: 12 outputs at stride 2, 4 x 4 taps
+ * for a 7x7 kernel), where a product per phase or col2im would run
+ * products a few channels wide. A grad_out or weight with inf or NaN is
+ * declined: a zero tap times inf would make a NaN no window has. */
+
+/* Per dim: the shifts, the phase grid (ceil(in / s) positions), and the
+ * convolution's padding P with output m of the grid at m + dmin + P. */
+typedef struct dgrad_dim {
+    int64_t dmin, D, M, P;
+} dgrad_dim;
+
+static int64_t floor_div64(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+static dgrad_dim dgrad_of(const vt_conv_geom *g, int d) {
+    const int64_t s = g->stride[d], p = g->pad[d], K = g->k[d];
+    dgrad_dim f;
+    f.dmin = -floor_div64(K - 1 - p, s); /* ceil((p - K + 1) / s), at r = 0 */
+    int64_t dmax = floor_div64(p + s - 1, s); /* at r = s - 1 */
+    f.D = dmax - f.dmin + 1;
+    f.M = (g->in[d] + s - 1) / s;
+    f.P = -f.dmin;
+    if (f.P < 0) f.P = 0;
+    if (f.M + dmax - g->out[d] > f.P) f.P = f.M + dmax - g->out[d];
+    return f;
+}
+
+/* The geometry of the convolution of grad_out. */
+static vt_conv_geom dgrad_geom(const vt_conv_geom *g, const dgrad_dim *f) {
+    vt_conv_geom h = *g;
+    int64_t ph = 1;
+    h.spatial = 3; /* its tensors are the 5-d views */
+    for (int d = 0; d < 3; d++) {
+        h.in[d] = g->out[d];
+        h.k[d] = f[d].D;
+        h.pad[d] = f[d].P;
+        h.stride[d] = h.dil[d] = 1;
+        h.out[d] = g->out[d] + 2 * f[d].P - f[d].D + 1;
+        ph *= g->stride[d];
+    }
+    h.C = h.Cg = g->O;
+    h.O = h.Og = ph * g->C;
+    h.in_prod = h.in[0] * h.in[1] * h.in[2];
+    h.k_prod = h.k[0] * h.k[1] * h.k[2];
+    h.out_prod = h.out[0] * h.out[1] * h.out[2];
+    return h;
+}
+
+int vt_conv_amx_dgrad_takes(const vt_conv_geom *g, vt_precision prec) {
+    if (!takes_shape(g, prec) || g->C >= 16) return 0;
+    int strided = 0;
+    for (int d = 0; d < 3; d++) {
+        if (g->dil[d] != 1) return 0;
+        strided |= g->stride[d] > 1;
+    }
+    if (!strided || g->stride[0] * g->stride[1] * g->stride[2] * g->C > 32) return 0;
+    dgrad_dim f[3];
+    for (int d = 0; d < 3; d++) f[d] = dgrad_of(g, d);
+    vt_conv_geom h = dgrad_geom(g, f);
+    return vt_conv_amx_takes(&h, prec);
+}
+
+vt_status vt_conv_amx_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
+                                     const vt_tensor *weight, vt_precision prec, int *declined) {
+    const char *fn = "vt_conv_backward_input";
+    (void)prec;
+    *declined = 0;
+    dgrad_dim f[3];
+    for (int d = 0; d < 3; d++) f[d] = dgrad_of(g, d);
+    const vt_conv_geom h = dgrad_geom(g, f);
+    const int64_t O2 = h.O, C = g->C, O = g->O;
+    const size_t es = vt_dtype_size(g->dtype);
+    vt_tensor w5 = vt_conv_view5(weight, g->spatial), x5 = vt_conv_view5(grad_input, g->spatial),
+              y5 = vt_conv_view5(grad_out, g->spatial);
+    vt_status s = VT_OK;
+    char *wb = vt_conv_scratch(O2 * O * h.k_prod, g->dtype, fn, "phase weight", &s);
+    char *tb = s == VT_OK ? vt_conv_scratch(h.N * h.out_prod * O2, g->dtype, fn, "phase outputs", &s) : NULL;
+    if (s != VT_OK) goto done;
+    /* the weight [(phase, c)][o][u0][u1][u2], o innermost */
+    int64_t wsz[5] = {O2, O, h.k[0], h.k[1], h.k[2]};
+    int64_t wst[5] = {h.k_prod * O, 1, h.k[1] * h.k[2] * O, h.k[2] * O, O};
+    memset(wb, 0, (size_t)(O2 * O * h.k_prod) * es);
+    for (int64_t q = 0; q < O2 / C; q++) {
+        const int64_t r[3] = {q / (g->stride[1] * g->stride[2]), q / g->stride[2] % g->stride[1], q % g->stride[2]};
+        for (int64_t u = 0; u < h.k_prod; u++) {
+            const int64_t uu[3] = {u / (h.k[1] * h.k[2]), u / h.k[2] % h.k[1], u % h.k[2]};
+            int64_t k[3], inside = 1;
+            for (int d = 0; d < 3; d++) {
+                k[d] = r[d] + g->pad[d] - g->stride[d] * (uu[d] + f[d].dmin);
+                inside &= k[d] >= 0 && k[d] < g->k[d];
+            }
+            if (!inside) continue;
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t o = 0; o < O; o++) {
+                    const char *src = (const char *)w5.data +
+                                      (w5.offset + o * w5.strides[0] + c * w5.strides[1] + k[0] * w5.strides[2] +
+                                       k[1] * w5.strides[3] + k[2] * w5.strides[4]) * (int64_t)es;
+                    double v;
+                    vt_convert(g->dtype, src, 1, VT_F64, &v, 1, 1);
+                    if (!isfinite(v)) { /* a zero tap of another phase would meet it as 0 * inf */
+                        *declined = 1;
+                        goto done;
+                    }
+                    memcpy(wb + ((q * C + c) * wst[0] + o + u * O) * (int64_t)es, src, es);
+                }
+        }
+    }
+    vt_tensor wt = vt_conv_tensor(wb, g->dtype, 5, wsz, wst, 0);
+    /* the outputs [N][m0][m1][m2][(phase, c)], channels-last: written as the tiles give them */
+    int64_t tsz[5] = {h.N, O2, h.out[0], h.out[1], h.out[2]};
+    int64_t tst[5] = {h.out_prod * O2, 1, h.out[1] * h.out[2] * O2, h.out[2] * O2, O2};
+    vt_tensor tt = vt_conv_tensor(tb, g->dtype, 5, tsz, tst, 0);
+    s = amx_forward(&h, &tt, &y5, &wt, NULL, 1, declined);
+    for (int64_t q = 0; s == VT_OK && !*declined && q < O2 / C; q++) {
+        const int64_t r[3] = {q / (g->stride[1] * g->stride[2]), q / g->stride[2] % g->stride[1], q % g->stride[2]};
+        vt_tensor src = tt, dst = x5;
+        int empty = 0;
+        src.sizes[1] = C, src.offset += q * C;
+        for (int d = 0; d < 3; d++) {
+            const int64_t n = r[d] < g->in[d] ? (g->in[d] - r[d] + g->stride[d] - 1) / g->stride[d] : 0;
+            empty |= n == 0;
+            src.offset += (f[d].dmin + f[d].P) * tst[2 + d], src.sizes[2 + d] = n;
+            dst.offset += r[d] * x5.strides[2 + d], dst.sizes[2 + d] = n, dst.strides[2 + d] *= g->stride[d];
+        }
+        if (!empty) s = vt_copy(&dst, &src);
+    }
+done:
+    free(tb);
+    free(wb);
     return s;
 }
 
