@@ -388,9 +388,9 @@ void vt_iter_init(vt_iter *it, int nops, const vt_tensor *ops);
 /* Elements visited in the order of ops[0]'s memory: the permutation of
  * the dims (shared by the m operands, all of ops[0]'s ndim) that puts the
  * largest stride outermost, the first operand with different non-zero
- * strides in two dims deciding (TensorIterator's reorder_dimensions); a
- * dim of size 1 lets any other pass it, whatever its stride; returns
- * whether any dim moved. vt_permute_dims applies it to every
+ * strides in two dims deciding (TensorIterator's reorder_dimensions);
+ * dims of size 1 keep their places and no stride of theirs stops the
+ * others; returns whether any dim moved. vt_permute_dims applies it to every
  * operand. */
 int vt_memory_perm(vt_tensor *const *ops, int m, int *perm);
 void vt_permute_dims(vt_tensor *const *ops, int m, const int *perm);

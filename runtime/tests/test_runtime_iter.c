@@ -127,3 +127,34 @@ TEST(runtime_iter_blocks_visit_the_range_in_order) {
         check_ranges("transposed out", ops);
     }
 }
+
+/* vt_memory_perm: the largest stride outermost, the first operand with
+ * different strides deciding; a dim of size 1 keeps its place and its
+ * stride stops nothing (a channels-last block seen as 5-d with a size-1
+ * dim strided like the batch must still walk channels innermost). */
+TEST(runtime_iter_memory_perm) {
+    vt_tensor a, b;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+    a.ndim = b.ndim = 5;
+    const int64_t sz[5] = {4, 128, 1, 28, 28};
+    const int64_t sa[5] = {430592, 1, 430592, 14848, 512}, sb[5] = {401408, 1, 0, 14336, 256};
+    for (int d = 0; d < 5; d++) a.sizes[d] = b.sizes[d] = sz[d], a.strides[d] = sa[d], b.strides[d] = sb[d];
+    vt_tensor *ops[2] = {&a, &b};
+    int perm[5];
+    CHECK(vt_memory_perm(ops, 2, perm));
+    const int want[5] = {0, 3, 2, 4, 1};
+    for (int d = 0; d < 5; d++) CHECK_MSG(perm[d] == want[d], "perm[%d] = %d, want %d", d, perm[d], want[d]);
+    /* contiguous but for a size-1 dim's stride: nothing moves */
+    vt_tensor c;
+    memset(&c, 0, sizeof c);
+    c.ndim = 3;
+    c.sizes[0] = 4, c.sizes[1] = 1, c.sizes[2] = 8;
+    c.strides[0] = 8, c.strides[1] = 1000, c.strides[2] = 1;
+    vt_tensor *one[1] = {&c};
+    CHECK(!vt_memory_perm(one, 1, perm));
+    for (int d = 0; d < 3; d++) CHECK(perm[d] == d);
+    /* a transpose: the unit-stride dim goes innermost */
+    c.sizes[1] = 5, c.strides[0] = 1, c.strides[1] = 32, c.strides[2] = 4;
+    CHECK(vt_memory_perm(one, 1, perm));
+    CHECK(perm[0] == 1 && perm[1] == 2 && perm[2] == 0);
+}

@@ -127,16 +127,20 @@ static int goes_inside(vt_tensor *const *ops, int m, int a, int b) {
 
 int vt_memory_perm(vt_tensor *const *ops, int m, int *perm) {
     const vt_tensor *o = ops[0];
-    int moved = 0;
-    for (int d = 0; d < o->ndim; d++) perm[d] = d;
-    for (int i = 1; i < o->ndim; i++)
-        for (int j = i; j > 0 && o->sizes[perm[j]] != 1 &&
-                        (o->sizes[perm[j - 1]] == 1 || goes_inside(ops, m, perm[j - 1], perm[j]));
-             j--) {
-            const int t = perm[j];
-            perm[j] = perm[j - 1], perm[j - 1] = t;
+    /* the dims of more than one element, sorted among their own places;
+     * dims of size 1 stay where they are, whatever their strides */
+    int at[VT_MAX_DIMS], dims[VT_MAX_DIMS], n = 0, moved = 0;
+    for (int d = 0; d < o->ndim; d++) {
+        perm[d] = d;
+        if (o->sizes[d] != 1) at[n] = dims[n] = d, n++;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && goes_inside(ops, m, dims[j - 1], dims[j]); j--) {
+            const int t = dims[j];
+            dims[j] = dims[j - 1], dims[j - 1] = t;
             moved = 1;
         }
+    for (int i = 0; i < n; i++) perm[at[i]] = dims[i];
     return moved;
 }
 
