@@ -426,10 +426,21 @@ static vt_status input_grad_phases(const vt_conv_geom *g, const vt_tensor *grad_
     int bordered = 0;
     for (int d = 0; d < 3; d++) bordered |= lo[d] > 0 || hi[d] > 0;
     vt_tensor wt;
-    void *wbuf = NULL, *ybuf = NULL;
+    void *wbuf = NULL, *ybuf = NULL, *xbuf = NULL;
     vt_status s = transposed_weight(g, grad_out, weight, &wt, &wbuf);
     if (s == VT_OK && bordered)
         ybuf = vt_conv_scratch(g->N * g->O * E[0] * E[1] * E[2], grad_out->dtype, fn, "bordered grad_output", &s);
+    /* grad_input without its channels innermost (NCHW): the phases write a
+     * channels-last buffer, where each phase position takes a whole run of
+     * channels (NCHW would have its values s apart along the rows), then
+     * one copy (a transpose in tiles) lays it out as grad_input */
+    const vt_tensor x5_out = x5;
+    if (s == VT_OK && x5.strides[1] != 1 && g->C > 1) {
+        xbuf = vt_conv_scratch(g->N * g->C * g->in_prod, grad_input->dtype, fn, "channels-last grad_input", &s);
+        int64_t xsz[5] = {g->N, g->C, g->in[0], g->in[1], g->in[2]};
+        int64_t xst[5] = {g->in_prod * g->C, 1, g->in[1] * g->in[2] * g->C, g->in[2] * g->C, g->C};
+        x5 = vt_conv_tensor(xbuf, grad_input->dtype, 5, xsz, xst, 0);
+    }
     if (s != VT_OK) goto done;
     /* the bordered grad_out, channels innermost when grad_out has them */
     int64_t ysz[5] = {g->N, g->O, E[0], E[1], E[2]}, yst[5];
@@ -474,7 +485,9 @@ static vt_status input_grad_phases(const vt_conv_geom *g, const vt_tensor *grad_
                 vt_tensor o = view_nd(out, g->spatial), x = view_nd(in, g->spatial), k = view_nd(w, g->spatial);
                 s = zero ? vt_fill(&o, vt_scalar_from_double(0.0)) : vt_conv_forward(&o, &x, &k, NULL, &pp, prec);
             }
+    if (s == VT_OK && xbuf) s = vt_copy(&x5_out, &x5);
 done:
+    free(xbuf);
     free(ybuf);
     free(wbuf);
     return s;
