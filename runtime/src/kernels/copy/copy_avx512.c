@@ -62,20 +62,47 @@ void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) 
     }
 }
 
+/* 16 x 16 of 16-bit values in 16 ymm rows, transposed in place: pairs,
+ * quads and octets of rows interleaved within 128-bit lanes, then the
+ * lanes of rows 0-7 and 8-15 put together (64 shuffles, no widening). */
+static inline void transpose16x16_epi16(__m256i r[16]) {
+    __m256i t[16], u[16], v[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm256_unpacklo_epi16(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi16(r[i], r[i + 1]);
+    }
+    /* u[4g + e]: rows 4g .. 4g+3, elements 2e, 2e+1 (and + 8 in the high lane) */
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm256_unpacklo_epi32(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi32(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi32(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi32(t[i + 1], t[i + 3]);
+    }
+    /* v[2e + h] (v[8 + 2e + h]): rows 0-7 (8-15), element 2e + h (+ 8 high) */
+    for (int half = 0; half < 2; half++)
+        for (int e = 0; e < 4; e++) {
+            v[half * 8 + 2 * e] = _mm256_unpacklo_epi64(u[half * 8 + e], u[half * 8 + 4 + e]);
+            v[half * 8 + 2 * e + 1] = _mm256_unpackhi_epi64(u[half * 8 + e], u[half * 8 + 4 + e]);
+        }
+    for (int c = 0; c < 8; c++) {
+        r[c] = _mm256_permute2x128_si256(v[c], v[8 + c], 0x20);
+        r[c + 8] = _mm256_permute2x128_si256(v[c], v[8 + c], 0x31);
+    }
+}
+
 void vt_transpose16_avx512(const char *src, int64_t ss, char *dst, int64_t ds, size_t es, int nr, int nj) {
-    __m512i a[16];
+    const __mmask16 m = first(nr), mj = first(nj);
     if (es == 4) {
-        const __mmask16 m = first(nr), mj = first(nj);
+        __m512i a[16];
         for (int j = 0; j < 16; j++)
             a[j] = j < nj ? _mm512_maskz_loadu_epi32(m, (const void *)(src + j * ss)) : _mm512_setzero_si512();
         vt_transpose16x16_epi32(a);
         for (int r = 0; r < nr; r++) _mm512_mask_storeu_epi32((void *)(dst + r * ds), mj, a[r]);
         return;
     }
-    const __mmask16 m = first(nr), mj = first(nj);
+    __m256i a[16];
     for (int j = 0; j < 16; j++)
-        a[j] = j < nj ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const void *)(src + j * ss)))
-                      : _mm512_setzero_si512();
-    vt_transpose16x16_epi32(a);
-    for (int r = 0; r < nr; r++) _mm256_mask_storeu_epi16((void *)(dst + r * ds), mj, _mm512_cvtepi32_epi16(a[r]));
+        a[j] = j < nj ? _mm256_maskz_loadu_epi16(m, (const void *)(src + j * ss)) : _mm256_setzero_si256();
+    transpose16x16_epi16(a);
+    for (int r = 0; r < nr; r++) _mm256_mask_storeu_epi16((void *)(dst + r * ds), mj, a[r]);
 }
