@@ -416,7 +416,8 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
  * weights in registers, two positions at a time, the taps in order. kind
  * 0: into y (lane vectors W apart), 1: f32 at yd, 2: bf16 at yd (ystep
  * elements apart). A function of its own so that its few pointers stay in
- * registers. Returns the positions done (the even part of n). */
+ * registers. Returns the positions done (n rounded down to a multiple of four at strides 1
+ * and 2, of two otherwise). */
 __attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, int64_t rw, int64_t W, int64_t step,
                                                                int64_t n, const float *w, int kind, float *y,
                                                                char *yd, int64_t ystep) {
@@ -443,11 +444,50 @@ __attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, 
         PUT(o, a0);                                                                                             \
         PUT(o + (ostep), a1);                                                                                   \
     }
+    /* unit stride: four positions at a time, their taps interleaved
+     * (tap t of all four, then t + 1): each sum is a chain of nine
+     * dependent FMAs, and two chains an iteration left the FMA units
+     * waiting on them (the scheduler holds about two iterations). Position
+     * j's tap (row r, column k) is row r's column S * j + k, W floats
+     * apart. (At stride 2, S = 2, it measured slower than two at a time.) */
+#define DW_C(q, i) dw_ld(q + (i) * W)
+#define DW_ROWTAPS(q, S, wa, wb, wc)                                                                            \
+    a0 += DW_C(q, 0) * wa, a1 += DW_C(q, S) * wa, a2 += DW_C(q, 2 * S) * wa, a3 += DW_C(q, 3 * S) * wa;         \
+    a0 += DW_C(q, 1) * wb, a1 += DW_C(q, S + 1) * wb, a2 += DW_C(q, 2 * S + 1) * wb;                            \
+    a3 += DW_C(q, 3 * S + 1) * wb;                                                                              \
+    a0 += DW_C(q, 2) * wc, a1 += DW_C(q, S + 2) * wc, a2 += DW_C(q, 2 * S + 2) * wc;                            \
+    a3 += DW_C(q, 3 * S + 2) * wc
+#define DW_ROW4(o, ostep, PUT, S)                                                                               \
+    for (int64_t i = 0; i + 4 <= n; i += 4, x += 4 * (S) * W, o += 4 * (ostep), done += 4) {                  \
+        const float *p = x;                                                                                     \
+        DW_ROWS3(p);                                                                                            \
+        dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                           \
+        DW_ROWTAPS(p0, S, w0, w1, w2);                                                                          \
+        DW_ROWTAPS(p1, S, w3, w4, w5);                                                                          \
+        DW_ROWTAPS(p2, S, w6, w7, w8);                                                                          \
+        PUT(o, a0);                                                                                             \
+        PUT(o + (ostep), a1);                                                                                   \
+        PUT(o + 2 * (ostep), a2);                                                                               \
+        PUT(o + 3 * (ostep), a3);                                                                               \
+    }
+#define DW_KINDS4(S)                                                                                            \
+    do {                                                                                                        \
+        int64_t done = 0;                                                                                       \
+        if (kind == 0) DW_ROW4(y, W, dw_st, S)                                                                  \
+        else if (kind == 1) DW_ROW4(f, ystep, dw_st, S)                                                         \
+        else DW_ROW4(h, ystep, DW_NAME(dw_put_bf16_), S)                                                        \
+        return done;                                                                                            \
+    } while (0)
     float *f = (float *)(void *)yd;
     uint16_t *h = (uint16_t *)(void *)yd;
+    if (step == W) DW_KINDS4(1);
     if (kind == 0) DW_ROW9(y, W, dw_st)
     else if (kind == 1) DW_ROW9(f, ystep, dw_st)
     else DW_ROW9(h, ystep, DW_NAME(dw_put_bf16_))
+#undef DW_KINDS4
+#undef DW_ROW4
+#undef DW_ROWTAPS
+#undef DW_C
 #undef DW_ROW9
 #undef DW_TAPS9
 #undef DW_ROWS3
