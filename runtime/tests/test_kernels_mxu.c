@@ -515,6 +515,45 @@ TEST(kernels_mxu_bf16_a_in_place_same_bits) {
     restore_engine();
 }
 
+/* A dense f32 A at DEFAULT with an even K below 32 is rounded into a bf16
+ * copy, end to end in runs of 32768 elements, and read in place (AMX,
+ * AVX512-BF16); the same A as a view with a row gap goes through the packed
+ * panels. Both must give the same bits on every engine: K = 2, 16 and 30
+ * (17 and 32 are packed either way), M from one row to runs that end
+ * mid-vector (5463 x 6 = 32778 elements: two runs, the last of 10), an out
+ * that is a view, a bias, and specials (inf, NaN, denormals the rounding
+ * flushes, -0, a value that rounds up to inf). */
+TEST(kernels_mxu_f32_a_rounded_in_place_same_bits) {
+    static const int64_t Ms[] = {1, 17, 100, 5463};
+    static const int64_t Ks[] = {2, 6, 16, 17, 30, 32};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                const int64_t M = Ms[mi], K = Ks[ki], N = 45;
+                host_tensor a = mat(VT_F32, M, K), av = mat(VT_F32, M, K + 3), b = mat(VT_F32, K, N);
+                host_tensor bias = mat(VT_F32, M, N);
+                fill(&a, 0), fill(&b, 0), fill(&bias, 0);
+                static const double specials[] = {INFINITY, -INFINITY, NAN, 1e-40, -1e-40, -0.0, 3.4e38};
+                for (int q = 0; q < 7 && q < M; q++) set_f(&a, q * K + (q * 5) % K, specials[q]);
+                av.t.sizes[1] = K; /* the view: rows K + 3 apart */
+                CHECK_OK(vt_copy(&av.t, &a.t));
+                for (int form = 0; form < 3; form++) { /* out; with a bias; out a view with a row gap */
+                    host_tensor got = mat(VT_F32, M, form == 2 ? N + 5 : N), want = mat(VT_F32, M, N);
+                    got.t.sizes[1] = N;
+                    const vt_tensor *bp = form == 1 ? &bias.t : NULL;
+                    CHECK_OK(vt_matmul(&got.t, &a.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_matmul(&want.t, &av.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                    CHECK_MSG(ht_compare("rounded A", &got.t, &want.t, -1) == 0, "%s M %lld K %lld form %d",
+                              vt_mxu_path(), (long long)M, (long long)K, form);
+                    ht_free(&got), ht_free(&want);
+                }
+                ht_free(&a), ht_free(&av), ht_free(&b), ht_free(&bias);
+            }
+    }
+    restore_engine();
+}
+
 /* A row source that copies row i of a stored matrix (and counts calls). */
 typedef struct copy_rows {
     const host_tensor *m;

@@ -311,6 +311,20 @@ static void pack_range(void *ctx, int64_t begin, int64_t end) {
     free(mem);
 }
 
+/* Elements of a rounded A (matmul_2d's a_round) per task: a multiple of 16. */
+#define ROUND_RUN ((int64_t)1 << 15)
+
+/* Runs [begin, end) of the dense f32 A rounded into the bf16 copy a_direct. */
+static void round_range(void *ctx, int64_t begin, int64_t end) {
+    gemm_job *j = ctx;
+    const int64_t total = j->p.M * j->p.K;
+    const float *x = (const float *)j->a->data + j->a->offset;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t i = t * ROUND_RUN, n = total - i < ROUND_RUN ? total - i : ROUND_RUN;
+        j->e->split(x + i, n, n, VT_PRECISION_DEFAULT, (uint16_t *)j->a_direct + i, NULL, NULL);
+    }
+}
+
 /* One C tile of a claim: rows m0.., columns n0.. (mb x nb, multiples of 32),
  * accumulated at c (row stride ldc), in out itself when direct. */
 typedef struct tile {
@@ -484,6 +498,18 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         a_elems = 0;
         j.sink_bf16 = out->dtype == VT_BF16 && out->strides[1] == 1 && alpha == 1.0 && !j.ep.bias;
     }
+    /* A dense f32 A at DEFAULT with an even K below 32 (a 16-channel 1x1
+     * convolution's input) is rounded once, end to end, into a bf16 copy
+     * of itself that the engine then reads in place: its panels would pad
+     * every row to 32 k (twice the bytes) and be packed row by row. The
+     * same bits as the panels (the engine's split, DEFAULT's one part). */
+    const int a_round = e->direct && a->dtype == VT_F32 && !a_rows && K > 0 && K < 32 && K % 2 == 0 &&
+                        a->strides[1] == 1 && a->strides[0] == K && j.p.nlow == 0;
+    if (a_round) {
+        j.lda = K;
+        j.pairs = (int)(K / 2);
+        a_elems = M * K + 16; /* the split writes whole vectors of 16 */
+    }
     int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
     int parallel = macs >= PARALLEL_MACS;
     int cached = 0, hit = 0;
@@ -507,7 +533,13 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         int64_t ntasks = vt_mxu_pack_tasks(&j.p, e, a, b, &j.na);
         /* A panels and B tasks differ in cost: two loops keep both halves even. */
         j.first = 0;
-        if (!j.a_direct) vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);
+        if (a_round) {
+            j.a_direct = ws;
+            const int64_t nr = (M * K + ROUND_RUN - 1) / ROUND_RUN;
+            vt_parallel_for(nr, parallel ? 1 : nr, round_range, &j);
+        } else if (!j.a_direct) {
+            vt_parallel_for(j.na, parallel ? 1 : j.na, pack_range, &j);
+        }
         j.first = j.na;
         if (!hit) vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
     }
