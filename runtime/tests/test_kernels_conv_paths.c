@@ -127,6 +127,23 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
 #endif
 }
 
+/* got against the reference ref: the same value everywhere, NaN where ref
+ * is NaN (any NaN); the first mismatches reported under `what`. Returns
+ * the mismatches; *nonfinite = the reference's inf and NaN entries. */
+static int64_t mismatches(const char *what, const vt_tensor *got, const vt_tensor *ref, int64_t *nonfinite) {
+    host_tensor a = to_f64(got, 0), r = to_f64(ref, 0);
+    const double *pa = a.block, *pr = r.block;
+    int64_t wrong = 0;
+    *nonfinite = 0;
+    for (int64_t e = 0; e < vt_tensor_numel(ref); e++) {
+        *nonfinite += !isfinite(pr[e]);
+        int same = isnan(pr[e]) ? isnan(pa[e]) : pa[e] == pr[e];
+        if (!same && wrong++ < 3) CHECK_MSG(0, "%s element %lld: %g vs reference %g", what, (long long)e, pa[e], pr[e]);
+    }
+    ht_free(&a), ht_free(&r);
+    return wrong;
+}
+
 /* An inf in the input: every weight-gradient entry whose windows read it
  * is inf or NaN, the others stay what the reference gives. (The AMX
  * weight gradient sums over the padded grid's padding positions too, with
@@ -149,20 +166,13 @@ TEST(kernels_conv_weight_gradient_inf_input) {
             host_tensor gwr = ht_new(VT_F32, t.gw.t.ndim, t.gw.t.sizes);
             CHECK_OK(vt_conv_backward_weight(&t.gw.t, &t.gy.t, &t.x.t, &p, VT_PRECISION_DEFAULT));
             CHECK_OK(vt_ref_conv_backward_weight(&gwr.t, &t.gy.t, &t.x.t, &p, VT_PRECISION_DEFAULT));
-            host_tensor a = to_f64(&t.gw.t, 0), b = to_f64(&gwr.t, 0);
-            const double *pa = a.block, *pb = b.block;
-            int64_t bad = 0, nonfinite = 0;
-            for (int64_t e = 0; e < vt_tensor_numel(&gwr.t); e++) {
-                nonfinite += !isfinite(pb[e]);
-                int same = isnan(pb[e]) ? isnan(pa[e]) : pa[e] == pb[e];
-                if (!same && bad++ < 3)
-                    CHECK_MSG(0, "%s layout %d element %lld: %g vs reference %g", names[i], layout, (long long)e,
-                              pa[e], pb[e]);
-            }
-            CHECK(bad == 0);
+            char what[96];
+            snprintf(what, sizeof what, "%s layout %d", names[i], layout);
+            int64_t nonfinite;
+            CHECK(mismatches(what, &t.gw.t, &gwr.t, &nonfinite) == 0);
             CHECK_MSG(nonfinite > 0 && nonfinite < vt_tensor_numel(&gwr.t), "%s: %lld non-finite", names[i],
                       (long long)nonfinite);
-            ht_free(&a), ht_free(&b), ht_free(&gwr);
+            ht_free(&gwr);
             free_tensors(&t);
         }
     }
@@ -199,20 +209,13 @@ TEST(kernels_conv_forward_nonfinite_input_stays_in_its_windows) {
                 host_tensor yr = ht_new(dts[d], t.y.t.ndim, t.y.t.sizes);
                 CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
                 CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
-                host_tensor a = to_f64(&t.y.t, 0), r = to_f64(&yr.t, 0);
-                const double *pa = a.block, *pr = r.block;
-                int64_t wrong = 0, nonfinite = 0, n = vt_tensor_numel(&yr.t);
-                for (int64_t e = 0; e < n; e++) {
-                    nonfinite += !isfinite(pr[e]);
-                    int same = isnan(pr[e]) ? isnan(pa[e]) : pa[e] == pr[e];
-                    if (!same && wrong++ < 3)
-                        CHECK_MSG(0, "%s %s layout %d element %lld: %g vs reference %g", names[i],
-                                  vt_dtype_name(dts[d]), layout, (long long)e, pa[e], pr[e]);
-                }
-                CHECK(wrong == 0);
+                char what[96];
+                snprintf(what, sizeof what, "%s %s layout %d", names[i], vt_dtype_name(dts[d]), layout);
+                int64_t nonfinite, n = vt_tensor_numel(&yr.t);
+                CHECK(mismatches(what, &t.y.t, &yr.t, &nonfinite) == 0);
                 CHECK_MSG(nonfinite > 0 && nonfinite < n / 2, "%s: %lld of %lld non-finite", names[i],
                           (long long)nonfinite, (long long)n);
-                ht_free(&a), ht_free(&r), ht_free(&yr);
+                ht_free(&yr);
                 free_tensors(&t);
             }
 }
@@ -275,19 +278,12 @@ TEST(kernels_conv_input_gradient_nonfinite) {
             host_tensor gr = ht_new(VT_F32, t.x.t.ndim, t.x.t.sizes);
             CHECK_OK(vt_conv_backward_input(&t.x.t, &t.gy.t, &t.w.t, &p, VT_PRECISION_DEFAULT));
             CHECK_OK(vt_ref_conv_backward_input(&gr.t, &t.gy.t, &t.w.t, &p, VT_PRECISION_DEFAULT));
-            host_tensor a = to_f64(&t.x.t, 0), b = to_f64(&gr.t, 0);
-            const double *pa = a.block, *pb = b.block;
-            int64_t bad = 0, nonfinite = 0;
-            for (int64_t e = 0; e < vt_tensor_numel(&gr.t); e++) {
-                nonfinite += !isfinite(pb[e]);
-                int same = isnan(pb[e]) ? isnan(pa[e]) : pa[e] == pb[e];
-                if (!same && bad++ < 3)
-                    CHECK_MSG(0, "%s %s element %lld: %g vs reference %g", names[i], which ? "weight" : "grad_out",
-                              (long long)e, pa[e], pb[e]);
-            }
-            CHECK(bad == 0);
+            char what[96];
+            snprintf(what, sizeof what, "%s inf in %s", names[i], which ? "the weight" : "grad_out");
+            int64_t nonfinite;
+            CHECK(mismatches(what, &t.x.t, &gr.t, &nonfinite) == 0);
             CHECK_MSG(nonfinite > 0, "%s: no non-finite entry", names[i]);
-            ht_free(&a), ht_free(&b), ht_free(&gr);
+            ht_free(&gr);
             free_tensors(&t);
         }
 }
