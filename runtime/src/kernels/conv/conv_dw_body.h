@@ -424,11 +424,11 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
 
 /* One output row of a 3x3 window over rows of the cl stage (rw floats
  * apart, positions W floats apart, step floats per output): the nine
- * weights in registers, two positions at a time, the taps in order. kind
- * 0: into y (lane vectors W apart), 1: f32 at yd, 2: bf16 at yd (ystep
- * elements apart). A function of its own so that its few pointers stay in
- * registers. Returns the positions done (n rounded down to a multiple of four at strides 1
- * and 2, of two otherwise). */
+ * weights in registers, two positions at a time (four at unit stride), the
+ * taps in order. kind 0: into y (lane vectors W apart), 1: f32 at yd, 2:
+ * bf16 at yd (ystep elements apart). A function of its own so that its few
+ * pointers stay in registers. Returns the positions done (n rounded down
+ * to a multiple of four at unit stride, of two otherwise). */
 __attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, int64_t rw, int64_t W, int64_t step,
                                                                int64_t n, const float *w, int kind, float *y,
                                                                char *yd, int64_t ystep) {
