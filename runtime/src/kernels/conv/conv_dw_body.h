@@ -54,12 +54,13 @@ static inline dw_vf dw_float(dw_vu u) {
     memcpy(&v, &u, sizeof v);
     return v;
 }
-/* 16 bf16 at p as f32 bits. On AVX-512 one VPMOVZXWD: the generic
- * conversion came out as two 8-lane halves and an insert (the bf16 stage
- * of a stride-2 channels-last depthwise spent half its time there). */
+/* 16 bf16 at p as f32 bits. On AVX-512 vmath_avx512.h's widening (one
+ * VPMOVZXWD): the generic conversion came out as two 8-lane halves and an
+ * insert (the bf16 stage of a stride-2 channels-last depthwise spent half
+ * its time there). */
 static inline dw_vu dw_ld_bf16(const uint16_t *p) {
 #if defined(__AVX512F__)
-    __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16);
+    __m512 x = vt_avx512_bf16x16_to_f32(_mm256_loadu_si256((const __m256i *)(const void *)p));
     dw_vu u;
     memcpy(&u, &x, sizeof u);
     return u;
