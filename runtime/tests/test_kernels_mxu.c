@@ -424,6 +424,89 @@ TEST(kernels_mxu_bf16_packers_same_bits) {
     }
     free(v), free(h16);
 }
+
+/* A bf16 line at DEFAULT is packed word for word (flushed, not rounded
+ * through f32); every one of the 65536 bf16 patterns must pack to the bits
+ * its f32 value packs to, through all four packers of both tables, ragged
+ * lengths and padding included. (The engines' dot products flush denormal
+ * inputs themselves, so a product cannot show a missing flush: the packed
+ * bits are compared.) */
+TEST(kernels_mxu_bf16_words_pack_as_f32) {
+    const unsigned need = VT_ISA_AVX512 | VT_ISA_AVX512BF16;
+    if ((vt_isa_available() & need) != need) return;
+    const int64_t n = 65536 + 7;
+    uint16_t *h16 = malloc((size_t)n * 2);
+    float *f = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        h16[i] = (uint16_t)(i * 40503u); /* a permutation of the 65536 patterns, then 7 more */
+        uint32_t u = (uint32_t)h16[i] << 16;
+        memcpy(&f[i], &u, 4);
+    }
+    static const int seg0[1] = {0};
+    const vt_mxu_packers *P[2] = {&vt_mxu_packers_avx512, &vt_mxu_packers_avx512bf16};
+    const vt_precision D = VT_PRECISION_DEFAULT;
+    int bad = 0;
+    for (int e = 0; e < 2; e++) {
+        for (int64_t len = n; len >= 45; len = len == n ? 45 : 0) { /* pack_a_row: the whole line, a ragged one */
+            int64_t kt = (len + 31) / 32;
+            size_t bytes = (size_t)kt * VT_MXU_CHUNK * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            memset(d[0], 0xab, bytes), memset(d[1], 0xab, bytes);
+            P[e]->pack_a_row((vt_mxu_line){h16, 1, len}, D, kt, 1, seg0, d[0], 3);
+            P[e]->pack_a_row((vt_mxu_line){f, 0, len}, D, kt, 1, seg0, d[1], 3);
+            bad += memcmp(d[0], d[1], bytes) != 0;
+            free(d[0]), free(d[1]);
+        }
+        { /* pack_b_rows: 16 pairs of rows of 1000 columns (np 1024) */
+            const int64_t np = 1024, panel = VT_MXU_CHUNK;
+            size_t bytes = (size_t)(np / 16 * panel) * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            memset(d[0], 0xab, bytes), memset(d[1], 0xab, bytes);
+            for (int j = 0; j < 16; j++) {
+                int64_t o = (int64_t)j * 4000;
+                P[e]->pack_b_rows((vt_mxu_line){h16 + o, 1, 1000}, (vt_mxu_line){h16 + o + 1000, 1, 1000}, D, np, 1,
+                                  1, seg0, d[0], panel, 0, j);
+                P[e]->pack_b_rows((vt_mxu_line){f + o, 0, 1000}, (vt_mxu_line){f + o + 1000, 0, 1000}, D, np, 1, 1,
+                                  seg0, d[1], panel, 0, j);
+            }
+            bad += memcmp(d[0], d[1], bytes) != 0;
+            free(d[0]), free(d[1]);
+        }
+        { /* pack_b_cols: 16 columns of K 1000, two past N */
+            const int64_t K = 1000, kt = (K + 31) / 32;
+            size_t bytes = (size_t)kt * VT_MXU_CHUNK * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            for (int base = 0; base < 4; base++) {
+                vt_mxu_line ch[16], cf[16];
+                for (int q = 0; q < 16; q++) {
+                    int64_t o = (int64_t)(base * 16 + q) * 1000, len = q < 14 ? K : 0;
+                    ch[q] = (vt_mxu_line){h16 + o, 1, len}, cf[q] = (vt_mxu_line){f + o, 0, len};
+                }
+                memset(d[0], 0xab, bytes), memset(d[1], 0xab, bytes);
+                P[e]->pack_b_cols(ch, D, kt, 1, seg0, d[0]);
+                P[e]->pack_b_cols(cf, D, kt, 1, seg0, d[1]);
+                bad += memcmp(d[0], d[1], bytes) != 0;
+            }
+            free(d[0]), free(d[1]);
+        }
+        { /* pack_a_cols: 13 valid rows, k_stride 16, K 70, every chunk */
+            const int64_t K = 70, kt = (K + 31) / 32;
+            size_t bytes = (size_t)kt * VT_MXU_CHUNK * 2;
+            uint16_t *d[2] = {malloc(bytes), malloc(bytes)};
+            for (int64_t off = 0; off + 16 * K < n; off += 16 * K) {
+                memset(d[0], 0xab, bytes), memset(d[1], 0xab, bytes);
+                for (int64_t c = 0; c < kt; c++) {
+                    P[e]->pack_a_cols((vt_mxu_line){h16 + off, 1, 13}, 16, K, D, kt, 1, seg0, d[0], c);
+                    P[e]->pack_a_cols((vt_mxu_line){f + off, 0, 13}, 16, K, D, kt, 1, seg0, d[1], c);
+                }
+                bad += memcmp(d[0], d[1], bytes) != 0;
+            }
+            free(d[0]), free(d[1]);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d bf16 packings differ from the same values packed from f32", bad);
+    free(h16), free(f);
+}
 #endif
 
 /* vt_matmul_f32_out: BF16 / F16 operands, F32 out — the f32 sums vt_matmul
@@ -636,6 +719,55 @@ TEST(kernels_mxu_wide_claims_exact) {
                     CHECK(ht_compare(what, &out.t, &ref.t, -1) == 0);
                     ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&out), ht_free(&ref);
                 }
+    }
+    restore_engine();
+}
+
+/* bf16 operands at DEFAULT are packed word for word (mxu_pack_body.h: no
+ * f32 round trip), with the flush the f32 path's rounding applies: a
+ * denormal becomes the zero of its sign, a NaN (signalling ones too) gets
+ * its quiet bit. The same values as f32 operands must give the same f32
+ * sums bit for bit on every engine, through each packer: A by rows and by
+ * columns (a transposed view), B by rows and by columns, N ragged and
+ * narrow. The specials decide their sums (a
+ * denormal times 2^60 is its row's only product; NaN, inf, -0). The packed
+ * bits themselves are compared by kernels_mxu_bf16_words_pack_as_f32. */
+TEST(kernels_mxu_bf16_words_same_bits_as_f32) {
+    static const int64_t shapes[][3] = {{37, 70, 45}, {20, 100, 16}, {40, 1000, 16}};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int form = 0; form < 4; form++) { /* bit 0: A transposed; bit 1: B transposed */
+                const int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+                host_tensor a = form & 1 ? ht_transposed(VT_BF16, M, K) : mat(VT_BF16, M, K);
+                host_tensor b = form & 2 ? ht_transposed(VT_BF16, K, N) : mat(VT_BF16, K, N);
+                host_tensor af = mat(VT_F32, M, K), bf = mat(VT_F32, K, N);
+                fill(&a, 0), fill(&b, 0);
+                uint16_t *pa = a.block, *pb = b.block;
+#define A_AT(i, k) pa[(form & 1) ? (i) + (k) * M : (i) * K + (k)]
+#define B_AT(k, j) pb[(form & 2) ? (k) + (j) * K : (k) * N + (j)]
+                for (int64_t k = 0; k < K; k++) A_AT(0, k) = A_AT(1, k) = A_AT(4, k) = 0;
+                A_AT(0, 3) = 0x0001;  /* the smallest denormal, its row's only product with B row 3 (2^60) */
+                A_AT(1, 9) = 0x807f;  /* the largest negative denormal, times B row 9 (-2^60) */
+                A_AT(2, 5) = 0x7f81;  /* a signalling NaN */
+                A_AT(3, 7) = 0xff80;  /* -inf */
+                A_AT(4, 11) = 0x5d80; /* 2^60, its row's only product with B row 11 (denormals) */
+                for (int64_t j = 0; j < N; j++) {
+                    B_AT(3, j) = 0x5d80, B_AT(9, j) = 0xdd80, B_AT(11, j) = (uint16_t)(0x8001 + (j & 1) * 0x7fff);
+                    B_AT(13, j) = j % 3 ? 0x8000 : 0xffc1; /* -0 and a quiet NaN */
+                }
+#undef A_AT
+#undef B_AT
+                CHECK_OK(vt_copy(&af.t, &a.t));
+                CHECK_OK(vt_copy(&bf.t, &b.t));
+                host_tensor got = mat(VT_F32, M, N), want = mat(VT_F32, M, N);
+                memset(got.block, 0xff, got.bytes);
+                CHECK_OK(vt_matmul_f32_out(&got.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+                CHECK_OK(vt_matmul(&want.t, &af.t, &bf.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+                CHECK_MSG(!memcmp(got.block, want.block, got.bytes), "%s %lldx%lldx%lld form %d", vt_mxu_path(),
+                          (long long)M, (long long)K, (long long)N, form);
+                ht_free(&a), ht_free(&b), ht_free(&af), ht_free(&bf), ht_free(&got), ht_free(&want);
+            }
     }
     restore_engine();
 }

@@ -34,9 +34,9 @@ const int *vt_mxu_slot_parts(int nlow);
  * set reads f32 and bf16 lines at unit stride straight into its layout.
  *   pack_a_row:  row r (< 16) of an A panel, all kt chunks of each segment
  *                (seg[g]: the part segment g holds; nseg of them).
- *   pack_b_rows: rows k and k+1 of B (even, odd) over all np columns: pair
- *                j = (k%32)/2 of chunk c, written to b + panel*b_panel +
- *                (g*kt + c)*VT_MXU_CHUNK + j*32.
+ *   pack_b_rows: rows k and k+1 of B (even, odd) over all np columns (a
+ *                multiple of 32): pair j = (k%32)/2 of chunk c, written to
+ *                b + panel*b_panel + (g*kt + c)*VT_MXU_CHUNK + j*32.
  *   pack_b_cols: a 16-column B panel whose columns are contiguous lines:
  *                cols[q] is column q (n = 0 for columns past N).
  *   pack_a_cols: chunk c (32 K) of a 16-row panel of A whose columns are

@@ -135,10 +135,11 @@ static void split_line(const vt_mxu_engine *e, vt_precision prec, const vt_tenso
 
 
 #if VT_X86
-/* Line `index` of t for the direct packers; past `count` it is all +0. */
+/* Line `index` of t (f32 or bf16: direct_line) for the direct packers;
+ * past `count` it is all +0. */
 static vt_mxu_line line_at(const vt_tensor *t, int64_t index, int64_t count, int64_t line_stride, int64_t n) {
     vt_mxu_line x = {t->data, t->dtype == VT_BF16, index < count ? n : 0};
-    if (index < count) x.p = (const char *)t->data + (t->offset + index * line_stride) * (int64_t)vt_dtype_size(t->dtype);
+    if (index < count) x.p = (const char *)t->data + (t->offset + index * line_stride) * (x.is_bf16 ? 2 : 4);
     return x;
 }
 #endif

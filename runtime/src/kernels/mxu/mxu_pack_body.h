@@ -28,6 +28,30 @@ static inline __m512i load16(vt_mxu_line x, int64_t i) {
     return _mm512_castps_si512(_mm512_maskz_loadu_ps(k, (const float *)x.p + i));
 }
 
+/* A bf16 line at DEFAULT needs no f32 round trip: its one part is the
+ * value itself with the engine's flush (a denormal becomes the zero of its
+ * sign, a NaN gets its quiet bit), which is what rounding the widened value
+ * gives: its low half is zero, so RNE keeps it. 32 words at a time. */
+static inline __m512i load32w(vt_mxu_line x, int64_t i) {
+    int64_t left = x.n - i;
+    __mmask32 k = left >= 32 ? (__mmask32)0xffffffffu : left <= 0 ? 0 : (__mmask32)((1u << left) - 1);
+    return k ? _mm512_maskz_loadu_epi16(k, (const uint16_t *)x.p + i) : _mm512_setzero_si512();
+}
+static inline __m512i flush32w(__m512i w) {
+    __mmask32 den = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x7f80));
+    __mmask32 nan = _mm512_cmpgt_epu16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7fff)), _mm512_set1_epi16(0x7f80));
+    w = _mm512_mask_mov_epi16(w, nan, _mm512_or_si512(w, _mm512_set1_epi16(0x0040)));
+    return _mm512_mask_mov_epi16(w, den, _mm512_and_si512(w, _mm512_set1_epi16((short)0x8000)));
+}
+static inline int words_only(vt_mxu_line x, vt_precision prec) { return x.is_bf16 && prec == VT_PRECISION_DEFAULT; }
+/* Words 0-15 (half 0) or 16-31 (half 1) of e and o as VNNI pairs (e, o). */
+static inline __m512i zip32w(__m512i e, __m512i o, int half) {
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    return _mm512_permutex2var_epi16(e, half ? hi : lo, o);
+}
+
 /* Whether prec has part i (0 hi, 1 mid, 2 lo). */
 static inline int part_used(int i, vt_precision prec) {
     return i == 0 || (i == 2 && prec != VT_PRECISION_DEFAULT) || prec == VT_PRECISION_HIGHEST;
@@ -54,6 +78,10 @@ static inline void parts16(__m512i u, vt_precision prec, __m512i part[3]) {
 /* The 32 bf16 of one 32-K chunk of a line, per part: the high halves of the
  * two 16-lane part vectors, in order (consecutive pairs are VNNI words). */
 static inline void chunk32(vt_mxu_line x, int64_t k0, vt_precision prec, __m512i out[3]) {
+    if (words_only(x, prec)) {
+        out[0] = flush32w(load32w(x, k0));
+        return;
+    }
 #ifdef VT_PACK_RNE32
     if (prec == VT_PRECISION_DEFAULT) {
         out[0] = VT_PACK_RNE32(load16(x, k0), load16(x, k0 + 16));
@@ -80,6 +108,15 @@ static void pack_a_row(vt_mxu_line x, vt_precision prec, int64_t kt, int nseg, c
 
 static void pack_b_rows(vt_mxu_line even, vt_mxu_line odd, vt_precision prec, int64_t np, int64_t kt, int nseg,
                         const int *seg, uint16_t *b, int64_t b_panel, int64_t c, int j) {
+    if (words_only(even, prec) && words_only(odd, prec)) { /* np: a multiple of 32 */
+        for (int64_t i = 0; i < np; i += 32) {
+            __m512i e = flush32w(load32w(even, i)), o = flush32w(load32w(odd, i));
+            uint16_t *d = b + (i / 16) * b_panel + c * VT_MXU_CHUNK + j * 32;
+            _mm512_storeu_si512(d, zip32w(e, o, 0));
+            _mm512_storeu_si512(d + b_panel, zip32w(e, o, 1));
+        }
+        return;
+    }
     for (int64_t i = 0; i < np; i += 16) {
         __m512i pe[3], po[3];
         parts16(load16(even, i), prec, pe);
@@ -126,6 +163,10 @@ static void pack_a_cols(vt_mxu_line x, int64_t k_stride, int64_t K, vt_precision
         e.n = k < K ? x.n : 0, o.n = k + 1 < K ? x.n : 0;
         if (e.n) e.p = (const char *)x.p + (size_t)(k * k_stride) * es;
         if (o.n) o.p = (const char *)x.p + (size_t)((k + 1) * k_stride) * es;
+        if (words_only(x, prec)) {
+            w[0][j] = zip32w(flush32w(load32w(e, 0)), flush32w(load32w(o, 0)), 0);
+            continue;
+        }
         __m512i pe[3], po[3];
         parts16(load16(e, 0), prec, pe);
         parts16(load16(o, 0), prec, po);
