@@ -17,6 +17,8 @@ CASES = [
     ("3x3", 2, 2, 16, 24, 9, 3, 1, 1, 1, 1),
     ("3x3 s2", 2, 2, 16, 8, 11, 3, 2, 1, 1, 1),
     ("1x1", 2, 3, 32, 16, 7, 1, 1, 0, 1, 1),
+    # 5184 positions: the weight gradient (48 x 16) is summed in K slices
+    ("1x1 long", 2, 4, 16, 48, 36, 1, 1, 0, 1, 1),
     ("5x5 dil2", 2, 1, 8, 8, 13, 5, 1, 4, 2, 1),
     ("groups 2", 2, 2, 32, 16, 8, 3, 1, 1, 1, 2),
     ("rgb stem 7x7 s2", 2, 2, 3, 16, 20, 7, 2, 3, 1, 1),
@@ -91,6 +93,19 @@ def test_conv_default_precision_is_one_bf16_pass(case, layout):
     want = conv(x.bfloat16().float(), w.bfloat16().float(), b, **kw)
     got = conv(x.to("tpu"), w.to("tpu"), b.to("tpu"), **kw).cpu()
     torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+    # the gradients: products of the rounded grad_output and weight / input
+    gy = torch.randn(want.shape, generator=torch.Generator().manual_seed(2))
+    if layout == "channels_last":
+        gy = gy.contiguous(memory_format=FORMATS[dims])
+    cb = torch.ops.aten.convolution_backward
+    conf = (None, [kw["stride"]] * dims, [kw["padding"]] * dims, [kw["dilation"]] * dims, False, [0] * dims,
+            kw["groups"], [True, True, False])
+    r = [t.bfloat16().float() for t in (gy, x, w)]
+    want_g = cb(*r, *conf)[:2]
+    got_g = cb(gy.to("tpu"), x.to("tpu"), w.to("tpu"), *conf)[:2]
+    for what, g, wg in zip(("input", "weight"), got_g, want_g):
+        scale = max(wg.abs().max().item(), 1.0)  # sums of many terms, in another order
+        torch.testing.assert_close(g.cpu() / scale, wg / scale, rtol=2e-5, atol=2e-5, msg=lambda m: f"grad {what}: {m}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])

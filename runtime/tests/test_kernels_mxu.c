@@ -723,17 +723,95 @@ TEST(kernels_mxu_wide_claims_exact) {
     restore_engine();
 }
 
+/* A small C with a long K (M x N within 128 x 128 once padded to 32, K of
+ * 4096 or more: a weight gradient of a layer with few channels) is summed
+ * in K slices by groups, the groups' sums added in order (mxu.c). Small
+ * integers: every partial sum is exact in any order, so out must equal the
+ * scalar reference bit for bit on every engine, f32 and bf16 operands, A
+ * transposed as a weight gradient's is (form 0) or not, K ending mid-slice
+ * and mid-chunk, out plain or through alpha and a bias (form 1), always a
+ * view with a gap that must stay untouched, and B produced row by row. */
+TEST(kernels_mxu_k_slices_exact) {
+    static const int64_t shapes[][3] = {{96, 4200, 16}, {16, 4127, 96}, {1, 4096, 1}, {33, 4097, 45}};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t d = 0; d < 2; d++)
+            for (int form = 0; form < 2; form++) {
+                const int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+                host_tensor a = form ? mat(dts[d], M, K) : ht_transposed(dts[d], M, K), b = mat(dts[d], K, N);
+                host_tensor bias = mat(dts[d], M, N), out = mat(dts[d], M, N + 3), ref = mat(dts[d], M, N);
+                out.t.sizes[1] = N;
+                fill(&a, 1), fill(&b, 1), fill(&bias, 1);
+                const vt_tensor *bp = form ? &bias.t : NULL;
+                const double alpha = form ? 2.0 : 1.0, beta = form ? 0.5 : 0.0;
+                CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, bp, alpha, beta, VT_PRECISION_DEFAULT));
+                for (size_t e = 0; e < N_ENGINES; e++) {
+                    if (!use_engine(e)) continue;
+                    memset(out.block, 0xff, out.bytes);
+                    CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, bp, alpha, beta, VT_PRECISION_DEFAULT));
+                    char what[160];
+                    snprintf(what, sizeof what, "k slices %s %s form %d %lldx%lldx%lld", vt_mxu_path(),
+                             vt_dtype_name(dts[d]), form, (long long)M, (long long)K, (long long)N);
+                    CHECK(ht_compare(what, &out.t, &ref.t, -1) == 0);
+                    for (int64_t i = 0; i < M; i++) /* the view's gap */
+                        CHECK(((uint8_t *)out.block)[(size_t)(i * (N + 3) + N + 1) * vt_dtype_size(out.t.dtype)] == 0xff);
+                }
+                ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&out), ht_free(&ref);
+            }
+    /* B produced row by row (a convolution's column matrix): each slice asks
+     * for its own rows, each row once */
+    for (size_t d = 0; d < 2; d++) {
+        const int64_t M = 32, K = 4200, N = 27;
+        host_tensor a = ht_transposed(dts[d], M, K), b = mat(dts[d], K, N);
+        host_tensor out = mat(VT_F32, M, N), ref = mat(VT_F32, M, N), af = mat(VT_F32, M, K), bf = mat(VT_F32, K, N);
+        fill(&a, 1), fill(&b, 1);
+        CHECK_OK(vt_copy(&af.t, &a.t));
+        CHECK_OK(vt_copy(&bf.t, &b.t));
+        CHECK_OK(vt_ref_matmul(&ref.t, &af.t, &bf.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+        for (size_t e = 0; e < N_ENGINES; e++) {
+            if (!use_engine(e)) continue;
+            copy_rows cb = {&b, 0};
+            vt_mxu_rows rb = {copy_row, &cb};
+            memset(out.block, 0xff, out.bytes);
+            CHECK_OK(vt_matmul_rows(&out.t, &a.t, NULL, &b.t, &rb, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+            CHECK_MSG(ht_compare("k slices, produced B", &out.t, &ref.t, -1) == 0, "%s %s", vt_mxu_path(),
+                      vt_dtype_name(dts[d]));
+            CHECK(atomic_load(&cb.calls) == K);
+        }
+        ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref), ht_free(&af), ht_free(&bf);
+    }
+    restore_engine();
+}
+
+/* The same path on U(-1, 1) values: within the f32 accumulation bound of
+ * any summation order against the reference (check_bound). */
+TEST(kernels_mxu_k_slices_random_within_bound) {
+    static const int64_t shapes[][3] = {{20, 4500, 7}, {40, 4133, 16}};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int d = 0; d < 2; d++) {
+                const vt_dtype dt = d ? VT_BF16 : VT_F32;
+                host_tensor a = ht_transposed(dt, shapes[s][0], shapes[s][1]), b = mat(dt, shapes[s][1], shapes[s][2]);
+                fill(&a, 0), fill(&b, 0);
+                run_case("k slices random", &a, &b, VT_PRECISION_DEFAULT, 0);
+                ht_free(&a), ht_free(&b);
+            }
+    }
+    restore_engine();
+}
+
 /* bf16 operands at DEFAULT are packed word for word (mxu_pack_body.h: no
  * f32 round trip), with the flush the f32 path's rounding applies: a
  * denormal becomes the zero of its sign, a NaN (signalling ones too) gets
  * its quiet bit. The same values as f32 operands must give the same f32
  * sums bit for bit on every engine, through each packer: A by rows and by
  * columns (a transposed view), B by rows and by columns, N ragged and
- * narrow. The specials decide their sums (a
+ * narrow, and the K-sliced path. The specials decide their sums (a
  * denormal times 2^60 is its row's only product; NaN, inf, -0). The packed
  * bits themselves are compared by kernels_mxu_bf16_words_pack_as_f32. */
 TEST(kernels_mxu_bf16_words_same_bits_as_f32) {
-    static const int64_t shapes[][3] = {{37, 70, 45}, {20, 100, 16}, {40, 1000, 16}};
+    static const int64_t shapes[][3] = {{37, 70, 45}, {20, 100, 16}, {40, 4200, 16}};
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

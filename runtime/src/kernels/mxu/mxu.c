@@ -443,6 +443,125 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
     free(scratch);
 }
 
+/* ------------------------------------------------------------ K slices
+ * A product with a small C and a long K (the weight gradient of a layer
+ * with few channels: 96 x 16 summed over 50176 positions) had few C tiles
+ * for the cores (3 claims on 2 threads, one doing two thirds of the work)
+ * and packed both operands whole (13 MB of panels) before reading them
+ * back. It is cut along K instead: KS_GROUPS groups (fewer when K is
+ * shorter) of consecutive KS_CHUNKS-chunk slices; a thread takes a group,
+ * packs one slice at a time into its own panels (in L2) and accumulates
+ * the slice into the group's C, and the groups' sums are added in group
+ * order at the end. The grouping depends on the shape only, so the result
+ * does not depend on the thread count; each element is a sum of group
+ * sums, each the sequential f32 sum over its slices (a different order
+ * than the whole-K sum, with the same per-product error). DEFAULT only:
+ * the guarded low passes of HIGH and HIGHEST are a whole-K sum. A B whose
+ * rows are produced (a convolution's column matrix) is asked for the rows
+ * of each slice; an A whose rows are produced keeps the whole-K path (its
+ * rows span K). Kept B panels are not used here: B is packed slice by
+ * slice, as A is. */
+#define KS_CHUNKS 32
+#define KS_GROUPS 16
+#define KS_MAX_C (128 * 128)
+#define KS_MIN_SLICES 4
+
+typedef struct ksplit_job {
+    const gemm_job *j; /* the whole product: engine, operands, plan, epilogue */
+    int64_t nslices, ngroups;
+    float *part; /* ngroups C sums of Mp x Np */
+    atomic_llong next;
+    atomic_int oom;
+} ksplit_job;
+
+static int64_t ksplit_first(const ksplit_job *ks, int64_t g) { return g * ks->nslices / ks->ngroups; }
+
+/* A produced B's rows seen from a slice starting at row k0. */
+typedef struct slice_rows {
+    const vt_mxu_rows *whole;
+    int64_t k0;
+} slice_rows;
+
+static void slice_row(void *ctx, int64_t index, void *dst) {
+    const slice_rows *r = ctx;
+    r->whole->row(r->whole->ctx, r->k0 + index, dst);
+}
+
+/* Slice s of the whole product: its K range of a and b, packed into the
+ * job's own panels. */
+static void ksplit_pack(const gemm_job *whole, int64_t s, gemm_job *sj, void *mem) {
+    const int64_t k0 = s * KS_CHUNKS * 32, K = whole->p.K, kl = K - k0 < KS_CHUNKS * 32 ? K - k0 : KS_CHUNKS * 32;
+    vt_tensor av = *whole->a, bv = *whole->b;
+    av.offset += k0 * av.strides[1], av.sizes[1] = kl;
+    bv.offset += k0 * bv.strides[0], bv.sizes[0] = kl;
+    slice_rows sr = {whole->p.b_rows, k0};
+    const vt_mxu_rows rows = {slice_row, &sr};
+    uint16_t *pa = sj->p.a, *pb = sj->p.b;
+    int64_t a_elems, b_elems;
+    vt_mxu_pack_plan(&sj->p, whole->p.M, whole->p.N, kl, VT_PRECISION_DEFAULT, &a_elems, &b_elems);
+    sj->p.a = pa, sj->p.b = pb;
+    sj->p.b_rows = whole->p.b_rows ? &rows : NULL;
+    int64_t na, ntasks = vt_mxu_pack_tasks(&sj->p, sj->e, &av, &bv, &na);
+    for (int64_t t = 0; t < ntasks; t++) vt_mxu_pack_task(&sj->p, sj->e, VT_PRECISION_DEFAULT, &av, &bv, t, na, mem);
+    sj->p.b_rows = NULL;
+}
+
+static void ksplit_range(void *ctx, int64_t begin, int64_t end) {
+    (void)begin, (void)end;
+    ksplit_job *ks = ctx;
+    const gemm_job *whole = ks->j;
+    vt_mxu_packed full;
+    int64_t a_elems, b_elems;
+    vt_mxu_pack_plan(&full, whole->p.M, whole->p.N, KS_CHUNKS * 32, VT_PRECISION_DEFAULT, &a_elems, &b_elems);
+    gemm_job sj;
+    memset(&sj, 0, sizeof sj);
+    sj.e = whole->e;
+    uint16_t *panels = aligned_alloc(64, (size_t)(a_elems + b_elems) * sizeof(uint16_t));
+    void *mem = malloc(vt_mxu_pack_scratch_bytes(&full));
+    if (!panels || !mem) {
+        free(panels), free(mem);
+        atomic_store(&ks->oom, 1);
+        return;
+    }
+    sj.p.a = panels, sj.p.b = panels + a_elems;
+    const int64_t Mp = full.Mp, Np = full.Np;
+    for (int64_t g; (g = atomic_fetch_add(&ks->next, 1)) < ks->ngroups;) {
+        float *c = ks->part + g * Mp * Np;
+        for (int64_t s = ksplit_first(ks, g); s < ksplit_first(ks, g + 1); s++) {
+            ksplit_pack(whole, s, &sj, mem);
+            for (int64_t m0 = 0; m0 < Mp; m0 += MC)
+                for (int64_t n0 = 0; n0 < Np; n0 += NC) {
+                    tile x = {m0, n0, Mp - m0 < MC ? Mp - m0 : MC, Np - n0 < NC ? Np - n0 : NC, Np,
+                              c + m0 * Np + n0, 0, 0, {0}};
+                    if (sj.e->rows_any && whole->p.M - m0 < x.mb) x.mb = whole->p.M - m0;
+                    run_pass(&sj, &x, vt_mxu_passes(0)[0], s > ksplit_first(ks, g));
+                }
+        }
+    }
+    free(panels), free(mem);
+}
+
+/* The whole product by K slices (j: planned, DEFAULT, operands stored). */
+static vt_status ksplit_run(const gemm_job *j, int parallel) {
+    ksplit_job ks;
+    memset(&ks, 0, sizeof ks);
+    ks.j = j;
+    ks.nslices = (j->p.kt + KS_CHUNKS - 1) / KS_CHUNKS;
+    ks.ngroups = ks.nslices < KS_GROUPS ? ks.nslices : KS_GROUPS;
+    const int64_t Mp = j->p.Mp, Np = j->p.Np;
+    ks.part = aligned_alloc(64, (size_t)(ks.ngroups * Mp * Np) * sizeof(float));
+    if (!ks.part) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
+    vt_parallel_for(ks.ngroups, parallel ? 1 : ks.ngroups, ksplit_range, &ks);
+    if (!atomic_load(&ks.oom)) {
+        for (int64_t g = 1; g < ks.ngroups; g++) /* in group order */
+            for (int64_t i = 0; i < Mp * Np; i++) ks.part[i] += ks.part[g * Mp * Np + i];
+        write_out(&j->ep, ks.part, Np, 0, 0, j->p.M, j->p.N);
+    }
+    free(ks.part);
+    if (atomic_load(&ks.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
+    return VT_OK;
+}
+
 /* A produced operand written out as a row-major matrix (*view), or NULL. */
 static void *materialize(const vt_tensor *t, const vt_mxu_rows *src, vt_tensor *view) {
     size_t es = vt_dtype_size(t->dtype);
@@ -487,6 +606,11 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     int64_t a_elems, b_elems;
     vt_mxu_pack_plan(&j.p, M, N, K, j.prec, &a_elems, &b_elems);
     j.p.a_rows = a_rows, j.p.b_rows = b_rows;
+    int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
+    int parallel = macs >= PARALLEL_MACS;
+    if (j.p.nlow == 0 && !a_rows && j.p.Mp * j.p.Np <= KS_MAX_C &&
+        j.p.kt >= KS_MIN_SLICES * KS_CHUNKS)
+        return ksplit_run(&j, parallel);
     /* A bf16 A whose rows are runs of whole 32-k chunks, or one run of an
      * even K below 32, is read in place by an engine that can: its packing
      * would only copy it. */
@@ -510,8 +634,6 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         j.pairs = (int)(K / 2);
         a_elems = M * K + 16; /* the split writes whole vectors of 16 */
     }
-    int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
-    int parallel = macs >= PARALLEL_MACS;
     int cached = 0, hit = 0;
     uint16_t *ws = NULL;
     kept_panels *kb = NULL;
