@@ -602,7 +602,7 @@ TEST(kernels_mxu_bf16_a_in_place_same_bits) {
  * copy, end to end in runs of 32768 elements, and read in place (AMX,
  * AVX512-BF16); the same A as a view with a row gap goes through the packed
  * panels. Both must give the same bits on every engine: K = 2, 16 and 30
- * (17 and 32 are packed either way), M from one row to runs that end
+ * (17 and 32 take one path either way), M from one row to runs that end
  * mid-vector (5463 x 6 = 32778 elements: two runs, the last of 10), an out
  * that is a view, a bias, and specials (inf, NaN, denormals the rounding
  * flushes, -0, a value that rounds up to inf). */
@@ -638,6 +638,39 @@ TEST(kernels_mxu_f32_a_rounded_in_place_same_bits) {
 }
 
 /* A row source that copies row i of a stored matrix (and counts calls). */
+/* A dense-row f32 A at DEFAULT with whole 32-k chunks (K <= 2048), N <= 64
+ * and at least two claims a thread is rounded claim by claim into strips
+ * the engine reads in place (mxu.c's a_strip, AMX and AVX512-BF16); the
+ * same A stored column-major is packed into panels. Same bits on every
+ * engine: N of 1, 16, 40 and 64, M ending mid-claim, rows with a gap, a
+ * bias, K up to the limit and one chunk past it (packed either way), and
+ * specials (inf, NaN, denormals, -0, a value that rounds up to inf). */
+TEST(kernels_mxu_f32_a_strips_same_bits) {
+    static const int64_t shapes[][3] = {{600, 96, 16}, {1000, 64, 64}, {513, 2048, 1}, {777, 32, 40}, {520, 2080, 8}};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int form = 0; form < 2; form++) { /* plain; rows 5 apart more than K, with a bias */
+                const int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], lda = form ? K + 5 : K;
+                host_tensor a = mat(VT_F32, M, lda), at = ht_transposed(VT_F32, M, K), b = mat(VT_F32, K, N);
+                host_tensor bias = mat(VT_F32, M, N), got = mat(VT_F32, M, N), want = mat(VT_F32, M, N);
+                fill(&a, 0), fill(&b, 0), fill(&bias, 0);
+                a.t.sizes[1] = K;
+                static const double specials[] = {INFINITY, -INFINITY, NAN, 1e-40, -1e-40, -0.0, 3.4e38};
+                for (int q = 0; q < 7; q++) set_f(&a, (q * 97 % M) * lda + (q * 5) % K, specials[q]);
+                CHECK_OK(vt_copy(&at.t, &a.t));
+                const vt_tensor *bp = form ? &bias.t : NULL;
+                memset(got.block, 0xff, got.bytes);
+                CHECK_OK(vt_matmul(&got.t, &a.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                CHECK_OK(vt_matmul(&want.t, &at.t, &b.t, bp, 1.0, 0.5, VT_PRECISION_DEFAULT));
+                CHECK_MSG(ht_compare("A strips", &got.t, &want.t, -1) == 0, "%s %lldx%lldx%lld form %d", vt_mxu_path(),
+                          (long long)M, (long long)K, (long long)N, form);
+                ht_free(&a), ht_free(&at), ht_free(&b), ht_free(&bias), ht_free(&got), ht_free(&want);
+            }
+    }
+    restore_engine();
+}
+
 typedef struct copy_rows {
     const host_tensor *m;
     _Atomic int64_t calls;
