@@ -638,15 +638,17 @@ TEST(kernels_mxu_f32_a_rounded_in_place_same_bits) {
 }
 
 /* A row source that copies row i of a stored matrix (and counts calls). */
-/* A dense-row f32 A at DEFAULT with whole 32-k chunks (K <= 2048), N <= 64
- * and at least two claims a thread is rounded claim by claim into strips
- * the engine reads in place (mxu.c's a_strip, AMX and AVX512-BF16); the
- * same A stored column-major is packed into panels. Same bits on every
- * engine: N of 1, 16, 40 and 64, M ending mid-claim, rows with a gap, a
- * bias, K up to the limit and one chunk past it (packed either way), and
- * specials (inf, NaN, denormals, -0, a value that rounds up to inf). */
+/* A dense-row f32 A at DEFAULT with whole 32-k chunks (K <= 2048), N within
+ * one column claim and at least two claims a thread is rounded claim by
+ * claim into strips the engine reads in place (mxu.c's a_strip, AMX and
+ * AVX512-BF16); the same A stored column-major is packed into panels. Same
+ * bits on every engine: N of 1, 16, 40, 64 and 300, M ending mid-claim,
+ * rows with a gap, a bias, K up to the limit and one chunk past it (packed
+ * either way), and specials (inf, NaN, denormals, -0, a value that rounds
+ * up to inf). */
 TEST(kernels_mxu_f32_a_strips_same_bits) {
-    static const int64_t shapes[][3] = {{600, 96, 16}, {1000, 64, 64}, {513, 2048, 1}, {777, 32, 40}, {520, 2080, 8}};
+    static const int64_t shapes[][3] = {{600, 96, 16},  {1000, 64, 64}, {513, 2048, 1},
+                                        {777, 32, 40},  {1100, 64, 300}, {520, 2080, 8}};
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)

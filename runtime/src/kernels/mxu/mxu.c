@@ -554,7 +554,7 @@ static void ksplit_range(void *ctx, int64_t begin, int64_t end) {
             for (int64_t m0 = 0; m0 < Mp; m0 += MC)
                 for (int64_t n0 = 0; n0 < Np; n0 += NC) {
                     tile x = {m0, n0, Mp - m0 < MC ? Mp - m0 : MC, Np - n0 < NC ? Np - n0 : NC, Np,
-                              c + m0 * Np + n0, 0, 0, {0}};
+                              c + m0 * Np + n0, 0, 0, {0}, NULL, 0};
                     if (sj.e->rows_any && whole->p.M - m0 < x.mb) x.mb = whole->p.M - m0;
                     run_pass(&sj, &x, vt_mxu_passes(0)[0], s > ksplit_first(ks, g));
                 }
@@ -633,6 +633,18 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     if (j.p.nlow == 0 && !a_rows && j.p.Mp * j.p.Np <= KS_MAX_C &&
         j.p.kt >= KS_MIN_SLICES * KS_CHUNKS)
         return ksplit_run(&j, parallel);
+    j.ntm = (j.p.Mp + MC - 1) / MC;
+    j.group = j.p.nlow ? MGROUP : 1;
+    j.ngm = (j.ntm + j.group - 1) / j.group;
+    /* A product with few row tiles (a weight gradient: M = output channels)
+     * in NC-wide claims left a core idle (3 claims on 2 threads): narrower
+     * claims, down to 64 columns, until each thread has about 4. */
+    j.nc = NC;
+    if (j.p.nlow == 0 && j.p.kt <= A_STRIP_L1_CHUNKS)
+        while (j.nc < NC_WIDE && j.nc < j.p.Np && j.p.kt * 32 * (2 * j.nc) * 2 <= B_BLOCK_BYTES) j.nc *= 2;
+    int64_t want = parallel ? 4 * (int64_t)vt_num_threads() : 1;
+    while (j.nc > 64 && j.ngm * ((j.p.Np + j.nc - 1) / j.nc) < want) j.nc /= 2;
+    j.nclaims = j.ngm * ((j.p.Np + j.nc - 1) / j.nc);
     /* A bf16 A whose rows are runs of whole 32-k chunks, or one run of an
      * even K below 32, is read in place by an engine that can: its packing
      * would only copy it. */
@@ -657,16 +669,18 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         a_elems = M * K + 16; /* the split writes whole vectors of 16 */
     }
     /* The same A with whole 32-k chunks (rows at unit stride), in a
-     * product of one column claim (N <= 64: a 1x1 convolution's input
-     * gradient, 96 -> 16 channels): each claim rounds its own rows (MC x K,
-     * in L2) just before the engine reads them in place, so A is read once
-     * and nothing is written back; packed, every row was split and stored
-     * to its panels, then read again. The same bits as the panels. With
-     * fewer than two claims a thread, the packing's finer split of A over
-     * the cores wins (measured: 256 x 2048 x 10 0.071 ms packed, 0.086 in
-     * strips; 512 x 2048 x 16 0.22 -> 0.15; 50176 x 96 x 16 1.19 -> 0.86). */
+     * product whose claims are one column claim wide (a 1x1 convolution's
+     * forward or input gradient, a Linear of up to nc outputs): each claim
+     * rounds its own rows (MC x K, in L2) just before the engine reads them
+     * in place, so A is read once and nothing is written back; packed,
+     * every row was split and stored to its panels, then read again. The
+     * same bits as the panels. With fewer than two claims a thread, the
+     * packing's finer split of A over the cores wins (measured, ms packed
+     * -> strips: 256 x 2048 x 10 0.071 -> 0.086; 512 x 2048 x 16 0.22 ->
+     * 0.15; 50176 x 96 x 16 1.19 -> 0.86; 50176 x 64 x 256 2.8 -> 1.8;
+     * 3136 x 512 x 128 0.43 -> 0.35-0.40; 2048 x 512 x 512 0.51 -> 0.49). */
     j.a_strip = e->direct && a->dtype == VT_F32 && !a_rows && K > 0 && K % 32 == 0 && K <= A_STRIP_MAX_K &&
-                a->strides[1] == 1 && j.p.nlow == 0 && j.p.Np <= 64 &&
+                a->strides[1] == 1 && j.p.nlow == 0 && j.p.Np <= j.nc &&
                 (j.p.Mp + MC - 1) / MC >= 2 * (int64_t)vt_num_threads();
     if (j.a_strip) {
         j.pairs = 16;
@@ -703,18 +717,6 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         j.first = j.na;
         if (!hit) vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
     }
-    j.ntm = (j.p.Mp + MC - 1) / MC;
-    j.group = j.p.nlow ? MGROUP : 1;
-    j.ngm = (j.ntm + j.group - 1) / j.group;
-    /* A product with few row tiles (a weight gradient: M = output channels)
-     * in NC-wide claims left a core idle (3 claims on 2 threads): narrower
-     * claims, down to 64 columns, until each thread has about 4. */
-    j.nc = NC;
-    if (j.p.nlow == 0 && j.p.kt <= A_STRIP_L1_CHUNKS)
-        while (j.nc < NC_WIDE && j.nc < j.p.Np && j.p.kt * 32 * (2 * j.nc) * 2 <= B_BLOCK_BYTES) j.nc *= 2;
-    int64_t want = parallel ? 4 * (int64_t)vt_num_threads() : 1;
-    while (j.nc > 64 && j.ngm * ((j.p.Np + j.nc - 1) / j.nc) < want) j.nc /= 2;
-    j.nclaims = j.ngm * ((j.p.Np + j.nc - 1) / j.nc);
     if (!atomic_load(&j.oom)) vt_parallel_for(j.nclaims, parallel ? 1 : j.nclaims, tile_range, &j);
     if (ws) ws_release(ws, cached);
     kept_release(kb, hit || !atomic_load(&j.oom));
