@@ -300,6 +300,25 @@ static void transpose_block(char *dst, const char *src, int64_t s1, int64_t n, i
         }
 }
 
+/* rows x n elements of es bytes, each row of src read backwards (a flipped
+ * kernel's taps: the input gradient's transposed weight walks runs of 9).
+ * vt_convert's strided loop per run of a few elements cost more than the
+ * copy; a typed loop does not. */
+#define REVERSE_LOOP(T)                                                                                            \
+    for (int64_t r = 0; r < rows; r++) {                                                                           \
+        T *d = (T *)(dst + r * rs[0]);                                                                             \
+        const T *q = (const T *)(src + r * rs[1]);                                                                 \
+        for (int64_t j = 0; j < n; j++) d[j] = q[-j];                                                              \
+    }
+static void reverse_rows(char *dst, const char *src, int64_t n, int64_t rows, const int64_t *rs, size_t es) {
+    switch (es) {
+    case 1: REVERSE_LOOP(uint8_t) break;
+    case 2: REVERSE_LOOP(uint16_t) break;
+    case 4: REVERSE_LOOP(uint32_t) break;
+    default: REVERSE_LOOP(uint64_t) break;
+    }
+}
+
 static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, int64_t rows, const int64_t *rs) {
     copy_ctx *c = vctx;
     char *dst = p[0];
@@ -309,6 +328,10 @@ static void copy_block(void *vctx, char *const *p, const int64_t *s, int64_t n, 
     if (c->from == c->to && rows > 1 && s[0] == 1 && (s[1] > 1 || s[1] < -1) && across && es <= 8 &&
         (es & (es - 1)) == 0) {
         transpose_block(dst, src, s[1], n, rows, rs, es);
+        return;
+    }
+    if (c->from == c->to && s[0] == 1 && s[1] == -1 && es <= 8 && (es & (es - 1)) == 0) {
+        reverse_rows(dst, src, n, rows, rs, es);
         return;
     }
     if (c->from == c->to && s[0] == 1 && s[1] == 1) { /* rows of bytes: a slice of a cat, a head of a projection */
