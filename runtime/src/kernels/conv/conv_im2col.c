@@ -42,8 +42,8 @@ static void gather_run(vt_dtype dt, const char *src, int64_t step, vt_dtype ct, 
         memcpy(dst, src, (size_t)n * vt_dtype_size(ct));
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     } else if (dt == ct && step == 2 && vt_dtype_size(ct) == 2) { /* a stride-2 row: */
-        int64_t i = 0; /* the low halves of 32-bit words, eight at a time */
-        for (; i + 8 <= n; i += 8) {
+        int64_t i = 0; /* the low halves of 32-bit words, eight at a time; */
+        for (; i + 8 < n; i += 8) { /* the word of the last element would read one past it */
             vec8w w;
             memcpy(&w, src + i * 4, sizeof w);
             vec8h h = __builtin_convertvector(w, vec8h);
@@ -52,7 +52,7 @@ static void gather_run(vt_dtype dt, const char *src, int64_t step, vt_dtype ct, 
         for (; i < n; i++) memcpy(dst + i * 2, src + i * 4, 2);
     } else if (dt == ct && step == 2 && vt_dtype_size(ct) == 4) { /* of 64-bit words */
         int64_t i = 0;
-        for (; i + 4 <= n; i += 4) {
+        for (; i + 4 < n; i += 4) {
             vec4d w;
             memcpy(&w, src + i * 8, sizeof w);
             vec4w h = __builtin_convertvector(w, vec4w);
