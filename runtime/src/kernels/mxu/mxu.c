@@ -1,7 +1,6 @@
 /* mxu.c — vt_matmul, the MXU driver: validates shapes and dtypes, walks the
  * broadcast batch, packs both operands into the engine layout, runs the bf16
  * passes over L2-sized C tiles on both cores and writes out alpha*C+beta*bias. */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,173 +38,6 @@
 /* Products below this many multiply-adds run on the calling thread: the
  * pool costs more than it gains. */
 #define PARALLEL_MACS (1 << 18)
-
-/* ------------------------------------------------------------ workspace
- * Packed operands live in one block reused across calls (page faults on a
- * fresh 50 MB block cost as much as the GEMM); a concurrent call that finds
- * it busy allocates its own. */
-
-#define WS_CACHE_MAX ((size_t)1 << 30)
-static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
-static void *ws_block;
-static size_t ws_size;
-
-static void *ws_acquire(size_t bytes, int *cached) {
-    if (vt_exceeds_host_memory((double)bytes)) return NULL;
-    bytes = (bytes + 63) & ~(size_t)63;
-    if (bytes <= WS_CACHE_MAX && pthread_mutex_trylock(&ws_mu) == 0) {
-        if (ws_size < bytes) {
-            free(ws_block);
-            ws_block = aligned_alloc(64, bytes);
-            ws_size = ws_block ? bytes : 0;
-        }
-        if (ws_block) {
-            *cached = 1;
-            return ws_block;
-        }
-        pthread_mutex_unlock(&ws_mu);
-        return NULL;
-    }
-    *cached = 0;
-    return aligned_alloc(64, bytes);
-}
-
-static void ws_release(void *p, int cached) {
-    if (cached) pthread_mutex_unlock(&ws_mu);
-    else free(p);
-}
-
-/* ------------------------------------------------------------ kept B panels
- * A product with one row tile (M <= 128: a recurrent step, a decoder's
- * tokens, a small batch through a Linear) spends more time packing its B
- * (the weight: convert, split, interleave) than multiplying. When the op
- * names B's contents (vt_version: its allocation and the writes announced
- * to it, read when the op was prepared), the packed panels are kept and the
- * next product with the same contents, view, precision and engine reuses
- * them: the same bits, packed once. Panels are kept on the second sighting
- * of a version (a one-off operand is packed into the workspace as before)
- * and the least recently used go first, up to KEPT_BYTES; a newer version
- * of the same view replaces the older at once. */
-
-#define KEPT_MAX 16
-#define KEPT_BYTES ((size_t)64 << 20)
-#define KEPT_ROWS 128
-
-typedef struct kept_key {
-    vt_version v;
-    const void *data;
-    int64_t offset, K, N, s0, s1;
-    int dtype, prec;
-    const vt_mxu_engine *e;
-} kept_key;
-
-typedef struct kept_panels {
-    kept_key key;
-    uint16_t *b; /* NULL: only seen once so far */
-    size_t bytes;
-    int refs, ready; /* ready: b holds the packed panels */
-    uint64_t used;
-} kept_panels;
-
-static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
-static kept_panels kept[KEPT_MAX];
-static size_t kept_bytes;
-static uint64_t kept_clock;
-static atomic_uint_fast64_t kept_hits;
-
-/* The same view of the same allocation (any version). */
-static int same_view(const kept_key *x, const kept_key *y) {
-    return x->v.gen == y->v.gen && x->data == y->data && x->offset == y->offset && x->K == y->K && x->N == y->N &&
-           x->s0 == y->s0 && x->s1 == y->s1 && x->dtype == y->dtype && x->prec == y->prec && x->e == y->e;
-}
-
-static int same_key(const kept_key *x, const kept_key *y) { return same_view(x, y) && x->v.writes == y->v.writes; }
-
-static void drop_slot(kept_panels *k) {
-    kept_bytes -= k->bytes;
-    free(k->b);
-    memset(k, 0, sizeof *k);
-}
-
-/* The least recently used slot nobody holds, among those with panels when
- * panels_only (NULL: none). */
-static kept_panels *least_used(int panels_only) {
-    kept_panels *best = NULL;
-    for (int i = 0; i < KEPT_MAX; i++) {
-        kept_panels *k = &kept[i];
-        if (k->refs == 0 && (k->b || !panels_only) && (!best || k->used < best->used)) best = k;
-    }
-    return best;
-}
-
-/* A slot for a new key: an empty one, else the least recently used that
- * nobody holds, emptied (NULL: all held). */
-static kept_panels *free_slot(void) {
-    for (int i = 0; i < KEPT_MAX; i++)
-        if (kept[i].key.v.gen == 0) return &kept[i];
-    kept_panels *k = least_used(0);
-    if (k) drop_slot(k);
-    return k;
-}
-
-/* Kept panels for key, held (*hit: already packed; else the caller packs
- * into them and they count from then on); NULL: pack into the workspace. */
-static kept_panels *kept_acquire(const kept_key *key, size_t bytes, int *hit) {
-    *hit = 0;
-    if (key->v.gen == 0 || bytes > KEPT_BYTES / 4) return NULL;
-    pthread_mutex_lock(&kept_mu);
-    kept_panels *found = NULL;
-    for (int i = 0; i < KEPT_MAX; i++) {
-        kept_panels *k = &kept[i];
-        if (k->key.v.gen == 0) continue;
-        if (same_key(&k->key, key)) found = k;
-        else if (k->refs == 0 && same_view(&k->key, key)) drop_slot(k); /* an older version */
-    }
-    kept_panels *r = NULL;
-    if (found && found->ready) {
-        found->refs++;
-        *hit = 1;
-        atomic_fetch_add_explicit(&kept_hits, 1, memory_order_relaxed);
-        r = found;
-    } else if (found && !found->b) { /* seen before: keep it from now on */
-        for (kept_panels *lru; kept_bytes + bytes > KEPT_BYTES && (lru = least_used(1));) drop_slot(lru);
-        uint16_t *b = kept_bytes + bytes <= KEPT_BYTES && !vt_exceeds_host_memory((double)bytes)
-                          ? aligned_alloc(64, (bytes + 63) & ~(size_t)63)
-                          : NULL;
-        if (b) {
-            found->b = b;
-            found->bytes = bytes;
-            kept_bytes += bytes;
-            found->refs = 1; /* not a hit until packed: the caller packs, holding it */
-            r = found;
-        }
-    } else if (!found) { /* first sighting: remember the key only */
-        kept_panels *k = free_slot();
-        if (k) k->key = *key;
-        found = k;
-    }
-    if (found) found->used = ++kept_clock;
-    pthread_mutex_unlock(&kept_mu);
-    return r;
-}
-
-static void kept_release(kept_panels *k, int ok) {
-    if (!k) return;
-    pthread_mutex_lock(&kept_mu);
-    k->refs--;
-    if (ok) k->ready = 1;
-    else if (!k->ready && k->refs == 0) drop_slot(k); /* packing failed: the panels hold nothing */
-    pthread_mutex_unlock(&kept_mu);
-}
-
-uint64_t vt_mxu_kept_hits(void) { return atomic_load(&kept_hits); }
-
-void vt_mxu_kept_clear(void) {
-    pthread_mutex_lock(&kept_mu);
-    for (int i = 0; i < KEPT_MAX; i++)
-        if (kept[i].refs == 0) drop_slot(&kept[i]);
-    pthread_mutex_unlock(&kept_mu);
-}
 
 /* ------------------------------------------------------------ epilogue */
 
@@ -688,17 +520,17 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     }
     int cached = 0, hit = 0;
     uint16_t *ws = NULL;
-    kept_panels *kb = NULL;
+    vt_mxu_kept_panels *kb = NULL;
     if (K > 0) {
-        if (b_version && !b_rows && j.p.Mp <= KEPT_ROWS) {
-            const kept_key key = {*b_version, b->data, b->offset, K, N, b->strides[0], b->strides[1],
+        if (b_version && !b_rows && j.p.Mp <= VT_MXU_KEPT_ROWS) {
+            const vt_mxu_kept_key key = {*b_version, b->data, b->offset, K, N, b->strides[0], b->strides[1],
                                   (int)b->dtype, (int)j.prec, e};
-            kb = kept_acquire(&key, (size_t)b_elems * sizeof(uint16_t), &hit);
+            kb = vt_mxu_kept_acquire(&key, (size_t)b_elems * sizeof(uint16_t), &hit);
         }
         const int64_t ws_elems = a_elems + (kb ? 0 : b_elems) + 32; /* never empty */
-        ws = ws_acquire((size_t)ws_elems * sizeof(uint16_t), &cached);
+        ws = vt_mxu_ws_acquire((size_t)ws_elems * sizeof(uint16_t), &cached);
         if (!ws) {
-            kept_release(kb, hit);
+            vt_mxu_kept_release(kb, hit);
             return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: cannot allocate %lld bytes of packing workspace",
                                 (long long)(ws_elems * 2));
         }
@@ -718,8 +550,8 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
         if (!hit) vt_parallel_for(ntasks - j.na, parallel ? 1 : ntasks, pack_range, &j);
     }
     if (!atomic_load(&j.oom)) vt_parallel_for(j.nclaims, parallel ? 1 : j.nclaims, tile_range, &j);
-    if (ws) ws_release(ws, cached);
-    kept_release(kb, hit || !atomic_load(&j.oom));
+    if (ws) vt_mxu_ws_release(ws, cached);
+    vt_mxu_kept_release(kb, hit || !atomic_load(&j.oom));
     if (atomic_load(&j.oom)) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
     return VT_OK;
 }

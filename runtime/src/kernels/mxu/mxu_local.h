@@ -56,6 +56,34 @@ typedef struct vt_mxu_packers {
 extern const vt_mxu_packers vt_mxu_packers_avx512, vt_mxu_packers_avx512bf16;
 #endif
 
+/* mxu_cache.c: packed operands' memory kept across products. The
+ * workspace: one block reused by the products that find it free (cached
+ * set), a block of their own for the others. Kept B panels: a B named by
+ * its version (rows of C up to VT_MXU_KEPT_ROWS) keeps its packed panels
+ * for the next product with the same contents and view (hit set: b holds
+ * them; else the caller packs into b, or into its workspace when NULL is
+ * returned); released with whether the panels were written. */
+#define VT_MXU_KEPT_ROWS 128
+void *vt_mxu_ws_acquire(size_t bytes, int *cached);
+void vt_mxu_ws_release(void *p, int cached);
+typedef struct vt_mxu_kept_key {
+    vt_version v;
+    const void *data;
+    int64_t offset, K, N, s0, s1;
+    int dtype, prec;
+    const vt_mxu_engine *e;
+} vt_mxu_kept_key;
+
+typedef struct vt_mxu_kept_panels {
+    vt_mxu_kept_key key;
+    uint16_t *b; /* NULL: only seen once so far */
+    size_t bytes;
+    int refs, ready; /* ready: b holds the packed panels */
+    uint64_t used;
+} vt_mxu_kept_panels;
+vt_mxu_kept_panels *vt_mxu_kept_acquire(const vt_mxu_kept_key *key, size_t bytes, int *hit);
+void vt_mxu_kept_release(vt_mxu_kept_panels *k, int ok);
+
 #if defined(__AMX_TILE__)
 /* The one AMX tile configuration (palette 1): tiles 0-7 of 16 rows x 64
  * bytes (C 16x16 f32, A 16x32 bf16, B 16 k-pairs x 16 columns). */
