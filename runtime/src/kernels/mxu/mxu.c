@@ -299,11 +299,11 @@ done:
 
 /* ------------------------------------------------------------ K slices
  * A product with a small C and a long K (the weight gradient of a layer
- * with few channels: 96 x 16 summed over 50176 positions) had few C tiles
- * for the cores (3 claims on 2 threads, one doing two thirds of the work)
- * and packed both operands whole (13 MB of panels) before reading them
- * back. It is cut along K instead: KS_GROUPS groups (fewer when K is
- * shorter) of consecutive KS_CHUNKS-chunk slices; a thread takes a group,
+ * with few channels: 16 x 96 summed over 50176 positions) had few C tiles
+ * for the cores (two column claims of 64 and 32 columns on 2 threads) and
+ * packed both operands whole (13 MB of panels) before reading them back.
+ * It is cut along K instead: KS_GROUPS groups (fewer when K is shorter)
+ * of consecutive KS_CHUNKS-chunk slices; a thread takes a group,
  * packs one slice at a time into its own panels (in L2) and accumulates
  * the slice into the group's C, and the groups' sums are added in group
  * order at the end. The grouping depends on the shape only, so the result
@@ -512,8 +512,7 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
      * 0.15; 50176 x 96 x 16 1.19 -> 0.86; 50176 x 64 x 256 2.8 -> 1.8;
      * 3136 x 512 x 128 0.43 -> 0.35-0.40; 2048 x 512 x 512 0.51 -> 0.49). */
     j.a_strip = e->direct && a->dtype == VT_F32 && !a_rows && K > 0 && K % 32 == 0 && K <= A_STRIP_MAX_K &&
-                a->strides[1] == 1 && j.p.nlow == 0 && j.p.Np <= j.nc &&
-                (j.p.Mp + MC - 1) / MC >= 2 * (int64_t)vt_num_threads();
+                a->strides[1] == 1 && j.p.nlow == 0 && j.p.Np <= j.nc && j.ntm >= 2 * (int64_t)vt_num_threads();
     if (j.a_strip) {
         j.pairs = 16;
         a_elems = 0;
@@ -523,8 +522,8 @@ static vt_status matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     vt_mxu_kept_panels *kb = NULL;
     if (K > 0) {
         if (b_version && !b_rows && j.p.Mp <= VT_MXU_KEPT_ROWS) {
-            const vt_mxu_kept_key key = {*b_version, b->data, b->offset, K, N, b->strides[0], b->strides[1],
-                                  (int)b->dtype, (int)j.prec, e};
+            const vt_mxu_kept_key key = {*b_version,     b->data,       b->offset, K, N, b->strides[0],
+                                         b->strides[1], (int)b->dtype, (int)j.prec, e};
             kb = vt_mxu_kept_acquire(&key, (size_t)b_elems * sizeof(uint16_t), &hit);
         }
         const int64_t ws_elems = a_elems + (kb ? 0 : b_elems) + 32; /* never empty */
