@@ -53,7 +53,7 @@ static inline void fill(host_tensor *h, int ints) {
  * classic recursive-summation bound with u = 2^-24), plus one rounding of
  * out's dtype (2^-p relative, p = 24 / 8 / 11). */
 static inline int64_t check_bound(const char *what, const vt_tensor *out, const vt_tensor *ref, const vt_tensor *a,
-                           const vt_tensor *b, vt_precision prec) {
+                                  const vt_tensor *b, vt_precision prec) {
     int64_t M = out->sizes[0], N = out->sizes[1], K = a->sizes[1], bad = 0;
     int passes = a->dtype != VT_F32 ? 1 : prec == VT_PRECISION_HIGH ? 3 : prec == VT_PRECISION_HIGHEST ? 6 : 1;
     double out_u = out->dtype == VT_F32 ? 0x1p-24 : out->dtype == VT_BF16 ? 0x1p-8 : 0x1p-11;
