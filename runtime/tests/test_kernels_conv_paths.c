@@ -83,14 +83,15 @@ TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
     }
 }
 
-/* On the AMX engine the implicit GEMM takes these forwards (and the
+/* On the AMX and AVX512-BF16 engines the implicit GEMM takes these forwards (and the
  * stride-1 input gradients, which run as forwards), whatever the layout,
  * fewer than 16 channels with merged taps; not HIGH / HIGHEST F32, groups,
  * few channels whose window along the last dim is over 32 values or
  * dilated. The weight gradient: 16 channels or more, stride 1. */
 TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
 #if VT_X86
-    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return;
+    const vt_mxu_engine *e = vt_mxu_engine_active();
+    if (e != &vt_mxu_engine_amx && e != &vt_mxu_engine_avx512bf16) return;
     static const char *const amx[] = {"2d amx grid",   "2d amx s2 rows", "2d amx dil2",    "1d amx",
                                       "3d amx",        "2d amx 1x3 s2",  "1d depthwise s2 d2", "2d amx stem",
                                       "2d amx 1ch dil", "3d amx merged", "1d amx merged",  "2d bigger"};
@@ -241,12 +242,54 @@ TEST(kernels_conv_strided_input_grad_takes_phases) {
     }
 }
 
-/* Fewer than 16 input channels at a stride, on the AMX engine: one
+/* The implicit GEMM on each engine that runs it: AMX tiles, and VDPBF16PS
+ * blocks over the same buffers (the AVX512-BF16 engine, forced on an AMX
+ * host). Forward, input and weight gradients of every case it takes against
+ * the direct-loop reference: small integers exactly (every partial sum is
+ * exact in f32, so the order of the sums does not matter), random f32 and
+ * bf16 within f32 accumulation error of the absolute-value scale (1e-5
+ * f32; bf16 results are rounded once to bf16, 1e-2), in every layout. */
+TEST(kernels_conv_implicit_gemm_every_engine) {
+#if VT_X86
+    unsigned active = vt_isa_active();
+    static const unsigned masks[] = {VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16 | VT_ISA_AMX,
+                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    static const char *const names[] = {"2d amx grid",   "2d amx s2 rows", "2d amx dil2",   "1d amx",
+                                        "3d amx",        "2d amx 1x3 s2",  "2d amx stem",   "2d amx 1ch dil",
+                                        "3d amx merged", "1d amx merged",  "2d bigger",     "2d k2 s3 8ch",
+                                        "3d s2x1x2 4ch"};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        if ((masks[m] & active) != masks[m]) continue;
+        vt_isa_force(masks[m]);
+        const vt_mxu_engine *e = vt_mxu_engine_active();
+        CHECK(e == (masks[m] & VT_ISA_AMX ? &vt_mxu_engine_amx : &vt_mxu_engine_avx512bf16));
+        CHECK(vt_conv_igemm_dp() == !(masks[m] & VT_ISA_AMX));
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            const conv_case *c = case_named(names[i]);
+            vt_conv_geom g = case_geom(c);
+            CHECK_MSG(vt_conv_amx_takes(&g, VT_PRECISION_DEFAULT) || vt_conv_amx_wgrad_takes(&g, VT_PRECISION_DEFAULT),
+                      "%s on %s", names[i], e->name);
+            for (int l = LAYOUT_CONTIGUOUS; l < LAYOUT_COUNT; l++) {
+                check_case(c, VT_F32, VT_PRECISION_DEFAULT, l, 1, 0);
+                check_case(c, VT_BF16, VT_PRECISION_DEFAULT, l, 1, 0);
+            }
+            check_case(c, VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CHANNELS_LAST, 0, 1e-5);
+            check_case(c, VT_F32, VT_PRECISION_DEFAULT, LAYOUT_CONTIGUOUS, 0, 1e-5);
+            check_case(c, VT_BF16, VT_PRECISION_DEFAULT, LAYOUT_MIXED, 0, 1e-2);
+            check_case(c, VT_F16, VT_PRECISION_DEFAULT, LAYOUT_CHANNELS_LAST, 0, 2e-3);
+        }
+    }
+    vt_isa_force(active);
+#endif
+}
+
+/* Fewer than 16 input channels at a stride, on the AMX or AVX512-BF16 engine: one
  * stride-1 convolution of grad_out with (phase, channel) outputs, up to 32
  * of them. */
 TEST(kernels_conv_strided_few_channel_input_grad_takes_the_phase_convolution) {
 #if VT_X86
-    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return;
+    const vt_mxu_engine *e = vt_mxu_engine_active();
+    if (e != &vt_mxu_engine_amx && e != &vt_mxu_engine_avx512bf16) return;
     static const char *const yes[] = {"2d amx stem", "1d amx merged", "3d s2x1x2 4ch"};
     static const char *const no[] = {"2d k2 s3 8ch", "2d 3x3 s2 even", "2d amx grid", "2d 1x1 s2", "1d s2 d2 p2 groups"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {

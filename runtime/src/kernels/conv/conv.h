@@ -102,6 +102,20 @@ vt_status vt_conv_amx_backward_input(const vt_conv_geom *g, const vt_tensor *gra
                                      const vt_tensor *weight, vt_precision prec, int *declined);
 /* Tests: the padded input's bytes per chunk of images (0: the default). */
 void vt_conv_amx_force_chunk_bytes(int64_t bytes);
+/* Whether the blocks run on VDPBF16PS (conv_igemm_avx512bf16.c) rather
+ * than AMX tiles: the active engine is AVX512-BF16. */
+int vt_conv_igemm_dp(void);
+/* The VDPBF16PS blocks. A forward tile: 16 positions (row r's first tap at
+ * a + r * ars) x 32 outputs (the weight panels w0, w1) into c[16][32],
+ * over taps (tap t at a + toff[t] * Cp, its tiles ncc * 512 on in each
+ * panel) and ncc chunks of `pairs` k-pairs. A weight-gradient unit: 32
+ * outputs (gy^T panels a0, a1) x 32 channels (chunk k's pairs at x[k])
+ * over nk chunks into c0 (outputs 0-15) and c1, rows ldc floats apart,
+ * added to what they hold when acc. */
+void vt_conv_dp_forward_tile(const uint16_t *a, int64_t ars, const int64_t *toff, int64_t Cp, int64_t taps,
+                             int64_t ncc, int pairs, const uint16_t *w0, const uint16_t *w1, float *c);
+void vt_conv_dp_wgrad_unit(const uint16_t *a0, const uint16_t *a1, const uint32_t *const *x, int64_t nk, float *c0,
+                           float *c1, int64_t ldc, int acc);
 #endif
 
 /* ---- im2col rows / col2im (conv_im2col.c). Row (c, kk) of the im2col

@@ -38,7 +38,8 @@ int64_t vt_conv_amx_chunk_bytes(void) { return atomic_load(&xbuf_bytes); }
  * plain product of the input, which the drivers run as one (long K loops,
  * no copy). */
 int vt_conv_amx_takes_shape(const vt_conv_geom *g, vt_precision prec) {
-    if (vt_mxu_engine_active() != &vt_mxu_engine_amx) return 0;
+    const vt_mxu_engine *e = vt_mxu_engine_active();
+    if (e != &vt_mxu_engine_amx && e != &vt_mxu_engine_avx512bf16) return 0;
     int dt_ok = g->dtype == VT_BF16 || g->dtype == VT_F16 || (g->dtype == VT_F32 && prec == VT_PRECISION_DEFAULT);
     return dt_ok && g->G == 1 && g->k_prod > 1;
 }
@@ -54,6 +55,8 @@ static int64_t merged_channels(const vt_conv_geom *g) {
     int64_t cq = g->k[2] % 2 ? g->C + g->C % 2 : g->C;
     return g->C < 16 && g->dil[2] == 1 && g->k[2] * cq <= 32 ? cq : 0;
 }
+
+int vt_conv_igemm_dp(void) { return vt_mxu_engine_active() == &vt_mxu_engine_avx512bf16; }
 
 int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec) {
     /* few positions per output channel (a late layer: 4 images of 7x7
@@ -387,7 +390,8 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
         atomic_store(&j->oom, 1);
         return;
     }
-    vt_amx_load_config(j->merged ? &j->cfg : &vt_amx_tiles16);
+    const int dp = vt_conv_igemm_dp();
+    if (!dp) vt_amx_load_config(j->merged ? &j->cfg : &vt_amx_tiles16);
     for (int64_t pb = 0; pb < npanel; pb += j->ob) {
         int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
         for (int64_t p = begin; p < end; p++) {
@@ -405,6 +409,14 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
             int second = 2 * p + 1 < ntiles;
             for (int64_t q = pb; q < pe; q += 2) {
                 const uint16_t *b0 = j->wp + q * panel_elems, *b1 = b0 + panel_elems;
+                if (dp) {
+                    const int pairs = (int)(j->Kq < 32 ? j->Kq : 32) / 2;
+                    for (int h = 0; h < 1 + second; h++)
+                        vt_conv_dp_forward_tile(a[h], tr[h].step * Cp, j->toff, Cp, taps, ncc, pairs, b0, b1,
+                                                c + h * 512);
+                    for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, img[h], &tr[h], q * 16);
+                    continue;
+                }
                 vt_amx_c_start(c, c + 512, 128, 0);
                 for (int64_t t = 0; t < taps; t++) {
                     const uint16_t *x0 = a[0] + j->toff[t] * Cp, *x1 = a[1] + j->toff[t] * Cp;
@@ -417,7 +429,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
             }
         }
     }
-    _tile_release();
+    if (!dp) _tile_release();
     free(c);
 }
 

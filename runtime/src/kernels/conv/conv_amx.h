@@ -43,7 +43,7 @@ typedef struct amx_job {
 
 static inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* The AMX engine, one bf16 pass, groups 1, more than one tap. */
+/* The AMX or AVX512-BF16 engine, one bf16 pass, groups 1, more than one tap. */
 int vt_conv_amx_takes_shape(const vt_conv_geom *g, vt_precision prec);
 /* Bytes of padded input per chunk of images. */
 int64_t vt_conv_amx_chunk_bytes(void);

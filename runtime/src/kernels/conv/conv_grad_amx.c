@@ -262,24 +262,31 @@ static void wg_units(void *ctx, int64_t begin, int64_t end) {
     const amx_job *j = &w->f;
     const int64_t Cp = j->Cp, taps = j->taps;
     const size_t ldc = (size_t)(taps * Cp) * sizeof(float);
-    vt_amx_load_config(&vt_amx_tiles16);
+    const int dp = vt_conv_igemm_dp();
+    const uint32_t *xs[KBLOCK];
+    if (!dp) vt_amx_load_config(&vt_amx_tiles16);
     for (int64_t kb = 0; kb < w->nkc; kb += KBLOCK) {
         int64_t ke = kb + KBLOCK < w->nkc ? kb + KBLOCK : w->nkc;
         for (int64_t u = begin; u < end; u++) {
             int64_t nqa = j->Op / 32, cc = u / (taps * nqa), t = u / nqa % taps, qa = u % nqa;
             float *c0 = w->acc + ((2 * qa * 16) * taps + t) * Cp + cc * 32, *c1 = c0 + 16 * taps * Cp;
-            vt_amx_c_start(c0, c1, ldc, !(w->first && kb == 0));
             const uint16_t *a0 = w->gt + 2 * qa * 16 * w->Kp, *a1 = a0 + 16 * w->Kp; /* panels 2qa, 2qa + 1 */
             for (int64_t k = kb; k < ke; k++) {
                 int64_t b = k * 32 / w->Vp, v0 = k * 32 % w->Vp, pos = b * j->img + v0 + j->toff[t];
-                const uint32_t *x = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) +
-                                    cc * w->npairs * 32;
-                vt_amx_step(a0 + k * 512, 64, a1 + k * 512, 64, x, x + 16, 128);
+                xs[k - kb] = (pos & 1 ? w->xo + (pos - 1) / 2 * 32 : w->xe + pos / 2 * 32) + cc * w->npairs * 32;
             }
+            if (dp) {
+                vt_conv_dp_wgrad_unit(a0 + kb * 512, a1 + kb * 512, xs, ke - kb, c0, c1, taps * Cp,
+                                      !(w->first && kb == 0));
+                continue;
+            }
+            vt_amx_c_start(c0, c1, ldc, !(w->first && kb == 0));
+            for (int64_t k = kb; k < ke; k++)
+                vt_amx_step(a0 + k * 512, 64, a1 + k * 512, 64, xs[k - kb], xs[k - kb] + 16, 128);
             vt_amx_c_store(c0, c1, ldc);
         }
     }
-    _tile_release();
+    if (!dp) _tile_release();
 }
 
 /* The product of g's strides: its phases. */
