@@ -77,12 +77,13 @@ vt_status vt_conv_rows_backward_input(const vt_conv_geom *g, const vt_tensor *gr
 vt_status vt_conv_rows_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight,
                                        const vt_tensor *grad_out, const vt_tensor *input, vt_precision prec);
 
-/* ---- the AMX engine's own forward (conv_amx.c) and gradients
- * (conv_grad_amx.c): implicit GEMMs whose A tiles load straight from a
- * zero-padded bf16 copy of the input (channels innermost), for groups 1,
- * at least 16 channels (fewer: merged taps, phase planes), at DEFAULT
- * (F32) or in BF16 / F16, whatever the tensors' layouts. Take only when the
- * active MXU engine is AMX. */
+/* ---- the implicit GEMM (conv_amx.c: the forward; conv_grad_amx.c: the
+ * gradients): A tiles load straight from a zero-padded bf16 copy of the
+ * input (channels innermost), for groups 1, at least 16 channels (fewer:
+ * merged taps, phase planes), at DEFAULT (F32) or in BF16 / F16, whatever
+ * the tensors' layouts. Taken when the active MXU engine is AMX (tiles) or
+ * AVX512-BF16 (VDPBF16PS blocks over the same buffers,
+ * conv_igemm_avx512bf16.c). */
 #if VT_X86
 int vt_conv_amx_takes(const vt_conv_geom *g, vt_precision prec);
 vt_status vt_conv_amx_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,

@@ -1,4 +1,5 @@
-/* conv_amx.c — the convolution forward on the AMX engine as an implicit
+/* conv_amx.c — the convolution forward on the AMX engine (or, with the
+ * same buffers, VDPBF16PS blocks on the AVX512-BF16 engine) as an implicit
  * GEMM: no im2col rows, no packed A. Images are copied (a chunk at a time)
  * into a zero-padded buffer with channels innermost, padded to a multiple
  * of 32 (Cp), each value already its bf16 part (the packers' rounding), so

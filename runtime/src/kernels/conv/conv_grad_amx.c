@@ -1,4 +1,5 @@
-/* conv_grad_amx.c — the AMX engine's convolution gradients: the weight
+/* conv_grad_amx.c — the implicit GEMM's convolution gradients (AMX tiles,
+ * or VDPBF16PS blocks on the AVX512-BF16 engine): the weight
  * gradient as a product over the padded grid's positions (stride 1, or a
  * stride under 16 channels by phase planes), and the input gradient of a
  * strided few-channel convolution (an RGB stem) as one stride-1
