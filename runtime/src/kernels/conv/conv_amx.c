@@ -466,12 +466,28 @@ vt_status vt_conv_amx_grid_setup(amx_job *j, const vt_conv_geom *g, int64_t merg
     return VT_OK;
 }
 
-/* n bf16 on a 64-byte boundary, or NULL with *s set. */
-uint16_t *vt_conv_amx_tile_scratch(int64_t n, const char *fn, const char *what, vt_status *s) {
-    size_t bytes = (size_t)round_up(n * 2, 64);
-    void *p = vt_exceeds_host_memory((double)bytes) ? NULL : aligned_alloc(64, bytes);
-    if (!p) *s = vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes for the %s", fn, bytes, what);
-    return p;
+/* The count blocks of n[i] bf16 (each on a 64-byte boundary) at *p[i],
+ * carved from one allocation: the MXU's workspace when it is free, which
+ * stays mapped across calls (a fresh 14 MB padded input took a page fault
+ * per 4 KiB on every call, a tenth of a batch-32 forward), else a block of
+ * its own. */
+vt_status vt_conv_amx_scratch(vt_conv_ws *ws, int count, const int64_t *n, uint16_t **const *p, const char *fn,
+                              const char *what) {
+    size_t bytes = 0;
+    for (int i = 0; i < count; i++) bytes += (size_t)round_up(n[i] * 2, 64);
+    ws->base = vt_mxu_ws_acquire(bytes, &ws->cached);
+    if (!ws->base) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes for the %s", fn, bytes, what);
+    char *at = ws->base;
+    for (int i = 0; i < count; i++) {
+        *p[i] = (uint16_t *)(void *)at;
+        at += round_up(n[i] * 2, 64);
+    }
+    return VT_OK;
+}
+
+void vt_conv_amx_scratch_release(vt_conv_ws *ws) {
+    if (ws->base) vt_mxu_ws_release(ws->base, ws->cached);
+    ws->base = NULL;
 }
 
 /* check: an input with inf or NaN stops it with *declined set (what it
@@ -482,6 +498,7 @@ vt_status vt_conv_amx_forward_checked(const vt_conv_geom *g, const vt_tensor *ou
     vt_tensor x5 = vt_conv_view5(input, g->spatial), w5 = vt_conv_view5(weight, g->spatial),
               y5 = vt_conv_view5(out, g->spatial);
     amx_job j;
+    vt_conv_ws ws = {0};
     memset(&j, 0, sizeof j);
     j.x5 = &x5, j.w5 = &w5;
     j.check = check;
@@ -506,8 +523,10 @@ vt_status vt_conv_amx_forward_checked(const vt_conv_geom *g, const vt_tensor *ou
     nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
     int direct = y5.strides[1] == 1 || g->O == 1;
     /* tile rows are 64 bytes: on 64-byte boundaries, none straddles two cache lines */
-    if (s == VT_OK) j.xbuf = vt_conv_amx_tile_scratch((nb * j.img + margin) * j.Cp, fn, "padded input", &s);
-    if (s == VT_OK) j.wp = vt_conv_amx_tile_scratch(npanel * j.taps * j.ncc * 512, fn, "packed weight", &s);
+    if (s == VT_OK) {
+        const int64_t n[2] = {(nb * j.img + margin) * j.Cp, npanel * j.taps * j.ncc * 512};
+        s = vt_conv_amx_scratch(&ws, 2, n, (uint16_t **const[]){&j.xbuf, &j.wp}, fn, "padded input and packed weight");
+    }
     if (s == VT_OK && bias) j.bias = vt_conv_scratch(j.Op, VT_F32, fn, "bias", &s);
     void *ybuf = NULL;
     if (s == VT_OK && !direct) ybuf = vt_conv_scratch(nb * g->out_prod * g->O, out->dtype, fn, "output buffer", &s);
@@ -570,8 +589,7 @@ vt_status vt_conv_amx_forward_checked(const vt_conv_geom *g, const vt_tensor *ou
 done:
     free(ybuf);
     free(j.bias);
-    free(j.wp);
-    free(j.xbuf);
+    vt_conv_amx_scratch_release(&ws);
     free(j.toff);
     return s;
 }

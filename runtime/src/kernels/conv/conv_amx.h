@@ -59,8 +59,16 @@ void vt_conv_amx_channel_parts(const vt_tensor *t, int64_t off, int64_t C, int64
 void vt_conv_amx_fill_rows(void *ctx, int64_t begin, int64_t end);
 /* The padded grid of a job (toff allocated: the caller frees it). */
 vt_status vt_conv_amx_grid_setup(amx_job *j, const vt_conv_geom *g, int64_t merged_cq, const char *fn);
-/* n bf16 on a 64-byte boundary, or NULL with *s set. */
-uint16_t *vt_conv_amx_tile_scratch(int64_t n, const char *fn, const char *what, vt_status *s);
+/* A job's scratch blocks, carved from one allocation (the MXU workspace
+ * when it is free): n[i] bf16 on a 64-byte boundary at *p[i]. Released
+ * once, whatever was carved (a zeroed vt_conv_ws releases nothing). */
+typedef struct vt_conv_ws {
+    void *base;
+    int cached;
+} vt_conv_ws;
+vt_status vt_conv_amx_scratch(vt_conv_ws *ws, int count, const int64_t *n, uint16_t **const *p, const char *fn,
+                              const char *what);
+void vt_conv_amx_scratch_release(vt_conv_ws *ws);
 /* The forward; check: an input with inf or NaN stops it with *declined set. */
 vt_status vt_conv_amx_forward_checked(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
                                       const vt_tensor *weight, const vt_tensor *bias, int check, int *declined);

@@ -333,6 +333,7 @@ static vt_status wgrad_unit_stride(const vt_conv_geom *g, const vt_tensor *grad_
     vt_tensor x5 = vt_conv_view5(input, g->spatial), y5 = vt_conv_view5(grad_out, g->spatial),
               w5 = vt_conv_view5(grad_weight, g->spatial);
     wg_job w;
+    vt_conv_ws ws = {0};
     memset(&w, 0, sizeof w);
     amx_job *j = &w.f;
     j->x5 = &x5, w.y5 = &y5;
@@ -347,12 +348,15 @@ static vt_status wgrad_unit_stride(const vt_conv_geom *g, const vt_tensor *grad_
     nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
     int64_t npos = nb * j->img + margin;
     w.npairs = (npos - 2) / 2;
-    if (s == VT_OK) j->xbuf = vt_conv_amx_tile_scratch(npos * j->Cp, fn, "padded input", &s);
-    if (s == VT_OK) w.xe = (uint32_t *)vt_conv_amx_tile_scratch(2 * w.npairs * j->Cp, fn, "paired input", &s);
-    if (s == VT_OK) w.xo = (uint32_t *)vt_conv_amx_tile_scratch(2 * w.npairs * j->Cp, fn, "paired input", &s);
     w.Kp = nb * w.Vp;
-    if (s == VT_OK) w.gt = vt_conv_amx_tile_scratch(j->Op * w.Kp, fn, "transposed grad_output", &s);
-    if (s == VT_OK) w.acc = (float *)vt_conv_amx_tile_scratch(2 * j->Op * j->taps * j->Cp, fn, "weight sums", &s);
+    uint16_t *xe = NULL, *xo = NULL, *acc = NULL;
+    if (s == VT_OK) {
+        const int64_t n[5] = {npos * j->Cp, 2 * w.npairs * j->Cp, 2 * w.npairs * j->Cp, j->Op * w.Kp,
+                              2 * j->Op * j->taps * j->Cp};
+        s = vt_conv_amx_scratch(&ws, 5, n, (uint16_t **const[]){&j->xbuf, &xe, &xo, &w.gt, &acc}, fn,
+                                "padded and paired input, transposed grad_output and weight sums");
+        w.xe = (uint32_t *)(void *)xe, w.xo = (uint32_t *)(void *)xo, w.acc = (float *)(void *)acc;
+    }
     if (s != VT_OK) goto done;
     memset(j->xbuf + nb * j->img * j->Cp, 0, (size_t)(margin * j->Cp) * 2);
     w.first = 1;
@@ -381,11 +385,7 @@ static vt_status wgrad_unit_stride(const vt_conv_geom *g, const vt_tensor *grad_
         s = store_sums(&w5, &all, fn);
     }
 done:
-    free(w.acc);
-    free(w.gt);
-    free(w.xo);
-    free(w.xe);
-    free(j->xbuf);
+    vt_conv_amx_scratch_release(&ws);
     free(j->toff);
     return s;
 }
