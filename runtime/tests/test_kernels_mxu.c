@@ -165,7 +165,7 @@ TEST(kernels_mxu_layouts_batch_bias) {
         ht_free(&a2), ht_free(&b2), ht_free(&o2), ht_free(&r2), ht_free(&bias2);
 
         /* A column-major out (written column by column), f32 and bf16,
-         * plain and with alpha, beta and a bias. */
+         * plain, with alpha, beta and a bias, and with out as its own bias. */
         for (int h = 0; h < 2; h++) {
             vt_dtype dt = h ? VT_BF16 : VT_F32;
             host_tensor a3 = mat(dt, 37, 40), b3 = mat(dt, 40, 45), bias3 = mat(VT_F32, 37, 45);
@@ -179,6 +179,11 @@ TEST(kernels_mxu_layouts_batch_bias) {
                 CHECK_MSG(ht_compare("column-major out", &o3.t, &r3.t, -1) == 0, "%s %s bias %d", vt_mxu_path(),
                           vt_dtype_name(dt), with_bias);
             }
+            /* the bias is out itself (a weight gradient summed over chunks) */
+            CHECK_OK(vt_ref_matmul(&r3.t, &a3.t, &b3.t, &o3.t, 1.0, 1.0, VT_PRECISION_DEFAULT));
+            CHECK_OK(vt_matmul(&o3.t, &a3.t, &b3.t, &o3.t, 1.0, 1.0, VT_PRECISION_DEFAULT));
+            CHECK_MSG(ht_compare("column-major out, bias aliases out", &o3.t, &r3.t, -1) == 0, "%s %s", vt_mxu_path(),
+                      vt_dtype_name(dt));
             ht_free(&a3), ht_free(&b3), ht_free(&bias3), ht_free(&o3), ht_free(&r3);
         }
     }

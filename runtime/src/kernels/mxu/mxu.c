@@ -82,32 +82,54 @@ static int write_plain_row(const epilogue *ep, const float *cr, int64_t oi, int6
 
 /* out[m0.., n0..] = alpha*C + beta*bias, rounded once to out's dtype; the
  * common alpha == 1, no-bias case rounds the f32 sum directly. */
+static void write_element(const epilogue *ep, int plain, float v, int64_t oi, int64_t bi) {
+    const vt_tensor *o = ep->out;
+    if (plain) {
+        switch (o->dtype) {
+        case VT_F32: ((float *)o->data)[oi] = v; break;
+        case VT_BF16: ((uint16_t *)o->data)[oi] = vt_f32_to_bf16(v); break;
+        default: ((uint16_t *)o->data)[oi] = vt_f32_to_f16(v); break;
+        }
+        return;
+    }
+    double d = ep->alpha == 1.0 ? (double)v : ep->alpha * (double)v;
+    if (ep->bias) d += ep->beta * load_double(ep->bias, bi);
+    switch (o->dtype) {
+    case VT_F32: ((float *)o->data)[oi] = (float)d; break;
+    case VT_BF16: ((uint16_t *)o->data)[oi] = vt_mxu_f64_to_bf16(d); break;
+    default: ((uint16_t *)o->data)[oi] = vt_mxu_f64_to_f16(d); break;
+    }
+}
+
 static void write_out(const epilogue *ep, const float *c, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
     const vt_tensor *o = ep->out;
     int plain = ep->alpha == 1.0 && !ep->bias;
+    if (o->strides[0] == 1 && o->strides[1] != 1 && mb > 1) {
+        /* an out whose M runs at unit stride (a transposed weight
+         * gradient): column by column, each a contiguous run of out (row by
+         * row, every element of a row went to its own line, often a page
+         * apart, in one L1 set) */
+        const vt_tensor *b = ep->bias;
+        for (int64_t j = 0; j < nb; j++) {
+            int64_t ocol = o->offset + m0 + (n0 + j) * o->strides[1];
+            int64_t bcol = b ? b->offset + m0 * b->strides[0] + (n0 + j) * b->strides[1] : 0;
+            if (plain && o->dtype == VT_F32) {
+                float *d = (float *)o->data + ocol;
+                for (int64_t i = 0; i < mb; i++) d[i] = c[i * ldc + j];
+                continue;
+            }
+            for (int64_t i = 0; i < mb; i++)
+                write_element(ep, plain, c[i * ldc + j], ocol + i, b ? bcol + i * b->strides[0] : 0);
+        }
+        return;
+    }
     for (int64_t i = 0; i < mb; i++) {
         const float *cr = c + i * ldc;
         int64_t orow = o->offset + (m0 + i) * o->strides[0] + n0 * o->strides[1], os = o->strides[1];
         if (plain && write_plain_row(ep, cr, orow, nb)) continue;
         int64_t brow = ep->bias ? ep->bias->offset + (m0 + i) * ep->bias->strides[0] + n0 * ep->bias->strides[1] : 0;
-        for (int64_t j = 0; j < nb; j++) {
-            int64_t oi = orow + j * os;
-            if (plain) {
-                switch (o->dtype) {
-                case VT_F32: ((float *)o->data)[oi] = cr[j]; break;
-                case VT_BF16: ((uint16_t *)o->data)[oi] = vt_f32_to_bf16(cr[j]); break;
-                default: ((uint16_t *)o->data)[oi] = vt_f32_to_f16(cr[j]); break;
-                }
-                continue;
-            }
-            double d = ep->alpha == 1.0 ? (double)cr[j] : ep->alpha * (double)cr[j];
-            if (ep->bias) d += ep->beta * load_double(ep->bias, brow + j * ep->bias->strides[1]);
-            switch (o->dtype) {
-            case VT_F32: ((float *)o->data)[oi] = (float)d; break;
-            case VT_BF16: ((uint16_t *)o->data)[oi] = vt_mxu_f64_to_bf16(d); break;
-            default: ((uint16_t *)o->data)[oi] = vt_mxu_f64_to_f16(d); break;
-            }
-        }
+        for (int64_t j = 0; j < nb; j++)
+            write_element(ep, plain, cr[j], orow + j * os, ep->bias ? brow + j * ep->bias->strides[1] : 0);
     }
 }
 
