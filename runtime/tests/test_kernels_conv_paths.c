@@ -186,42 +186,49 @@ TEST(kernels_conv_weight_gradient_inf_input) {
  * read them (the reference's NaN and inf outputs, the same finite values
  * elsewhere): merged taps read a window's values and nothing past them,
  * and the tiles' rows past the valid positions are never written. Small
- * integers otherwise: exact, on whatever path the case takes. */
+ * integers otherwise: exact, on whatever path the case takes, on each engine
+ * the host has (an AMX host also runs the AVX512-BF16 blocks). */
 TEST(kernels_conv_forward_nonfinite_input_stays_in_its_windows) {
     static const char *const names[] = {"2d amx stem", "2d amx 1ch dil", "3d amx merged", "1d amx merged",
                                         "2d bigger", "2d amx s2 rows", "2d"};
     static const vt_dtype dts[] = {VT_F32, VT_BF16};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        for (int layout = 0; layout < 2; layout++)
-            for (size_t d = 0; d < 2; d++) {
-                const conv_case *c = case_named(names[i]);
-                conv_tensors t = make_tensors(c, dts[d], layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
-                fill_values(&t.x, 1), fill_values(&t.w, 1), fill_values(&t.b, 1);
-                /* image 0: a NaN at the middle of the last dim of channel 0,
-                 * an inf at its last position of the last channel */
-                const int nd = t.x.t.ndim;
-                const double bad[2] = {NAN, INFINITY};
-                const int64_t pos[2] = {c->in[c->sp - 1] / 2, c->in[c->sp - 1] - 1}, ch[2] = {0, c->C - 1};
-                for (int b = 0; b < 2; b++)
-                    vt_convert(VT_F64, &bad[b], 1, dts[d],
-                               (char *)t.x.t.data + (t.x.t.offset + ch[b] * t.x.t.strides[1] +
-                                                     pos[b] * t.x.t.strides[nd - 1]) *
-                                                        (int64_t)vt_dtype_size(dts[d]),
-                               1, 1);
-                vt_conv_params p = case_params(c);
-                const vt_tensor *bias = c->bias ? &t.b.t : NULL;
-                host_tensor yr = ht_new(dts[d], t.y.t.ndim, t.y.t.sizes);
-                CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
-                CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
-                char what[96];
-                snprintf(what, sizeof what, "%s %s layout %d", names[i], vt_dtype_name(dts[d]), layout);
-                int64_t nonfinite, n = vt_tensor_numel(&yr.t);
-                CHECK(mismatches(what, &t.y.t, &yr.t, &nonfinite) == 0);
-                CHECK_MSG(nonfinite > 0 && nonfinite < n / 2, "%s: %lld of %lld non-finite", names[i],
-                          (long long)nonfinite, (long long)n);
-                ht_free(&yr);
-                free_tensors(&t);
-            }
+    const unsigned active = vt_isa_active();
+    /* an AMX host runs the cases again on the AVX512-BF16 engine's blocks */
+    for (int e = 0; e < 1 + !!(active & VT_ISA_AMX); e++) {
+        vt_isa_force(e ? active & ~VT_ISA_AMX : active);
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            for (int layout = 0; layout < 2; layout++)
+                for (size_t d = 0; d < 2; d++) {
+                    const conv_case *c = case_named(names[i]);
+                    conv_tensors t = make_tensors(c, dts[d], layout ? LAYOUT_CHANNELS_LAST : LAYOUT_CONTIGUOUS);
+                    fill_values(&t.x, 1), fill_values(&t.w, 1), fill_values(&t.b, 1);
+                    /* image 0: a NaN at the middle of the last dim of channel 0,
+                     * an inf at its last position of the last channel */
+                    const int nd = t.x.t.ndim;
+                    const double bad[2] = {NAN, INFINITY};
+                    const int64_t pos[2] = {c->in[c->sp - 1] / 2, c->in[c->sp - 1] - 1}, ch[2] = {0, c->C - 1};
+                    for (int b = 0; b < 2; b++)
+                        vt_convert(VT_F64, &bad[b], 1, dts[d],
+                                   (char *)t.x.t.data + (t.x.t.offset + ch[b] * t.x.t.strides[1] +
+                                                         pos[b] * t.x.t.strides[nd - 1]) *
+                                                            (int64_t)vt_dtype_size(dts[d]),
+                                   1, 1);
+                    vt_conv_params p = case_params(c);
+                    const vt_tensor *bias = c->bias ? &t.b.t : NULL;
+                    host_tensor yr = ht_new(dts[d], t.y.t.ndim, t.y.t.sizes);
+                    CHECK_OK(vt_conv_forward(&t.y.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_ref_conv_forward(&yr.t, &t.x.t, &t.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s layout %d", names[i], vt_dtype_name(dts[d]), layout);
+                    int64_t nonfinite, n = vt_tensor_numel(&yr.t);
+                    CHECK(mismatches(what, &t.y.t, &yr.t, &nonfinite) == 0);
+                    CHECK_MSG(nonfinite > 0 && nonfinite < n / 2, "%s: %lld of %lld non-finite", names[i],
+                              (long long)nonfinite, (long long)n);
+                    ht_free(&yr);
+                    free_tensors(&t);
+                }
+    }
+    vt_isa_force(active);
 }
 
 /* Strides without dilation take the phases from 16 input channels;
