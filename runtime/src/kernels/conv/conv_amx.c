@@ -396,6 +396,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
         return;
     }
     const int dp = vt_conv_igemm_dp();
+    const int pairs = (int)(j->Kq < 32 ? j->Kq : 32) / 2; /* k-pairs of a chunk (VDPBF16PS blocks) */
     if (!dp) vt_amx_load_config(j->merged ? &j->cfg : &vt_amx_tiles16);
     for (int64_t pb = 0; pb < npanel; pb += j->ob) {
         int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
@@ -415,7 +416,6 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
             for (int64_t q = pb; q < pe; q += 2) {
                 const uint16_t *b0 = j->wp + q * panel_elems, *b1 = b0 + panel_elems;
                 if (dp) {
-                    const int pairs = (int)(j->Kq < 32 ? j->Kq : 32) / 2;
                     for (int h = 0; h < 1 + second; h++)
                         vt_conv_dp_forward_tile(a[h], tr[h].step * Cp, j->toff, Cp, taps, ncc, pairs, b0, b1,
                                                 c + h * 512);

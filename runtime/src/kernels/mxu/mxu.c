@@ -80,8 +80,9 @@ static int write_plain_row(const epilogue *ep, const float *cr, int64_t oi, int6
     return 0;
 }
 
-/* out[m0.., n0..] = alpha*C + beta*bias, rounded once to out's dtype; the
- * common alpha == 1, no-bias case rounds the f32 sum directly. */
+/* One element of out (at oi) from its f32 sum v: plain (alpha == 1, no
+ * bias) rounds v directly, else alpha*v + beta*bias[bi] in f64, rounded
+ * once. */
 static void write_element(const epilogue *ep, int plain, float v, int64_t oi, int64_t bi) {
     const vt_tensor *o = ep->out;
     if (plain) {
@@ -101,6 +102,8 @@ static void write_element(const epilogue *ep, int plain, float v, int64_t oi, in
     }
 }
 
+/* out[m0.., n0..] = alpha*C + beta*bias, rounded once to out's dtype; the
+ * common alpha == 1, no-bias case rounds the f32 sum directly. */
 static void write_out(const epilogue *ep, const float *c, int64_t ldc, int64_t m0, int64_t n0, int64_t mb, int64_t nb) {
     const vt_tensor *o = ep->out;
     int plain = ep->alpha == 1.0 && !ep->bias;

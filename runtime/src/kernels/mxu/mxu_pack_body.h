@@ -19,18 +19,16 @@
  * A bf16 value widens exactly, so its parts are the f32 path's. */
 static inline __m512i load16(vt_mxu_line x, int64_t i) {
     int64_t left = x.n - i;
-    if (left >= 16 && x.is_bf16) { /* whole: unmasked (see load32w) */
-        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)x.p + i));
-        return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-    }
-    if (left >= 16) return _mm512_loadu_si512((const float *)x.p + i);
-    __mmask16 k = left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-    if (!k) return _mm512_setzero_si512();
+    if (left <= 0) return _mm512_setzero_si512();
+    /* whole vectors unmasked (see load32w) */
+    const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
     if (x.is_bf16) {
-        __m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)x.p + i);
+        const uint16_t *p = (const uint16_t *)x.p + i;
+        __m256i h = left >= 16 ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(k, p);
         return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
     }
-    return _mm512_castps_si512(_mm512_maskz_loadu_ps(k, (const float *)x.p + i));
+    const float *p = (const float *)x.p + i;
+    return _mm512_castps_si512(left >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p));
 }
 
 /* A bf16 line at DEFAULT needs no f32 round trip: its one part is the
