@@ -26,8 +26,10 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
  * order as the blocks a contiguous output goes through, so the same bits on
  * every ISA path: random data with a bias, a weight tap that is inf (it
  * meets the padding's zeros: NaN where a window crosses it, in both), tiny
- * values whose sums are denormal (the AVX512-BF16 store's other path), F32
- * and BF16, partial lane blocks, strides, dilation, 1 to 3 dims. */
+ * values whose sums are denormal (the AVX512-BF16 store's other path), a
+ * signalling NaN input (NaN wherever a window holds it, in both), denormal
+ * inputs (flushed to zero by both: the products would be normal), F32 and
+ * BF16, partial lane blocks, strides, dilation, 1 to 3 dims. */
 TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
@@ -39,16 +41,27 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
         vt_isa_force(masks[m] & active);
         for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
             for (size_t d = 0; d < 2; d++)
-                for (int inf = 0; inf < 3; inf++) { /* 2: tiny values, denormal sums */
+                for (int inf = 0; inf < 5; inf++) { /* 2: denormal sums; 3: a signalling NaN; 4: denormal inputs */
                     const conv_case *c = case_named(dw[i]);
                     conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
                                  mixed = make_tensors(c, dts[d], LAYOUT_MIXED);
                     fill_values(&cl.x, 0), fill_values(&cl.w, 0), fill_values(&cl.b, 0);
                     if (inf == 2) scale_values(&cl.x, 0x1p-60), scale_values(&cl.w, 0x1p-66), scale_values(&cl.b, 0x1p-126);
+                    if (inf == 4) scale_values(&cl.x, 0x1p-130), scale_values(&cl.w, 0x1p60), scale_values(&cl.b, 0x1p-80);
                     if (inf == 1) {
                         double v = INFINITY;
                         vt_convert(VT_F64, &v, 1, cl.w.t.dtype, (char *)cl.w.block + 5 * vt_dtype_size(cl.w.t.dtype),
                                    1, 1);
+                    }
+                    if (inf == 3) { /* the input's element 7 (the cl path stages it without quieting) */
+                        char *e = (char *)cl.x.block + 7 * vt_dtype_size(cl.x.t.dtype);
+                        if (dts[d] == VT_F32) {
+                            const uint32_t snan = 0x7f800001u;
+                            memcpy(e, &snan, 4);
+                        } else {
+                            const uint16_t snan = 0x7f81u;
+                            memcpy(e, &snan, 2);
+                        }
                     }
                     CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
                     CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));

@@ -165,11 +165,12 @@ typedef struct vt_dw_cl {
     int y_bf16;
     int64_t ys[4];
 } vt_dw_cl;
-/* Floats of the stage of a vt_dw_cl band of `rows` output rows. */
+/* Floats of the stage of a vt_dw_cl band of `rows` output rows: one lane
+ * block's input window (cl_rows stages one block at a time). */
 static inline int64_t vt_dw_cl_stage_floats(const vt_dw_cl *c, int64_t rows) {
     const vt_conv_geom *g = c->g;
     return g->k[0] * ((rows - 1) * g->stride[1] + (g->k[1] - 1) * g->dil[1] + 1) *
-           ((g->out[2] - 1) * g->stride[2] + (g->k[2] - 1) * g->dil[2] + 1) * c->ncb * VT_DW_LANES;
+           ((g->out[2] - 1) * g->stride[2] + (g->k[2] - 1) * g->dil[2] + 1) * VT_DW_LANES;
 }
 /* The compute loops (conv_dw_body.h), per ISA. x, w, gy: the parts' slots
  * (vt_mxu_slot_parts order). */
@@ -186,8 +187,8 @@ typedef struct vt_dw_kernels {
     void (*forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
     /* one NCHW channel plane, positions along the lanes (stride 1 along rows) */
     void (*plane_forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
-    /* output rows [z1a, z1b) of (n, z0) of a vt_dw_cl forward, through stage
-     * (vt_dw_cl_stage_floats): into c->y when set, else
+    /* output rows [z1a, z1b) of (n, z0) of a vt_dw_cl forward, block by
+     * block through stage (vt_dw_cl_stage_floats): into c->y when set, else
      * out[z1 - z1a][z2][ncb * lanes] */
     void (*cl_rows)(const vt_dw_cl *c, int64_t n, int64_t z0, int64_t z1a, int64_t z1b, float *stage, float *out);
     void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,

@@ -472,8 +472,9 @@ static vt_status cl_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt
         j.c.y_bf16 = y5->dtype == VT_BF16;
         j.c.ys[0] = y5->strides[0], j.c.ys[1] = y5->strides[2], j.c.ys[2] = y5->strides[3], j.c.ys[3] = y5->strides[4];
     }
-    /* bands whose stage stays near DW_BAND_BYTES (in L2), at least a row */
-    int64_t per_row = vt_dw_cl_stage_floats(&j.c, 2) - vt_dw_cl_stage_floats(&j.c, 1);
+    /* bands whose window over every block (the input rows each block's
+     * stage re-reads) stays near DW_BAND_BYTES (in L2), at least a row */
+    int64_t per_row = (vt_dw_cl_stage_floats(&j.c, 2) - vt_dw_cl_stage_floats(&j.c, 1)) * ncb;
     j.band = per_row > 0 ? DW_BAND_BYTES / (per_row * (int64_t)sizeof(float)) : g->out[1];
     j.band = j.band < 1 ? 1 : j.band < g->out[1] ? j.band : g->out[1];
     j.nbands = (g->out[1] + j.band - 1) / j.band;
