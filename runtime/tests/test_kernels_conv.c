@@ -20,7 +20,8 @@ TEST(kernels_conv_exact_every_engine) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
                                      VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
-    static const char *const names[] = {"2d", "3d", "2d depthwise 33ch", "3d depthwise", "2d depthwise wide rows"};
+    static const char *const names[] = {"2d", "3d", "2d depthwise 33ch", "3d depthwise", "2d depthwise wide rows",
+                                        "2d depthwise wide rows s3 d2"};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         vt_isa_force(masks[m] & active);
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

@@ -12,7 +12,7 @@
 TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
                                      "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2",
-                                     "2d depthwise wide rows", "2d depthwise 32ch"};
+                                     "2d depthwise wide rows", "2d depthwise 32ch", "2d depthwise wide rows s3 d2"};
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         vt_conv_geom g = case_geom(case_named(dw[i]));
         CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);

@@ -36,6 +36,8 @@ static const conv_case cases[] = {
     {"2d depthwise bands s2 d2", 2, 1, 16, 16, 16, {101, 160}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, 1},
     /* NCHW planes with rows of 16-lane chunks and a tail (stride 1 along them) */
     {"2d depthwise wide rows", 2, 2, 5, 5, 5, {4, 37}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+    /* stride 3 and dilation 2 along rows wider than a lane block */
+    {"2d depthwise wide rows s3 d2", 2, 2, 5, 5, 5, {5, 61}, {3, 3}, {1, 3}, {1, 1}, {1, 2}, 1},
     /* channels-last takes the rows drivers (conv_rows.c) from 8 channels a group */
     {"2d groups2 wide", 2, 2, 16, 8, 2, {6, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, 1},
     {"3d wide", 3, 1, 9, 4, 1, {4, 5, 4}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 2}, 0},
