@@ -29,13 +29,14 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
  * values whose sums are denormal (the AVX512-BF16 store's other path), a
  * signalling NaN input (NaN wherever a window holds it, in both), denormal
  * inputs (flushed to zero by both: the products would be normal), F32 and
- * BF16, partial lane blocks, strides, dilation, 1 to 3 dims. */
+ * BF16, partial lane blocks, strides, dilation, 1 to 3 dims, several bands
+ * of rows with a short last one. */
 TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
     unsigned active = vt_isa_active();
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
                                      VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
-                                     "3d depthwise", "2d depthwise 32ch"};
+                                     "3d depthwise", "2d depthwise 32ch", "2d depthwise bands s2 d2"};
     static const vt_dtype dts[] = {VT_F32, VT_BF16};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         vt_isa_force(masks[m] & active);

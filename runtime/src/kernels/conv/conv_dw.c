@@ -19,6 +19,12 @@
  * split, compute, store) stay in L2: whole 112x112 planes did not, and
  * each pass went to L3. */
 #define DW_BAND_BYTES ((int64_t)96 << 10)
+/* The channels-last forward's bands: their input rows, every channel. Its
+ * stage holds one lane block at a time, so its bands can be longer (fewer
+ * rows staged twice where bands meet): at 96 KB a stride-2 forward of 144
+ * channels went one output row a band, each staging three input rows for
+ * two new ones; 192 KB measured 5-10% faster on Zen 5, 320 KB slower. */
+#define DW_CL_BAND_BYTES ((int64_t)192 << 10)
 
 static _Atomic(const vt_dw_kernels *) dw_active;
 
@@ -473,9 +479,9 @@ static vt_status cl_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt
         j.c.ys[0] = y5->strides[0], j.c.ys[1] = y5->strides[2], j.c.ys[2] = y5->strides[3], j.c.ys[3] = y5->strides[4];
     }
     /* bands whose window over every block (the input rows each block's
-     * stage re-reads) stays near DW_BAND_BYTES (in L2), at least a row */
+     * stage re-reads) stays near DW_CL_BAND_BYTES (in L2), at least a row */
     int64_t per_row = (vt_dw_cl_stage_floats(&j.c, 2) - vt_dw_cl_stage_floats(&j.c, 1)) * ncb;
-    j.band = per_row > 0 ? DW_BAND_BYTES / (per_row * (int64_t)sizeof(float)) : g->out[1];
+    j.band = per_row > 0 ? DW_CL_BAND_BYTES / (per_row * (int64_t)sizeof(float)) : g->out[1];
     j.band = j.band < 1 ? 1 : j.band < g->out[1] ? j.band : g->out[1];
     j.nbands = (g->out[1] + j.band - 1) / j.band;
     vt_parallel_for(g->N * g->out[0] * j.nbands, 1, cl_range, &j);
