@@ -7,6 +7,26 @@
 #define VTPU_VMATH_AVX512_H
 
 #include <immintrin.h>
+#include <stdint.h>
+
+/* The statements after k run for i in [0, n) in steps of 16, k the step's
+ * lane mask: every whole step with k the constant 0xffff (the compiler
+ * drops the mask from its loads, stores and arithmetic), then one step over
+ * the rest. A mask computed in every step keeps every load and store
+ * masked: on Zen 5 the softmax line backward ran 1.5x slower so. */
+#define VT_AVX512_FOR16(i, n, k, ...)                                                                          \
+    do {                                                                                                       \
+        const int64_t n_##i = (n);                                                                             \
+        int64_t i = 0;                                                                                         \
+        for (; i + 16 <= n_##i; i += 16) {                                                                     \
+            const __mmask16 k = (__mmask16)0xffff;                                                             \
+            __VA_ARGS__                                                                                        \
+        }                                                                                                      \
+        if (i < n_##i) {                                                                                       \
+            const __mmask16 k = (__mmask16)((1u << (n_##i - i)) - 1);                                         \
+            __VA_ARGS__                                                                                        \
+        }                                                                                                      \
+    } while (0)
 
 /* 16 lanes folded pairwise: l + l+8, then +4, +2, +1 (the portable 16-lane
  * sums' order; vt_avx2_fold16's twin). */

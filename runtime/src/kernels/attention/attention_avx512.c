@@ -19,62 +19,51 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_mask_mov_ps(y, nan, x);
 }
 
-static inline __mmask16 tail(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
-
 static float scores_avx512(float *s, int64_t n, int64_t nvalid, float scale, const float *bias) {
     __m512 m = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
     __mmask16 nan = 0;
-    int64_t c = 0;
-    for (; c < nvalid; c += 16) {
-        __mmask16 k = tail(nvalid - c);
+    VT_AVX512_FOR16(c, nvalid, k, {
         __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + c), sc);
         if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + c));
         _mm512_mask_storeu_ps(s + c, k, x);
         nan |= _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
         m = _mm512_mask_max_ps(m, k, m, x);
-    }
-    for (c = nvalid; c < n; c++) s[c] = -INFINITY;
+    });
+    for (int64_t c = nvalid; c < n; c++) s[c] = -INFINITY;
     return nan ? NAN : _mm512_reduce_max_ps(m);
 }
 
 static float exp_sum_avx512(float *s, int64_t n, float m) {
     __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
-    for (int64_t c = 0; c < n; c += 16) {
-        __mmask16 k = tail(n - c);
+    VT_AVX512_FOR16(c, n, k, {
         __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + c), mv));
         _mm512_mask_storeu_ps(s + c, k, e);
         acc = _mm512_mask_add_ps(acc, k, acc, e);
-    }
+    });
     return _mm512_reduce_add_ps(acc);
 }
 
 static void bwd_p_avx512(float *s, int64_t n, int64_t nvalid, float scale, const float *bias, float lse) {
     __m512 sc = _mm512_set1_ps(scale), lv = _mm512_set1_ps(lse);
-    int64_t c = 0;
-    for (; c < nvalid; c += 16) {
-        __mmask16 k = tail(nvalid - c);
+    VT_AVX512_FOR16(c, nvalid, k, {
         __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + c), sc);
         if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, bias + c));
         _mm512_mask_storeu_ps(s + c, k, exp16(_mm512_sub_ps(x, lv)));
-    }
-    for (c = nvalid; c < n; c++) s[c] = 0.0f;
+    });
+    for (int64_t c = nvalid; c < n; c++) s[c] = 0.0f;
 }
 
 static void bwd_ds_avx512(float *ds, const float *p, const float *dp, int64_t n, float delta, float scale) {
     __m512 dv = _mm512_set1_ps(delta), sc = _mm512_set1_ps(scale);
-    for (int64_t c = 0; c < n; c += 16) {
-        __mmask16 k = tail(n - c);
+    VT_AVX512_FOR16(c, n, k, {
         __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + c), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + c), dv));
         _mm512_mask_storeu_ps(ds + c, k, _mm512_mul_ps(x, sc));
-    }
+    });
 }
 
 static void scale_avx512(float *x, int64_t n, float a) {
     __m512 av = _mm512_set1_ps(a);
-    for (int64_t c = 0; c < n; c += 16) {
-        __mmask16 k = tail(n - c);
-        _mm512_mask_storeu_ps(x + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c), av));
-    }
+    VT_AVX512_FOR16(c, n, k, { _mm512_mask_storeu_ps(x + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + c), av)); });
 }
 
 /* The bf16 parts of 16 floats (as f32 bits, low halves zero): parts[g] for

@@ -43,7 +43,14 @@ static inline __m512 sqdev16(__m512 a, const float *x, __m512 vm, __mmask16 k) {
 static float sqdev(const float *x, int64_t n, float m) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const __m512 vm = _mm512_set1_ps(m);
-    for (int64_t i = 0; i < n; i += 64) {
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) { /* whole blocks: constant masks, which the compiler drops */
+        a0 = sqdev16(a0, x + i, vm, 0xffff);
+        a1 = sqdev16(a1, x + i + 16, vm, 0xffff);
+        a2 = sqdev16(a2, x + i + 32, vm, 0xffff);
+        a3 = sqdev16(a3, x + i + 48, vm, 0xffff);
+    }
+    if (i < n) {
         a0 = sqdev16(a0, x + i, vm, block_mask(n, i));
         a1 = sqdev16(a1, x + i + 16, vm, block_mask(n, i + 16));
         a2 = sqdev16(a2, x + i + 32, vm, block_mask(n, i + 32));
@@ -54,22 +61,20 @@ static float sqdev(const float *x, int64_t n, float m) {
 
 static void scale_shift(float *y, const float *x, int64_t n, float a, float b) {
     __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = tail_mask(n - i);
+    VT_AVX512_FOR16(i, n, k, {
         __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), va), vb);
         _mm512_mask_storeu_ps(y + i, k, v);
-    }
+    });
 }
 
 static void affine(float *y, const float *x, int64_t n, float m, float r, const float *w, const float *b) {
     __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = tail_mask(n - i);
+    VT_AVX512_FOR16(i, n, k, {
         __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vr);
         if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, w + i));
         if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, b + i));
         _mm512_mask_storeu_ps(y + i, k, v);
-    }
+    });
 }
 
 /* 16 lanes of grad_sums into (a, b). */
@@ -84,7 +89,14 @@ static inline void grad16(__m512 *a, __m512 *b, const float *dy, const float *x,
 static void grad_sums(const float *dy, const float *x, const float *w, int64_t n, float m, float *sg, float *sgx) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     const __m512 vm = _mm512_set1_ps(m);
-    for (int64_t i = 0; i < n; i += 64) {
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) { /* whole blocks: constant masks, which the compiler drops */
+        grad16(&a0, &b0, dy + i, x + i, w ? w + i : NULL, vm, 0xffff);
+        grad16(&a1, &b1, dy + i + 16, x + i + 16, w ? w + i + 16 : NULL, vm, 0xffff);
+        grad16(&a2, &b2, dy + i + 32, x + i + 32, w ? w + i + 32 : NULL, vm, 0xffff);
+        grad16(&a3, &b3, dy + i + 48, x + i + 48, w ? w + i + 48 : NULL, vm, 0xffff);
+    }
+    if (i < n) {
         grad16(&a0, &b0, dy + i, x + i, w ? w + i : NULL, vm, block_mask(n, i));
         grad16(&a1, &b1, dy + i + 16, x + i + 16, w ? w + i + 16 : NULL, vm, block_mask(n, i + 16));
         grad16(&a2, &b2, dy + i + 32, x + i + 32, w ? w + i + 32 : NULL, vm, block_mask(n, i + 32));
@@ -97,26 +109,24 @@ static void grad_sums(const float *dy, const float *x, const float *w, int64_t n
 static void grad_in(float *dx, const float *dy, const float *x, const float *w, int64_t n, float a, float m, float c2,
                     float c3) {
     __m512 va = _mm512_set1_ps(a), vm = _mm512_set1_ps(m), v2 = _mm512_set1_ps(c2), v3 = _mm512_set1_ps(c3);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = tail_mask(n - i);
+    VT_AVX512_FOR16(i, n, k, {
         __m512 g = w ? _mm512_mul_ps(va, _mm512_maskz_loadu_ps(k, w + i)) : va;
         __m512 v = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(k, dy + i));
         v = _mm512_add_ps(v, _mm512_mul_ps(v2, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
         _mm512_mask_storeu_ps(dx + i, k, _mm512_add_ps(v, v3));
-    }
+    });
 }
 
 static void grad_params(float *dw, float *db, const float *dy, const float *x, int64_t n, float m, float r) {
     __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = tail_mask(n - i);
+    VT_AVX512_FOR16(i, n, k, {
         __m512 g = _mm512_maskz_loadu_ps(k, dy + i);
         if (dw) {
             __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vr);
             _mm512_mask_storeu_ps(dw + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dw + i), _mm512_mul_ps(g, xh)));
         }
         if (db) _mm512_mask_storeu_ps(db + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, db + i), g));
-    }
+    });
 }
 
 const vt_norm_f32_kernels vt_norm_f32_avx512 = {sum, sqdev, scale_shift, affine, grad_sums, grad_in, grad_params};
