@@ -55,11 +55,10 @@ void vt_acc_f32_avx512(float *d, const float *s, int64_t n, float alpha) {
 
 void vt_acc_bf16_avx512(uint16_t *d, const uint16_t *s, int64_t n, float alpha) {
     const __m512 a = _mm512_set1_ps(alpha);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = first(n - i);
+    VT_AVX512_FOR16(i, n, m, {
         const __m512 x = vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, d + i)), y = vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, s + i));
         _mm256_mask_storeu_epi16(d + i, m, vt_avx512_f32x16_to_bf16(axpy(x, y, a)));
-    }
+    });
 }
 
 /* 16 x 16 of 16-bit values in 16 ymm rows, transposed in place: pairs,

@@ -9,11 +9,8 @@
 #include "internal.h"
 #include "kernels/vmath_avx512.h"
 
-static inline __mmask16 first(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
-
 void vt_cvt_f32_bf16_avx512bf16(const float *src, uint16_t *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 m = first(n - i);
+    VT_AVX512_FOR16(i, n, m, {
         _mm256_mask_storeu_epi16(dst + i, m, vt_avx512_f32x16_to_bf16_fast(_mm512_maskz_loadu_ps(m, src + i)));
-    }
+    });
 }

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/optim/optim.h"
+#include "kernels/vmath_avx512.h"
 
 static void fe_f32(const optim_fe_f32 *p, int64_t n, float *out, const float *a, const float *b,
                    const float *c) {
@@ -32,8 +33,7 @@ static inline __attribute__((always_inline)) void adam_plain(const optim_adam_f3
     const __m512 decay = _mm512_set1_ps(p->adamw ? p->decay : 1.0f), wd = _mm512_set1_ps(p->wd);
     const __m512 lc = _mm512_set1_ps(p->lerp_coeff), c2 = _mm512_set1_ps(p->c2), b2 = _mm512_set1_ps(p->beta2);
     const __m512 bs = _mm512_set1_ps(p->bc2_sqrt), eps = _mm512_set1_ps(p->eps), ns = _mm512_set1_ps(p->neg_step);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    VT_AVX512_FOR16(i, n, k, {
         __m512 pr = _mm512_maskz_loadu_ps(k, param + i), g = _mm512_maskz_loadu_ps(k, grad + i);
         __m512 mv = _mm512_maskz_loadu_ps(k, m + i), vv = _mm512_maskz_loadu_ps(k, v + i);
         __m512 pv = _mm512_mul_ps(pr, decay);
@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) void adam_plain(const optim_adam_f3
         _mm512_mask_storeu_ps(v + i, k, vv);
         __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bs), eps);
         _mm512_mask_storeu_ps(param + i, k, _mm512_add_ps(pv, _mm512_div_ps(_mm512_mul_ps(ns, mv), den)));
-    }
+    });
 }
 
 static void adam_f32(const optim_adam_f32 *p, int64_t n, float *restrict param, float *restrict grad,
@@ -71,8 +71,7 @@ static void sgd_f32(const optim_sgd_f32 *p, int64_t n, float *restrict param, fl
     const __m512 gs = _mm512_set1_ps(p->grad_scale), wd = _mm512_set1_ps(p->wd), mo = _mm512_set1_ps(p->momentum);
     const __m512 omd = _mm512_set1_ps(p->one_minus_damp), nlr = _mm512_set1_ps(p->neg_lr);
     const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u));
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+    VT_AVX512_FOR16(i, n, k, {
         __m512 pv = _mm512_maskz_loadu_ps(k, param + i), g = _mm512_maskz_loadu_ps(k, grad + i);
         if (p->has_scale) {
             g = _mm512_div_ps(g, gs);
@@ -86,7 +85,7 @@ static void sgd_f32(const optim_sgd_f32 *p, int64_t n, float *restrict param, fl
             g = p->nesterov ? _mm512_fmadd_ps(bv, mo, g) : bv;
         }
         _mm512_mask_storeu_ps(param + i, k, _mm512_fmadd_ps(g, nlr, pv));
-    }
+    });
 }
 
 const optim_table optim_table_avx512 = {"avx512", fe_f32, adam_f32, sgd_f32};
