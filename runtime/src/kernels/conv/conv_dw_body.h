@@ -392,14 +392,19 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
     const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
     const int64_t *off = d->toff, T = d->taps, E2 = d->E[2];
     int64_t n2 = (d->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
+    /* 3x3 at DEFAULT: the nine weights in registers, set once per plane
+     * (the compiler, seeing stores to y, reloaded them for every row) */
+    const int t3x3 = T == 9 && d->nlow == 0;
+    float wt[9] = {0};
+    for (int t = 0; t3x3 && t < 9; t++) wt[t] = w[0][t * VT_DW_LANES];
+    const dw_vf w0 = (dw_vf){0} + wt[0], w1 = (dw_vf){0} + wt[1], w2 = (dw_vf){0} + wt[2];
+    const dw_vf w3 = (dw_vf){0} + wt[3], w4 = (dw_vf){0} + wt[4], w5 = (dw_vf){0} + wt[5];
+    const dw_vf w6 = (dw_vf){0} + wt[6], w7 = (dw_vf){0} + wt[7], w8 = (dw_vf){0} + wt[8];
     for (int64_t z0 = 0; z0 < d->out[0]; z0++)
         for (int64_t z1 = 0; z1 < d->out[1]; z1++, y += n2) {
             int64_t b = (z0 * d->stride[0] * d->E[1] + z1 * d->stride[1]) * E2;
-            if (T == 9 && d->nlow == 0) { /* 3x3 at DEFAULT: the nine weights in registers */
-                const float *xs = x[0] + b, *ws = w[0];
-                dw_vf w0 = (dw_vf){0} + ws[0], w1 = (dw_vf){0} + ws[16], w2 = (dw_vf){0} + ws[32];
-                dw_vf w3 = (dw_vf){0} + ws[48], w4 = (dw_vf){0} + ws[64], w5 = (dw_vf){0} + ws[80];
-                dw_vf w6 = (dw_vf){0} + ws[96], w7 = (dw_vf){0} + ws[112], w8 = (dw_vf){0} + ws[128];
+            if (t3x3) {
+                const float *xs = x[0] + b;
                 for (int64_t z2 = 0; z2 < n2; z2 += VT_DW_LANES) {
                     const float *p = xs + z2;
                     dw_vf a = dw_ld(p + off[0]) * w0 + dw_ld(p + off[1]) * w1 + dw_ld(p + off[2]) * w2 +
