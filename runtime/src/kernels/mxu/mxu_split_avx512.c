@@ -34,10 +34,11 @@ static inline void split16(const float *restrict x, int64_t i, __mmask16 k, vt_p
  * zero padding up to npad. */
 void vt_mxu_split_avx512(const float *restrict x, int64_t n, int64_t npad, vt_precision prec,
                          uint16_t *restrict hi, uint16_t *restrict mid, uint16_t *restrict lo) {
+    const int64_t whole = n < npad ? n : npad; /* values read: [0, min(n, npad)) */
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) split16(x, i, (__mmask16)0xffff, prec, hi, mid, lo);
+    for (; i + 16 <= whole; i += 16) split16(x, i, (__mmask16)0xffff, prec, hi, mid, lo);
     for (; i < npad; i += 16) {
-        int64_t left = n - i;
+        int64_t left = whole - i;
         split16(x, i, left <= 0 ? 0 : (__mmask16)((1u << left) - 1), prec, hi, mid, lo);
     }
 }
