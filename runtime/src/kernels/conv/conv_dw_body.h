@@ -430,9 +430,9 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
  * apart, positions W floats apart, step floats per output): the nine
  * weights in registers, two positions at a time (four at unit stride), the
  * taps in order. kind 0: into y (lane vectors ystep floats apart), 1:
- * f32 at yd, 2: bf16 at yd (ystep elements apart). A function of its own so that its few
- * pointers stay in registers. Returns the positions done (n rounded down
- * to a multiple of four at unit stride, of two otherwise). */
+ * f32 at yd, 2: bf16 at yd (ystep elements apart). A function of its own
+ * so that its few pointers stay in registers. Returns the positions done
+ * (n rounded down to a multiple of four at unit stride, of two otherwise). */
 __attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, int64_t rw, int64_t W, int64_t step,
                                                                int64_t n, const float *w, int kind, float *y,
                                                                char *yd, int64_t ystep) {
@@ -488,7 +488,7 @@ __attribute__((noinline)) static int64_t DW_NAME(dw_cl_row3x3_)(const float *x, 
 #define DW_KINDS4(S)                                                                                            \
     do {                                                                                                        \
         int64_t done = 0;                                                                                       \
-        if (kind == 0) DW_ROW4(y, ystep, dw_st, S)                                                                  \
+        if (kind == 0) DW_ROW4(y, ystep, dw_st, S)                                                              \
         else if (kind == 1) DW_ROW4(f, ystep, dw_st, S)                                                         \
         else DW_ROW4(h, ystep, DW_NAME(dw_put_bf16_), S)                                                        \
         return done;                                                                                            \
