@@ -349,30 +349,39 @@ TEST(kernels_fill) {
 }
 
 /* Contiguous fills of every width: uniform bytes (memset) and patterns,
- * lengths around the 4 KiB pattern block, with the bytes after untouched. */
+ * lengths around the 4 KiB pattern block, starting 0-3 elements past an
+ * aligned address (elements before the first 8-aligned one are written one
+ * by one), with the bytes before and after untouched. */
 TEST(kernels_fill_contiguous_lengths) {
-    static const int64_t lens[] = {1, 2, 7, 511, 512, 1023, 1024, 1025, 2047, 2049, 4099, 70001};
+    static const int64_t lens[] = {1, 2, 3, 7, 511, 512, 1023, 1024, 1025, 2047, 2049, 4099, 70001};
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         size_t es = vt_dtype_size((vt_dtype)t);
         for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
-            int64_t n = lens[l];
-            host_tensor buf = ht_1d((vt_dtype)t, n + 8);
-            memset(buf.block, 0x5a, (size_t)(n + 8) * es);
-            host_tensor head = buf;
-            head.t.sizes[0] = n;
-            for (int v = 0; v < 2; v++) {
-                double value = v ? 0.0 : -2.75;
-                CHECK_OK(vt_fill(&head.t, vt_scalar_from_double(value)));
-                host_tensor one = ht_new(VT_F64, 0, NULL), want = ht_new((vt_dtype)t, 0, NULL);
-                *(double *)one.block = value;
-                CHECK_OK(vt_ref_copy(&want.t, &one.t));
-                int bad = 0;
-                for (int64_t i = 0; i < n; i++) bad += memcmp((char *)buf.block + i * (int64_t)es, want.block, es) != 0;
-                CHECK_MSG(bad == 0, "dtype %d n %lld value %g: %d wrong", t, (long long)n, value, bad);
-                for (size_t b = 0; b < 8 * es; b++) CHECK(((unsigned char *)buf.block)[n * (int64_t)es + b] == 0x5a);
-                ht_free(&one); ht_free(&want);
+            for (int64_t off = 0; off < 4; off++) {
+                int64_t n = lens[l];
+                host_tensor buf = ht_1d((vt_dtype)t, n + 12);
+                memset(buf.block, 0x5a, (size_t)(n + 12) * es);
+                host_tensor head = buf;
+                head.t.sizes[0] = n;
+                head.t.offset = off;
+                for (int v = 0; v < 2; v++) {
+                    double value = v ? 0.0 : -2.75;
+                    CHECK_OK(vt_fill(&head.t, vt_scalar_from_double(value)));
+                    host_tensor one = ht_new(VT_F64, 0, NULL), want = ht_new((vt_dtype)t, 0, NULL);
+                    *(double *)one.block = value;
+                    CHECK_OK(vt_ref_copy(&want.t, &one.t));
+                    int bad = 0;
+                    for (int64_t i = 0; i < n; i++)
+                        bad += memcmp((char *)buf.block + (off + i) * (int64_t)es, want.block, es) != 0;
+                    CHECK_MSG(bad == 0, "dtype %d n %lld offset %lld value %g: %d wrong", t, (long long)n,
+                              (long long)off, value, bad);
+                    for (size_t b = 0; b < off * es; b++) CHECK(((unsigned char *)buf.block)[b] == 0x5a);
+                    for (size_t b = 0; b < 8 * es; b++)
+                        CHECK(((unsigned char *)buf.block)[(off + n) * (int64_t)es + b] == 0x5a);
+                    ht_free(&one); ht_free(&want);
+                }
+                ht_free(&buf);
             }
-            ht_free(&buf);
         }
     }
 }

@@ -411,14 +411,38 @@ typedef struct fill_ctx {
 } fill_ctx;
 _Static_assert(sizeof(fill_ctx) <= VT_EW_PLAN_BYTES, "fill_ctx outgrew a plan");
 
+/* n * 8 bytes of the pattern pat at an 8-aligned dst. On x86 one REP STOSQ:
+ * as fast as memset's string store on a large run (a 9.6 MB fill's halves:
+ * 137 GB/s a core here), where copying a 4 KiB pattern block out ran at
+ * 64-94 GB/s, its loads and stores 4 KiB apart aliasing. */
+static void fill_words(char *dst, uint64_t pat, size_t n) {
+#if VT_X86 && defined(__GNUC__)
+    __asm__ volatile("rep stosq" : "+D"(dst), "+c"(n) : "a"(pat) : "memory");
+#else
+    for (size_t i = 0; i < n; i++) memcpy(dst + 8 * i, &pat, 8);
+#endif
+}
+
 /* A contiguous run: memset when every byte of the value is the same (0,
- * -1, bools), else a 4 KiB pattern block copied out (the copies read L1). */
+ * -1, bools); an element of up to 8 bytes as an 8-byte pattern from the
+ * first 8-aligned address (elements before it one by one: es divides 8,
+ * so the pattern starts on an element); wider ones (complex128) as a
+ * 4 KiB pattern block copied out. */
 static void fill_contiguous(char *dst, const unsigned char *value, size_t es, int64_t n) {
     size_t bytes = (size_t)n * es;
     int uniform = 1;
     for (size_t k = 1; k < es; k++) uniform &= value[k] == value[0];
     if (uniform) {
         memset(dst, value[0], bytes);
+        return;
+    }
+    if (es <= 8 && (uintptr_t)dst % es == 0) {
+        for (; ((uintptr_t)dst & 7) && bytes; dst += es, bytes -= es) memcpy(dst, value, es);
+        uint64_t pat;
+        unsigned char *pb = (unsigned char *)&pat;
+        for (size_t k = 0; k < 8; k++) pb[k] = value[k % es];
+        fill_words(dst, pat, bytes / 8);
+        memcpy(dst + bytes / 8 * 8, &pat, bytes % 8);
         return;
     }
     _Alignas(64) unsigned char block[4096];
