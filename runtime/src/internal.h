@@ -720,11 +720,12 @@ static inline uint16_t vt_mxu_f64_to_f16(double d) { return vt_f32_to_f16(vt_mxu
 #define VT_MXU_CHUNK 512 /* bf16 elements per 32-K chunk of a 16-wide panel */
 
 /* Block kernel: the mb x nb block of C (multiples of 32; mb any count for
- * an engine with rows_any) += A B over kc chunks. a: first A panel (next
- * panel a + as), b: first B panel (next b + bs), c: f32 with row stride
- * ldc. acc == 0 starts the sum from +0 (as an MXU accumulator does);
- * otherwise C's contents are the starting value. It allocates nothing per
- * call (the AVX2 kernel keeps one buffer per thread). */
+ * an engine with rows_any, nb a multiple of 16 for one with cols16) += A B
+ * over kc chunks. a: first A panel (next panel a + as), b: first B panel
+ * (next b + bs), c: f32 with row stride ldc. acc == 0 starts the sum from
+ * +0 (as an MXU accumulator does); otherwise C's contents are the starting
+ * value. It allocates nothing per call (the AVX2 kernel keeps one buffer
+ * per thread). */
 typedef void (*vt_mxu_block_fn)(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restrict a, int64_t as,
                                 const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc);
 /* Split n f32 values into bf16 parts (per vt_mxu_split), written as bf16 to
@@ -760,6 +761,8 @@ typedef struct vt_mxu_engine {
     vt_mxu_split_fn split;
     vt_mxu_zip_fn zip;
     int rows_any; /* block computes exactly mb rows, any count: the driver skips M's padding rows */
+    int cols16;   /* block and direct compute exactly nb columns, a multiple of 16: the driver skips N's
+                   * padding to 32 (an N of 16: half the work) */
     const struct vt_mxu_packers *pack; /* fast packers (kernels/mxu/mxu_local.h); NULL: split + zip */
 } vt_mxu_engine;
 extern const vt_mxu_engine vt_mxu_engine_scalar;

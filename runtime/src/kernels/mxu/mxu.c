@@ -276,6 +276,7 @@ static void tile_range(void *ctx, int64_t begin, int64_t end) {
              * matrix-vector product) cost as much as real ones; an engine
              * that takes any row count skips them (m0 < M always). */
             if ((j->e->rows_any || j->a_direct || j->a_strip) && p->M - x->m0 < x->mb) x->mb = p->M - x->m0;
+            if (j->e->cols16 && p->N - x->n0 < x->nb) x->nb = (p->N - x->n0 + 15) & ~(int64_t)15;
             x->a = NULL;
             if (j->a_direct) x->a = j->a_direct + x->m0 * j->lda, x->lda = j->lda;
             if (j->a_strip) {
@@ -413,6 +414,7 @@ static void ksplit_range(void *ctx, int64_t begin, int64_t end) {
                     tile x = {m0, n0, Mp - m0 < MC ? Mp - m0 : MC, Np - n0 < NC ? Np - n0 : NC, Np,
                               c + m0 * Np + n0, 0, 0, {0}, NULL, 0};
                     if (sj.e->rows_any && whole->p.M - m0 < x.mb) x.mb = whole->p.M - m0;
+                    if (sj.e->cols16 && whole->p.N - n0 < x.nb) x.nb = (whole->p.N - n0 + 15) & ~(int64_t)15;
                     run_pass(&sj, &x, vt_mxu_passes(0)[0], s > ksplit_first(ks, g));
                 }
         }

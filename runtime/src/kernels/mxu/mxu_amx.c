@@ -121,5 +121,5 @@ static void direct_amx(int64_t kc, int pairs, int64_t mb, int64_t nb, const uint
 }
 
 const vt_mxu_engine vt_mxu_engine_amx = {"amx", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16 | VT_ISA_AMX,
-                                         block_amx, direct_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0,
+                                         block_amx, direct_amx, vt_mxu_split_avx512, vt_mxu_zip_avx512, 0, 0,
                                          &vt_mxu_packers_avx512bf16};

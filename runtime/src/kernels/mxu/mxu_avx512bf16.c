@@ -63,6 +63,51 @@ static inline void micro_1x32(int64_t kc, int pairs, const uint16_t *restrict a,
     _mm512_storeu_ps(c + 16, c1);
 }
 
+/* C[8 x 16] and C[1 x 16]: a last 16 columns (an N of 16 modulo 32, one
+ * B panel), each element the same sequence of steps as in the 32-wide
+ * kernels. */
+#define VT_ACC_DECL(r) __m512 c##r = acc ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
+#define VT_ACC_STEP(r)                                                                  \
+    do {                                                                                \
+        uint32_t w;                                                                     \
+        memcpy(&w, ac + r * ars + 2 * j, 4);                                             \
+        c##r = _mm512_dpbf16_ps(c##r, (__m512bh)_mm512_set1_epi32((int)w), b0);          \
+    } while (0)
+#define VT_ACC_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r);
+
+static inline void micro_8x16(int64_t kc, int pairs, const uint16_t *restrict a, int64_t ars, int64_t acs,
+                              const uint16_t *restrict b, float *restrict c, int64_t ldc, int acc) {
+    VT_ACC_DECL(0) VT_ACC_DECL(1) VT_ACC_DECL(2) VT_ACC_DECL(3)
+    VT_ACC_DECL(4) VT_ACC_DECL(5) VT_ACC_DECL(6) VT_ACC_DECL(7)
+    for (int64_t ch = 0; ch < kc; ch++) {
+        const uint16_t *ac = a + ch * acs, *b0c = b + ch * VT_MXU_CHUNK;
+        for (int j = 0; j < pairs; j++) {
+            __m512bh b0 = (__m512bh)_mm512_loadu_si512(b0c + j * 32);
+            VT_ACC_STEP(0); VT_ACC_STEP(1); VT_ACC_STEP(2); VT_ACC_STEP(3);
+            VT_ACC_STEP(4); VT_ACC_STEP(5); VT_ACC_STEP(6); VT_ACC_STEP(7);
+        }
+    }
+    VT_ACC_STORE(0) VT_ACC_STORE(1) VT_ACC_STORE(2) VT_ACC_STORE(3)
+    VT_ACC_STORE(4) VT_ACC_STORE(5) VT_ACC_STORE(6) VT_ACC_STORE(7)
+}
+#undef VT_ACC_DECL
+#undef VT_ACC_STEP
+#undef VT_ACC_STORE
+
+static inline void micro_1x16(int64_t kc, int pairs, const uint16_t *restrict a, int64_t acs,
+                              const uint16_t *restrict b, float *restrict c, int acc) {
+    __m512 c0 = acc ? _mm512_loadu_ps(c) : _mm512_setzero_ps();
+    for (int64_t ch = 0; ch < kc; ch++) {
+        const uint16_t *ac = a + ch * acs, *b0c = b + ch * VT_MXU_CHUNK;
+        for (int j = 0; j < pairs; j++) {
+            uint32_t w;
+            memcpy(&w, ac + 2 * j, 4);
+            c0 = _mm512_dpbf16_ps(c0, (__m512bh)_mm512_set1_epi32((int)w), (__m512bh)_mm512_loadu_si512(b0c + j * 32));
+        }
+    }
+    _mm512_storeu_ps(c, c0);
+}
+
 /* A's row m at a + (m / 16) * as + (m % 16) * ars, chunk c of it + c * acs,
  * `pairs` k-pairs of each chunk: the packed panels, or a bf16 matrix read
  * where it lies. */
@@ -71,6 +116,14 @@ static inline void blocks(int64_t kc, int pairs, int64_t mb, int64_t nb, const u
                           int64_t ldc, int acc) {
     const int64_t m8 = mb & ~(int64_t)7;
     for (int64_t n = 0; n < nb; n += 32) {
+        if (nb - n < 32) { /* the engine's cols16: a last 16 columns */
+            for (int64_t m = 0; m < m8; m += 8)
+                micro_8x16(kc, pairs, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs,
+                           c + m * ldc + n, ldc, acc);
+            for (int64_t m = m8; m < mb; m++)
+                micro_1x16(kc, pairs, a + (m / 16) * as + (m % 16) * ars, acs, b + (n / 16) * bs, c + m * ldc + n, acc);
+            break;
+        }
         for (int64_t m = 0; m < m8; m += 8)
             micro_8x32(kc, pairs, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs, bs,
                        c + m * ldc + n, ldc, acc);
@@ -96,14 +149,14 @@ static void direct_avx512bf16(int64_t kc, int pairs, int64_t mb, int64_t nb, con
     _Alignas(64) float done[8 * 32];
     for (int64_t n = 0; n < nb; n += 32)
         for (int64_t m = 0; m < mb; m += 8) {
-            int64_t rows = mb - m < 8 ? mb - m : 8;
+            int64_t rows = mb - m < 8 ? mb - m : 8, w = nb - n < 32 ? nb - n : 32;
             if (acc)
-                for (int64_t r = 0; r < rows; r++) memcpy(done + r * 32, c + (m + r) * ldc + n, 32 * sizeof(float));
-            blocks(kc, pairs, rows, 32, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
+                for (int64_t r = 0; r < rows; r++) memcpy(done + r * 32, c + (m + r) * ldc + n, (size_t)w * sizeof(float));
+            blocks(kc, pairs, rows, w, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
             vt_mxu_sink_rows(sink, m, n, done, 32, rows);
         }
 }
 
 const vt_mxu_engine vt_mxu_engine_avx512bf16 = {"avx512bf16", VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16,
                                                 block_avx512bf16, direct_avx512bf16, vt_mxu_split_avx512,
-                                                vt_mxu_zip_avx512, 1, &vt_mxu_packers_avx512bf16};
+                                                vt_mxu_zip_avx512, 1, 1, &vt_mxu_packers_avx512bf16};
