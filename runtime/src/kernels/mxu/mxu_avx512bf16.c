@@ -152,7 +152,11 @@ static void direct_avx512bf16(int64_t kc, int pairs, int64_t mb, int64_t nb, con
             int64_t rows = mb - m < 8 ? mb - m : 8, w = nb - n < 32 ? nb - n : 32;
             if (acc)
                 for (int64_t r = 0; r < rows; r++) memcpy(done + r * 32, c + (m + r) * ldc + n, (size_t)w * sizeof(float));
-            blocks(kc, pairs, rows, w, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
+            /* a constant width each: blocks() inlined for one 32-wide or one 16-wide step */
+            if (w == 32)
+                blocks(kc, pairs, rows, 32, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
+            else
+                blocks(kc, pairs, rows, 16, a + m * lda, 16 * lda, lda, 32, b + (n / 16) * bs, bs, done, 32, acc);
             vt_mxu_sink_rows(sink, m, n, done, 32, rows);
         }
 }
