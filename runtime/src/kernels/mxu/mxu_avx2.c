@@ -175,4 +175,4 @@ void vt_mxu_block_avx2(int64_t kc, int64_t mb, int64_t nb, const uint16_t *restr
 }
 
 const vt_mxu_engine vt_mxu_engine_avx2 = {"avx2", VT_ISA_AVX2, vt_mxu_block_avx2, NULL, vt_mxu_split_avx2,
-                                          vt_mxu_zip_avx2, 1, 0, NULL};
+                                          vt_mxu_zip_avx2, 1, 1, NULL};

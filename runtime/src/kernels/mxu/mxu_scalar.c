@@ -57,4 +57,4 @@ static void block_scalar(int64_t kc, int64_t mb, int64_t nb, const uint16_t *res
         for (int64_t m = 0; m < mb; m += 16) tile_scalar(kc, a + (m / 16) * as, b + (n / 16) * bs, c + m * ldc + n, ldc);
 }
 
-const vt_mxu_engine vt_mxu_engine_scalar = {"scalar", 0, block_scalar, NULL, split_scalar, zip_scalar, 0, 0, NULL};
+const vt_mxu_engine vt_mxu_engine_scalar = {"scalar", 0, block_scalar, NULL, split_scalar, zip_scalar, 0, 1, NULL};

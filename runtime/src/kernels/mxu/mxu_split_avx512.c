@@ -53,4 +53,4 @@ void vt_mxu_zip_avx512(const uint16_t *restrict even, const uint16_t *restrict o
 }
 
 const vt_mxu_engine vt_mxu_engine_avx512 = {"avx512", VT_ISA_AVX2 | VT_ISA_AVX512, vt_mxu_block_avx2, NULL,
-                                            vt_mxu_split_avx512, vt_mxu_zip_avx512, 1, 0, &vt_mxu_packers_avx512};
+                                            vt_mxu_split_avx512, vt_mxu_zip_avx512, 1, 1, &vt_mxu_packers_avx512};
