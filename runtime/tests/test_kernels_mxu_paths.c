@@ -286,19 +286,20 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
 TEST(kernels_mxu_bf16_a_in_place_same_bits) {
     static const int64_t Ms[] = {1, 15, 16, 17, 31, 33, 100};
     static const int64_t Ks[] = {2, 16, 17, 30, 32, 96, 2080}; /* K < 32 even: one short chunk; 17 is packed */
+    /* N: a last block of 13 columns (16 wide), and one of 30 (32 wide, 2 past N not written) */
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
-                for (int view = 0; view < 2; view++) {
-                    const int64_t M = Ms[mi], K = Ks[ki], N = 45, lda = view ? K + 3 : K;
+                for (int view = 0; view < 4; view++) {
+                    const int64_t M = Ms[mi], K = Ks[ki], N = view < 2 ? 45 : 62, lda = view % 2 ? K + 3 : K;
                     host_tensor a = mat(VT_BF16, M, lda), b = mat(VT_BF16, K, N), bias = mat(VT_F32, M, N);
                     fill(&a, 0), fill(&b, 0), fill(&bias, 0);
                     a.t.sizes[1] = K; /* the view: rows lda apart */
                     static const double specials[] = {INFINITY, -INFINITY, NAN, 1e-40, -1e-40, -0.0};
                     for (int q = 0; q < 6 && q < M; q++) set_f(&a, q * lda + (q * 7) % K, specials[q]);
                     /* what lies past K in a row must not be read: a NaN there would show */
-                    for (int64_t i = 0; view && i < M; i++) set_f(&a, i * lda + K, NAN);
+                    for (int64_t i = 0; view % 2 && i < M; i++) set_f(&a, i * lda + K, NAN);
                     host_tensor af = mat(VT_F32, M, K), bf = mat(VT_F32, K, N);
                     CHECK_OK(vt_copy(&af.t, &a.t));
                     CHECK_OK(vt_copy(&bf.t, &b.t));
@@ -316,11 +317,11 @@ TEST(kernels_mxu_bf16_a_in_place_same_bits) {
                         CHECK_OK(vt_copy(&w.t, &want.t));
                         ht_free(&want);
                         want = w;
-                        CHECK_MSG(ht_compare("in place", &got.t, &want.t, -1) == 0, "%s M %lld K %lld view %d form %d",
-                                  vt_mxu_path(), (long long)M, (long long)K, view, form);
+                        CHECK_MSG(ht_compare("in place", &got.t, &want.t, -1) == 0, "%s M %lld K %lld N %lld view %d form %d",
+                                  vt_mxu_path(), (long long)M, (long long)K, (long long)N, view, form);
                         /* the view's gaps are untouched */
                         for (int64_t i = 0; form == 3 && i < M; i++)
-                            CHECK(((uint16_t *)got.block)[i * (N + 5) + N + 2] == 0xffff);
+                            for (int64_t g = N; g < N + 5; g++) CHECK(((uint16_t *)got.block)[i * (N + 5) + g] == 0xffff);
                         ht_free(&got), ht_free(&want);
                     }
                     ht_free(&a), ht_free(&b), ht_free(&bias), ht_free(&af), ht_free(&bf);

@@ -22,10 +22,17 @@
         c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                                    \
         c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                                    \
     } while (0)
-#define VT_ACC_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r##0), _mm512_storeu_ps(c + r * ldc + 16, c##r##1);
+#define VT_ACC_STORE(r)                                                                 \
+    if (sk)                                                                             \
+        vt_mxu_sink_row(sk, sm + r, sn, c##r##0, c##r##1);                              \
+    else                                                                                \
+        _mm512_storeu_ps(c + r * ldc, c##r##0), _mm512_storeu_ps(c + r * ldc + 16, c##r##1);
 
+/* sk: the finished sums go to this sink at (sm, sn) from the registers, not
+ * to c (which is only read, when acc); NULL at the block kernels' calls. */
 static inline void micro_8x32(int64_t kc, int pairs, const uint16_t *restrict a, int64_t ars, int64_t acs,
-                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc) {
+                              const uint16_t *restrict b, int64_t bs, float *restrict c, int64_t ldc, int acc,
+                              const vt_mxu_sink *sk, int64_t sm, int64_t sn) {
     VT_ACC_DECL(0) VT_ACC_DECL(1) VT_ACC_DECL(2) VT_ACC_DECL(3)
     VT_ACC_DECL(4) VT_ACC_DECL(5) VT_ACC_DECL(6) VT_ACC_DECL(7)
     for (int64_t ch = 0; ch < kc; ch++) {
@@ -126,7 +133,7 @@ static inline void blocks(int64_t kc, int pairs, int64_t mb, int64_t nb, const u
         }
         for (int64_t m = 0; m < m8; m += 8)
             micro_8x32(kc, pairs, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs, bs,
-                       c + m * ldc + n, ldc, acc);
+                       c + m * ldc + n, ldc, acc, NULL, 0, 0);
         for (int64_t m = m8; m < mb; m++)
             micro_1x32(kc, pairs, a + (m / 16) * as + (m % 16) * ars, acs, b + (n / 16) * bs, bs, c + m * ldc + n,
                        acc);
@@ -145,11 +152,17 @@ static void direct_avx512bf16(int64_t kc, int pairs, int64_t mb, int64_t nb, con
         blocks(kc, pairs, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
         return;
     }
-    /* 8 rows at a time through a small block in L1, then out to the sink */
+    /* 8 x 32 blocks round their sums into the sink from the registers;
+     * shorter ones go through a small block in L1 */
     _Alignas(64) float done[8 * 32];
     for (int64_t n = 0; n < nb; n += 32)
         for (int64_t m = 0; m < mb; m += 8) {
             int64_t rows = mb - m < 8 ? mb - m : 8, w = nb - n < 32 ? nb - n : 32;
+            if (rows == 8 && w == 32) {
+                micro_8x32(kc, pairs, a + m * lda, lda, 32, b + (n / 16) * bs, bs, c + m * ldc + n, ldc, acc, sink,
+                           m, n);
+                continue;
+            }
             if (acc)
                 for (int64_t r = 0; r < rows; r++) memcpy(done + r * 32, c + (m + r) * ldc + n, (size_t)w * sizeof(float));
             /* a constant width each: blocks() inlined for one 32-wide or one 16-wide step */

@@ -163,22 +163,26 @@ static inline __m512i vt_mxu_rne_ftz16(__m512i u) {
     r = _mm512_mask_and_epi32(r, den, u, vt_mxu_set1(0x80000000u));
     return _mm512_and_si512(r, vt_mxu_set1(0xffff0000u));
 }
+/* One row of 32 finished sums (lo: columns 0-15, hi: 16-31) out to a sink
+ * at its (m, n): the columns below its ncols. */
+static inline void vt_mxu_sink_row(const vt_mxu_sink *s, int64_t m, int64_t n, __m512 lo, __m512 hi) {
+    uint16_t *d = s->p + m * s->ld + n;
+    int64_t left = s->ncols - n;
+    if (left >= 32) {
+        _mm512_storeu_si512(d, vt_avx512_f32x32_to_bf16_fast(lo, hi));
+        return;
+    }
+    __mmask16 k0 = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    __mmask16 k1 = left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+    _mm256_mask_storeu_epi16(d, k0, vt_avx512_f32x16_to_bf16(lo));
+    _mm256_mask_storeu_epi16(d + 16, k1, vt_avx512_f32x16_to_bf16(hi));
+}
 /* rows x 32 sums of a finished block (row stride ldc) out to a sink at its
  * (m, n). */
 static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, const float *c, int64_t ldc,
                                     int64_t rows) {
-    int64_t left = s->ncols - n;
-    __mmask16 k0 = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-    __mmask16 k1 = left >= 32 ? (__mmask16)0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
-    for (int64_t r = 0; r < rows; r++) {
-        uint16_t *d = s->p + (m + r) * s->ld + n;
-        if (k1 == 0xffff) {
-            _mm512_storeu_si512(d, vt_avx512_f32x32_to_bf16_fast(_mm512_loadu_ps(c + r * ldc), _mm512_loadu_ps(c + r * ldc + 16)));
-            continue;
-        }
-        _mm256_mask_storeu_epi16(d, k0, vt_avx512_f32x16_to_bf16(_mm512_loadu_ps(c + r * ldc)));
-        _mm256_mask_storeu_epi16(d + 16, k1, vt_avx512_f32x16_to_bf16(_mm512_loadu_ps(c + r * ldc + 16)));
-    }
+    for (int64_t r = 0; r < rows; r++)
+        vt_mxu_sink_row(s, m + r, n, _mm512_loadu_ps(c + r * ldc), _mm512_loadu_ps(c + r * ldc + 16));
 }
 static inline __m512i vt_mxu_trunc_ftz16(__m512i u) {
     __mmask16 den = _mm512_testn_epi32_mask(u, vt_mxu_set1(0x7f800000u));
