@@ -434,8 +434,11 @@ static vt_status ksplit_run(const gemm_job *j, int parallel) {
     if (!ks.part) return vt_set_error(VT_ERR_OUT_OF_MEMORY, "vt_matmul: out of host memory for scratch");
     vt_parallel_for(ks.ngroups, parallel ? 1 : ks.ngroups, ksplit_range, &ks);
     if (!atomic_load(&ks.oom)) {
-        for (int64_t g = 1; g < ks.ngroups; g++) /* in group order */
-            for (int64_t i = 0; i < Mp * Np; i++) ks.part[i] += ks.part[g * Mp * Np + i];
+        /* in group order, over the M x N sums the tiles wrote (not the
+         * padding rows and columns an engine with rows_any or cols16 skips) */
+        for (int64_t g = 1; g < ks.ngroups; g++)
+            for (int64_t r = 0; r < j->p.M; r++)
+                for (int64_t c = 0; c < j->p.N; c++) ks.part[r * Np + c] += ks.part[g * Mp * Np + r * Np + c];
         write_out(&j->ep, ks.part, Np, 0, 0, j->p.M, j->p.N);
     }
     free(ks.part);
