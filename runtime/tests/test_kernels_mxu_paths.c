@@ -286,13 +286,15 @@ TEST(kernels_mxu_f32_out_same_bits_as_f32_operands) {
 TEST(kernels_mxu_bf16_a_in_place_same_bits) {
     static const int64_t Ms[] = {1, 15, 16, 17, 31, 33, 100};
     static const int64_t Ks[] = {2, 16, 17, 30, 32, 96, 2080}; /* K < 32 even: one short chunk; 17 is packed */
-    /* N: a last block of 13 columns (16 wide), and one of 30 (32 wide, 2 past N not written) */
+    /* N: a last block of 13 columns (16 wide), one of 30 (32 wide, 2 past N
+     * not written) and one of 16 (16 wide, whole) */
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
         for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
             for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
-                for (int view = 0; view < 4; view++) {
-                    const int64_t M = Ms[mi], K = Ks[ki], N = view < 2 ? 45 : 62, lda = view % 2 ? K + 3 : K;
+                for (int view = 0; view < 6; view++) {
+                    static const int64_t Ns[] = {45, 62, 48};
+                    const int64_t M = Ms[mi], K = Ks[ki], N = Ns[view / 2], lda = view % 2 ? K + 3 : K;
                     host_tensor a = mat(VT_BF16, M, lda), b = mat(VT_BF16, K, N), bias = mat(VT_F32, M, N);
                     fill(&a, 0), fill(&b, 0), fill(&bias, 0);
                     a.t.sizes[1] = K; /* the view: rows lda apart */

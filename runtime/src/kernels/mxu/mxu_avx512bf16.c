@@ -80,10 +80,15 @@ static inline void micro_1x32(int64_t kc, int pairs, const uint16_t *restrict a,
         memcpy(&w, ac + r * ars + 2 * j, 4);                                             \
         c##r = _mm512_dpbf16_ps(c##r, (__m512bh)_mm512_set1_epi32((int)w), b0);          \
     } while (0)
-#define VT_ACC_STORE(r) _mm512_storeu_ps(c + r * ldc, c##r);
+#define VT_ACC_STORE(r)                                                                 \
+    if (sk)                                                                             \
+        vt_mxu_sink_row16(sk, sm + r, sn, c##r);                                        \
+    else                                                                                \
+        _mm512_storeu_ps(c + r * ldc, c##r);
 
 static inline void micro_8x16(int64_t kc, int pairs, const uint16_t *restrict a, int64_t ars, int64_t acs,
-                              const uint16_t *restrict b, float *restrict c, int64_t ldc, int acc) {
+                              const uint16_t *restrict b, float *restrict c, int64_t ldc, int acc,
+                              const vt_mxu_sink *sk, int64_t sm, int64_t sn) {
     VT_ACC_DECL(0) VT_ACC_DECL(1) VT_ACC_DECL(2) VT_ACC_DECL(3)
     VT_ACC_DECL(4) VT_ACC_DECL(5) VT_ACC_DECL(6) VT_ACC_DECL(7)
     for (int64_t ch = 0; ch < kc; ch++) {
@@ -126,7 +131,7 @@ static inline void blocks(int64_t kc, int pairs, int64_t mb, int64_t nb, const u
         if (nb - n < 32) { /* the engine's cols16: a last 16 columns */
             for (int64_t m = 0; m < m8; m += 8)
                 micro_8x16(kc, pairs, a + (m / 16) * as + (m % 16) * ars, ars, acs, b + (n / 16) * bs,
-                           c + m * ldc + n, ldc, acc);
+                           c + m * ldc + n, ldc, acc, NULL, 0, 0);
             for (int64_t m = m8; m < mb; m++)
                 micro_1x16(kc, pairs, a + (m / 16) * as + (m % 16) * ars, acs, b + (n / 16) * bs, c + m * ldc + n, acc);
             break;
@@ -152,7 +157,7 @@ static void direct_avx512bf16(int64_t kc, int pairs, int64_t mb, int64_t nb, con
         blocks(kc, pairs, mb, nb, a, 16 * lda, lda, 32, b, bs, c, ldc, acc);
         return;
     }
-    /* 8 x 32 blocks round their sums into the sink from the registers;
+    /* 8-row blocks round their sums into the sink from the registers;
      * shorter ones go through a small block in L1 */
     _Alignas(64) float done[8 * 32];
     for (int64_t n = 0; n < nb; n += 32)
@@ -161,6 +166,10 @@ static void direct_avx512bf16(int64_t kc, int pairs, int64_t mb, int64_t nb, con
             if (rows == 8 && w == 32) {
                 micro_8x32(kc, pairs, a + m * lda, lda, 32, b + (n / 16) * bs, bs, c + m * ldc + n, ldc, acc, sink,
                            m, n);
+                continue;
+            }
+            if (rows == 8) {
+                micro_8x16(kc, pairs, a + m * lda, lda, 32, b + (n / 16) * bs, c + m * ldc + n, ldc, acc, sink, m, n);
                 continue;
             }
             if (acc)

@@ -177,6 +177,16 @@ static inline void vt_mxu_sink_row(const vt_mxu_sink *s, int64_t m, int64_t n, _
     _mm256_mask_storeu_epi16(d, k0, vt_avx512_f32x16_to_bf16(lo));
     _mm256_mask_storeu_epi16(d + 16, k1, vt_avx512_f32x16_to_bf16(hi));
 }
+/* The same for a row of 16 (a 16-wide last block: ncols - n <= 16). */
+static inline void vt_mxu_sink_row16(const vt_mxu_sink *s, int64_t m, int64_t n, __m512 lo) {
+    uint16_t *d = s->p + m * s->ld + n;
+    int64_t left = s->ncols - n;
+    if (left >= 16) {
+        _mm256_storeu_si256((__m256i *)d, vt_avx512_f32x16_to_bf16_fast(lo));
+        return;
+    }
+    _mm256_mask_storeu_epi16(d, (__mmask16)((1u << left) - 1), vt_avx512_f32x16_to_bf16(lo));
+}
 /* rows x 32 sums of a finished block (row stride ldc) out to a sink at its
  * (m, n). */
 static inline void vt_mxu_sink_rows(const vt_mxu_sink *s, int64_t m, int64_t n, const float *c, int64_t ldc,
