@@ -366,6 +366,8 @@ TEST(kernels_reduce_thread_and_isa_independent) {
         {3, {16, 100, 129}, 5},
         /* rows of whole 256-value blocks side by side: several rows' blocks per kernel call */
         {2, {37, 512}, 2}, {2, {9, 768}, 2}, {2, {6, 1024}, 2}, {2, {5, 256}, 2},
+        /* more rows than one call takes (64 blocks), ending in a part */
+        {2, {150, 512}, 2}, {2, {67, 768}, 2}, {2, {70, 1024}, 2}, {2, {130, 256}, 2},
     };
     static const op_case ops[] = {{VT_REDUCE_SUM, 0}, {VT_REDUCE_AMAX, 0}, {VT_REDUCE_VAR, 1}, {VT_REDUCE_LOGSUMEXP, 0}};
     unsigned active = vt_isa_active();

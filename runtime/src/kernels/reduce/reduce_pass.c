@@ -430,6 +430,10 @@ static int rows_sum(const red_pass *ps) {
            !ps->src && pl->nr == 1 && pl->rin[0] == 1;
 }
 
+/* Block sums the row path takes from one call of the block kernel: 64 KB
+ * of f32 rows, so its four chains overlap across short rows. */
+#define ROW_BLOCKS 64
+
 static void rows_sum_f(const red_pass *ps, int64_t b, int64_t e) {
     const red_plan *pl = ps->pl;
     _Alignas(64) float buf[CH];
@@ -444,19 +448,33 @@ static void rows_sum_f(const red_pass *ps, int64_t b, int64_t e) {
      * row's cascade then takes its blocks' sums in the order it always does. */
     const int64_t per = R / VT_REDUCE_SUM_BLOCK;
     const int whole_f32 = ps->blocks_f32 && !widen && ps->direct && pl->in_dt == VT_F32;
-    if ((widen || whole_f32) && pl->nk == 1 && pl->kin[0] == R && R % VT_REDUCE_SUM_BLOCK == 0 &&
-        R <= CH && R > 0) {
-        const int64_t rows = CH / R;
+    if ((widen || whole_f32) && pl->nk == 1 && pl->kin[0] == R && R % VT_REDUCE_SUM_BLOCK == 0 && per >= 1 &&
+        per <= 4) {
+        /* The cascade of a row's 1-4 block sums, written out: pushing
+         * s0..s3 and taking the total adds (s0 + s1) + (s2 + s3), then the
+         * total's + 0 (level by level, low to high: a lone s2 first). */
+        float many[ROW_BLOCKS];
+        const int64_t rows = ROW_BLOCKS / per;
+        float *res = ps->res;
         for (int64_t o = b; o < e; o += rows) {
             const int64_t n = min64(rows, e - o);
             const void *first = pl->in_base + o * R * es;
-            if (widen) ps->blocks_bf16((const uint16_t *)first, n * per, sums);
-            else ps->blocks_f32((const float *)first, n * per, sums);
-            for (int64_t r = 0; r < n; r++) {
-                casc_f cs;
-                cs.occ = 0;
-                for (int64_t k = 0; k < per; k++) casc_push_f(&cs, sums[r * per + k]);
-                ((float *)ps->res)[o + r] = casc_total_f(&cs);
+            if (widen) ps->blocks_bf16((const uint16_t *)first, n * per, many);
+            else ps->blocks_f32((const float *)first, n * per, many);
+            const float *s = many;
+            switch (per) {
+            case 1:
+                for (int64_t r = 0; r < n; r++) res[o + r] = s[r] + 0.0f;
+                break;
+            case 2:
+                for (int64_t r = 0; r < n; r++) res[o + r] = (s[2 * r] + s[2 * r + 1]) + 0.0f;
+                break;
+            case 3:
+                for (int64_t r = 0; r < n; r++) res[o + r] = (s[3 * r] + s[3 * r + 1]) + (s[3 * r + 2] + 0.0f);
+                break;
+            default:
+                for (int64_t r = 0; r < n; r++)
+                    res[o + r] = ((s[4 * r] + s[4 * r + 1]) + (s[4 * r + 2] + s[4 * r + 3])) + 0.0f;
             }
         }
         return;
