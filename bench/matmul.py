@@ -1,6 +1,8 @@
 """Matmul on the tpu device's matrix engine against CPU PyTorch, in one run:
 2048^3 fp32 at DEFAULT / HIGH / HIGHEST and bf16, with achieved TFLOP/s
-against the engine's peak on this machine.
+against the engine's peak on this machine; then transformer shapes (M = B*T
+= 2048 with K, N of 512 and 2048; a 64-head-batch attention's Q K^T and
+P V at T = 256, head dim 64), fp32 DEFAULT and bf16, each against CPU.
 Targets (issue 13): fp32 DEFAULT >= 3x CPU fp32; bf16 >= 1.2x CPU bf16 (oneDNN);
 HIGH <= 3.3x DEFAULT; HIGHEST <= 6.6x DEFAULT. The peak printed is at the clock
 /proc/cpuinfo lists; turbo runs above it (on the AMX hosts a register-resident
@@ -40,6 +42,45 @@ def peak_tflops():
     if per_cycle is None:
         return None, path
     return per_cycle * mhz * 1e6 * torch.get_num_threads() / 1e12, path
+
+
+# (name, batch, M, K, N): out[batch, M, N] = a[batch, M, K] @ b[batch, K, N]
+SHAPES = [
+    ("2048x512 @ 512x512", 0, 2048, 512, 512),
+    ("2048x512 @ 512x2048", 0, 2048, 512, 2048),
+    ("2048x2048 @ 2048x512", 0, 2048, 2048, 512),
+    ("attn QK^T 64x256x64 @ 64x256", 64, 256, 64, 256),
+    ("attn PV 64x256x256 @ 256x64", 64, 256, 256, 64),
+]
+
+
+def shapes():
+    """fp32 DEFAULT and bf16 at SHAPES against CPU fp32 and bf16 (oneDNN)."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    print(f"{'shape':32s} {'cpu fp32':>9s} {'tpu fp32':>9s} {'ratio':>6s}   {'cpu bf16':>9s} {'tpu bf16':>9s} {'ratio':>6s}")
+    for name, batch, m, k, n in SHAPES:
+        lead = (batch,) if batch else ()
+        a32, b32 = torch.randn(*lead, m, k, generator=g), torch.randn(*lead, k, n, generator=g)
+        row = {"shape": name}
+        for dt in (torch.float32, torch.bfloat16):
+            a, b = a32.to(dt), b32.to(dt)
+            ta, tb = a.to("tpu"), b.to("tpu")
+
+            def run_tpu():
+                c = ta @ tb
+                torch.tpu.synchronize()
+                return c
+
+            cpu = best_time(lambda: a @ b, repeat=10, warmup=2)
+            tpu = best_time(run_tpu, repeat=10, warmup=2)
+            key = "fp32" if dt == torch.float32 else "bf16"
+            row[f"cpu_{key}_s"], row[f"tpu_{key}_s"], row[f"{key}_ratio"] = cpu, tpu, cpu / tpu
+        rows.append(row)
+        print(f"{name:32s} {row['cpu_fp32_s'] * 1e3:7.3f}ms {row['tpu_fp32_s'] * 1e3:7.3f}ms {row['fp32_ratio']:5.2f}x   "
+              f"{row['cpu_bf16_s'] * 1e3:7.3f}ms {row['tpu_bf16_s'] * 1e3:7.3f}ms {row['bf16_ratio']:5.2f}x")
+    print("targets: fp32 DEFAULT >= 3x cpu fp32, bf16 >= 1.2x cpu bf16")
+    return rows
 
 
 def main():
@@ -91,6 +132,7 @@ def main():
     print(f"bf16 vs cpu bf16:         {r['bf16_speed_vs_cpu']:.2f}x (target >= 1.2x)")
     print(f"HIGH / DEFAULT:           {r['high_over_default']:.2f}x (target <= 3.3x)")
     print(f"HIGHEST / DEFAULT:        {r['highest_over_default']:.2f}x (target <= 6.6x)")
+    r["shapes"] = shapes()
     save("matmul", dict(r, n=N, cpu_fp32_s=cpu32, cpu_bf16_s=cpu16, inductor_fp32_s=ind32,
                         tpu_fp32_s=tpu, tpu_bf16_s=tpu16, peak_tflops=peak, isa=path),
          bars={"cpu fp32": cpu32 * 1e3, "inductor fp32": ind32 * 1e3, "cpu bf16": cpu16 * 1e3,

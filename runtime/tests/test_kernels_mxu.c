@@ -126,6 +126,54 @@ TEST(kernels_mxu_specials) {
     restore_engine();
 }
 
+/* Batches of products above the parallel threshold: an even or long
+ * batch runs whole products on each thread, a short odd one splits each
+ * product over the threads; a broadcast b (batch stride 0) is read by every
+ * product. Either way each product gives the bits it gives alone (random
+ * values), and small integers give the reference's exact sums. */
+static vt_tensor slice(const host_tensor *h, int64_t i) {
+    vt_tensor t = h->t;
+    t.offset += i * t.strides[0];
+    t.ndim = 2;
+    t.sizes[0] = h->t.sizes[1], t.sizes[1] = h->t.sizes[2];
+    t.strides[0] = h->t.strides[1], t.strides[1] = h->t.strides[2];
+    return t;
+}
+
+TEST(kernels_mxu_batches_of_large_products) {
+    const vt_dtype dts[2] = {VT_BF16, VT_F32};
+    const int64_t nbs[3] = {4, 3, 9};
+    for (size_t e = 0; e < N_ENGINES; e++) {
+        if (!use_engine(e)) continue;
+        for (int d = 0; d < 2; d++)
+            for (int k = 0; k < 3; k++)
+                for (int v = 0; v < 4; v++) {
+                    const int bcast = v & 1, ints = v >> 1;
+                    /* 70 x 96 x 50: 336k products each, above PARALLEL_MACS */
+                    int64_t as[3] = {nbs[k], 70, 96}, bs[3] = {bcast ? 1 : nbs[k], 96, 50}, os[3] = {nbs[k], 70, 50};
+                    host_tensor a = ht_new(dts[d], 3, as), b = ht_new(dts[d], 3, bs), out = ht_new(dts[d], 3, os),
+                                ref = ht_new(dts[d], 3, os);
+                    fill(&a, ints), fill(&b, ints);
+                    if (bcast) b.t.sizes[0] = nbs[k], b.t.strides[0] = 0;
+                    CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+                    if (ints) {
+                        CHECK_OK(vt_ref_matmul(&ref.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+                    } else {
+                        for (int64_t i = 0; i < nbs[k]; i++) {
+                            vt_tensor ai = slice(&a, i), bi = slice(&b, i), oi = slice(&ref, i);
+                            CHECK_OK(vt_matmul(&oi, &ai, &bi, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
+                        }
+                    }
+                    char what[96];
+                    snprintf(what, sizeof what, "%s batch %lld bcast %d ints %d %s", vt_mxu_path(),
+                             (long long)nbs[k], bcast, ints, vt_dtype_name(dts[d]));
+                    CHECK(ht_compare(what, &out.t, &ref.t, -1) == 0);
+                    ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref);
+                }
+    }
+    restore_engine();
+}
+
 TEST(kernels_mxu_layouts_batch_bias) {
     for (size_t e = 0; e < N_ENGINES; e++) {
         if (!use_engine(e)) continue;
