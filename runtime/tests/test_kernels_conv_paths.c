@@ -12,7 +12,8 @@
 TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
                                      "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2",
-                                     "2d depthwise wide rows", "2d depthwise 32ch", "2d depthwise wide rows s3 d2"};
+                                     "2d depthwise wide rows", "2d depthwise 32ch", "2d depthwise wide rows s3 d2",
+                                     "2d depthwise wide rows s2", "2d depthwise wide rows s2 pad2"};
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         vt_conv_geom g = case_geom(case_named(dw[i]));
         CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);
@@ -36,7 +37,8 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
     static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
                                      VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
-                                     "3d depthwise", "2d depthwise 32ch", "2d depthwise bands s2 d2"};
+                                     "3d depthwise", "2d depthwise 32ch", "2d depthwise bands s2 d2",
+                                     "2d depthwise wide rows s2", "2d depthwise wide rows s2 pad2"};
     static const vt_dtype dts[] = {VT_F32, VT_BF16};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         vt_isa_force(masks[m] & active);
@@ -45,7 +47,8 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
                 for (int inf = 0; inf < 5; inf++) { /* 2: denormal sums; 3: a signalling NaN; 4: denormal inputs */
                     const conv_case *c = case_named(dw[i]);
                     conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
-                                 mixed = make_tensors(c, dts[d], LAYOUT_MIXED);
+                                 mixed = make_tensors(c, dts[d], LAYOUT_MIXED),
+                                 nchw = make_tensors(c, dts[d], LAYOUT_CONTIGUOUS);
                     fill_values(&cl.x, 0), fill_values(&cl.w, 0), fill_values(&cl.b, 0);
                     if (inf == 2) scale_values(&cl.x, 0x1p-60), scale_values(&cl.w, 0x1p-66), scale_values(&cl.b, 0x1p-126);
                     if (inf == 4) scale_values(&cl.x, 0x1p-130), scale_values(&cl.w, 0x1p60), scale_values(&cl.b, 0x1p-80);
@@ -66,15 +69,20 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
                     }
                     CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
                     CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));
+                    CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
+                    CHECK_OK(vt_copy(&nchw.w.t, &cl.w.t));
                     vt_conv_params p = case_params(c);
                     const vt_tensor *bias = c->bias ? &cl.b.t : NULL;
                     CHECK_OK(vt_conv_forward(&cl.y.t, &cl.x.t, &cl.w.t, bias, &p, VT_PRECISION_DEFAULT));
                     CHECK_OK(vt_conv_forward(&mixed.y.t, &mixed.x.t, &mixed.w.t, bias, &p, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_conv_forward(&nchw.y.t, &nchw.x.t, &nchw.w.t, bias, &p, VT_PRECISION_DEFAULT));
                     char what[160];
                     snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
                              masks[m] & active);
                     CHECK(ht_compare(what, &cl.y.t, &mixed.y.t, -1) == 0);
-                    free_tensors(&cl), free_tensors(&mixed);
+                    /* NCHW planes (row stride 1 or 2: their phases) */
+                    CHECK(ht_compare(what, &nchw.y.t, &mixed.y.t, -1) == 0);
+                    free_tensors(&cl), free_tensors(&mixed), free_tensors(&nchw);
                 }
     }
     vt_isa_force(active);

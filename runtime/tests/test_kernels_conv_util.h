@@ -38,6 +38,10 @@ static const conv_case cases[] = {
     {"2d depthwise wide rows", 2, 2, 5, 5, 5, {4, 37}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     /* stride 3 and dilation 2 along rows wider than a lane block */
     {"2d depthwise wide rows s3 d2", 2, 2, 5, 5, 5, {5, 61}, {3, 3}, {1, 3}, {1, 1}, {1, 2}, 1},
+    /* NCHW stride 2 along rows of several lane chunks: the rows' two phases,
+     * the first input at an odd padded position (pad 1) and at an even one */
+    {"2d depthwise wide rows s2", 2, 1, 6, 6, 6, {5, 75}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
+    {"2d depthwise wide rows s2 pad2", 2, 1, 3, 3, 3, {3, 70}, {3, 5}, {1, 2}, {0, 2}, {1, 1}, 0},
     /* channels-last takes the rows drivers (conv_rows.c) from 8 channels a group */
     {"2d groups2 wide", 2, 2, 16, 8, 2, {6, 7}, {3, 2}, {1, 2}, {1, 0}, {2, 1}, 1},
     {"3d wide", 3, 1, 9, 4, 1, {4, 5, 4}, {2, 3, 2}, {2, 1, 1}, {0, 1, 1}, {1, 1, 2}, 0},

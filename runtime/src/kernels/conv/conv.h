@@ -185,8 +185,15 @@ typedef struct vt_dw_kernels {
     void (*widen)(const uint16_t *src, int64_t n, float *dst);
     void (*narrow)(const float *src, int64_t n, uint16_t *dst);
     void (*forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
-    /* one NCHW channel plane, positions along the lanes (stride 1 along rows) */
+    /* one NCHW channel plane, positions along the lanes (stride 1 along
+     * rows, or 2 over a plane whose rows are split into phases) */
     void (*plane_forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
+    /* rows of n contiguous f32 / bf16 values (src_step elements apart),
+     * the first of each at position q0: position q to row[(q & 1) * half +
+     * (q >> 1)] of its row at dst (dst_step floats apart; a stride-2
+     * plane's two phases), rounded as split rounds at DEFAULT when round */
+    void (*phases)(const void *src, int is_bf16, int64_t src_step, int64_t rows, int64_t n, int64_t q0, float *dst,
+                   int64_t dst_step, int64_t half, int round);
     /* output rows [z1a, z1b) of (n, z0) of a vt_dw_cl forward, block by
      * block through stage (vt_dw_cl_stage_floats): into c->y when set, else
      * out[z1 - z1a][z2][ncb * lanes] */

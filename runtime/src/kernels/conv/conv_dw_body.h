@@ -18,6 +18,9 @@
 #if defined(__AVX512F__)
 #include "kernels/transpose_avx512.h"
 #endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 /* The helpers below pass lane vectors by value; they are static inline, so
  * the ABI GCC warns about for builds without AVX-512 never applies. */
@@ -145,6 +148,92 @@ static void DW_NAME(dw_split_)(const float *raw, int64_t n, int nlow, float *con
             dw_st(slot[1] + i, dw_float(dw_rne_ftz(dw_bits(r))));
         }
     }
+}
+
+/* Rows' values by the parity of their position: position q of a row to
+ * row[(q & 1) * half + (q >> 1)], so a stride-2 window along the row reads
+ * its taps at unit stride from one phase or the other. round: each value
+ * rounded as the DEFAULT split rounds it (dw_rne_ftz), so the split need not
+ * pass over the plane again. */
+static inline dw_vf DW_NAME(dw_phase_round_)(dw_vf v, int round) {
+    return round ? dw_float(dw_rne_ftz(dw_bits(v))) : v;
+}
+static inline float DW_NAME(dw_phase_at_)(const void *src, int is_bf16, int64_t i) {
+    if (!is_bf16) return ((const float *)src)[i];
+    const uint32_t u = (uint32_t)((const uint16_t *)src)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+#if defined(__AVX512F__)
+/* values [i, i + 16) of src as f32, lanes from r on zero (r <= 16) */
+static inline __m512 DW_NAME(dw_phase_ld_)(const void *src, int is_bf16, int64_t i, int64_t r) {
+    const __mmask16 m = (__mmask16)(r >= 16 ? 0xffff : (1u << (r > 0 ? r : 0)) - 1);
+    if (!is_bf16) return _mm512_maskz_loadu_ps(m, (const float *)src + i);
+    return vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i));
+}
+#endif
+static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int64_t q0, float *row, int64_t half,
+                                   int round) {
+    int64_t i = 0;
+    if (n > 0 && (q0 & 1)) { /* from an even position on */
+        dw_vf v = {0};
+        v[0] = DW_NAME(dw_phase_at_)(src, is_bf16, 0);
+        row[half + (q0 >> 1)] = DW_NAME(dw_phase_round_)(v, round)[0];
+        i = 1;
+    }
+    float *ev = row + ((q0 + i) >> 1), *od = row + half + ((q0 + i) >> 1);
+    const int64_t m = n - i;
+    int64_t k = 0;
+#if defined(__AVX512F__)
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (; 2 * k < m; k += 16) {
+        const int64_t r = m - 2 * k < 32 ? m - 2 * k : 32; /* values left, up to 32 */
+        const __m512 a = DW_NAME(dw_phase_ld_)(src, is_bf16, i + 2 * k, r),
+                     b = DW_NAME(dw_phase_ld_)(src, is_bf16, i + 2 * k + 16, r - 16);
+        __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
+        if (round) {
+            dw_vf t;
+            memcpy(&t, &e, sizeof t), t = DW_NAME(dw_phase_round_)(t, 1), memcpy(&e, &t, sizeof t);
+            memcpy(&t, &o, sizeof t), t = DW_NAME(dw_phase_round_)(t, 1), memcpy(&o, &t, sizeof t);
+        }
+        const int64_t ne = (r + 1) / 2, no = r / 2;
+        _mm512_mask_storeu_ps(ev + k, (__mmask16)(ne >= 16 ? 0xffff : (1u << ne) - 1), e);
+        _mm512_mask_storeu_ps(od + k, (__mmask16)(no >= 16 ? 0xffff : (1u << no) - 1), o);
+    }
+#else
+#if defined(__AVX2__)
+    if (!round && !is_bf16)
+        for (const float *s = (const float *)src + i; 2 * k + 16 <= m; k += 8) {
+            const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
+            /* [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6] */
+            const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xdd);
+            _mm256_storeu_ps(ev + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8)));
+            _mm256_storeu_ps(od + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
+        }
+#endif
+    /* a lane vector's worth of each phase at a time, rounded as a vector */
+    for (; 2 * k < m; k += VT_DW_LANES) {
+        dw_vf e = {0}, o = {0};
+        int l = 0;
+        for (; l < VT_DW_LANES && 2 * (k + l) < m; l++) {
+            e[l] = DW_NAME(dw_phase_at_)(src, is_bf16, i + 2 * (k + l));
+            if (2 * (k + l) + 1 < m) o[l] = DW_NAME(dw_phase_at_)(src, is_bf16, i + 2 * (k + l) + 1);
+        }
+        e = DW_NAME(dw_phase_round_)(e, round), o = DW_NAME(dw_phase_round_)(o, round);
+        for (int t = 0; t < l; t++) {
+            ev[k + t] = e[t];
+            if (2 * (k + t) + 1 < m) od[k + t] = o[t];
+        }
+    }
+#endif
+}
+static void DW_NAME(dw_phases_)(const void *src, int is_bf16, int64_t src_step, int64_t rows, int64_t n, int64_t q0,
+                                float *dst, int64_t dst_step, int64_t half, int round) {
+    const int64_t es = is_bf16 ? 2 : 4;
+    for (int64_t r = 0; r < rows; r++)
+        DW_NAME(dw_phase_row_)((const char *)src + r * src_step * es, is_bf16, n, q0, dst + r * dst_step, half, round);
 }
 
 /* n positions of 16 contiguous lanes each (channels innermost), src_step
@@ -407,7 +496,8 @@ static void DW_NAME(dw_plane_forward_)(const vt_dw_geom *d, const float *const x
                 const float *xs = x[0] + b;
                 for (int64_t z2 = 0; z2 < n2; z2 += VT_DW_LANES) {
                     const float *p = xs + z2;
-                    dw_vf a = dw_ld(p + off[0]) * w0 + dw_ld(p + off[1]) * w1 + dw_ld(p + off[2]) * w2 +
+                    /* from 0, as dw_row_3x3_ (a denormal product is not exact) */
+                    dw_vf a = (dw_vf){0} + dw_ld(p + off[0]) * w0 + dw_ld(p + off[1]) * w1 + dw_ld(p + off[2]) * w2 +
                               dw_ld(p + off[3]) * w3 + dw_ld(p + off[4]) * w4 + dw_ld(p + off[5]) * w5 +
                               dw_ld(p + off[6]) * w6 + dw_ld(p + off[7]) * w7 + dw_ld(p + off[8]) * w8;
                     dw_st(y + z2, (dw_vf){0} + a);
@@ -658,6 +748,7 @@ const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_narrow_),
     DW_NAME(dw_forward_),
     DW_NAME(dw_plane_forward_),
+    DW_NAME(dw_phases_),
     DW_NAME(dw_cl_rows_),
     DW_NAME(dw_backward_input_),
     DW_NAME(dw_backward_weight_),
