@@ -191,7 +191,8 @@ typedef struct vt_dw_kernels {
     /* rows of n contiguous f32 / bf16 values (src_step elements apart),
      * the first of each at position q0: position q to row[(q & 1) * half +
      * (q >> 1)] of its row at dst (dst_step floats apart; a stride-2
-     * plane's two phases), rounded as split rounds at DEFAULT when round */
+     * plane's two phases; half 0: to row[q]), rounded as split rounds at
+     * DEFAULT when round */
     void (*phases)(const void *src, int is_bf16, int64_t src_step, int64_t rows, int64_t n, int64_t q0, float *dst,
                    int64_t dst_step, int64_t half, int round);
     /* output rows [z1a, z1b) of (n, z0) of a vt_dw_cl forward, block by

@@ -342,8 +342,8 @@ static void plane_range(void *ctx, int64_t begin, int64_t end) {
     int64_t X = d->E[0] * d->E[1] * d->E[2], n2 = (g->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
     int64_t Y = g->out[0] * g->out[1] * n2, T = g->k_prod * VT_DW_LANES;
     int S = j->nslots;
-    /* stride 2: a row staged as f32 before its phases are taken (not f32, bf16) */
-    const int64_t R = j->half && j->x5->dtype != VT_F32 && j->x5->dtype != VT_BF16 ? (g->in[2] + 15) / 16 * 16 : 0;
+    /* a row staged as f32 (f16) */
+    const int64_t R = j->x5->dtype != VT_F32 && j->x5->dtype != VT_BF16 ? (g->in[2] + 15) / 16 * 16 : 0;
     float *mem = aligned_alloc(64, (size_t)(S * X + Y + R) * sizeof(float) + 64);
     if (!mem) {
         atomic_store(&j->oom, 1);
@@ -357,33 +357,26 @@ static void plane_range(void *ctx, int64_t begin, int64_t end) {
     int64_t n_in = g->in[2] < row_end - g->pad[2] ? g->in[2] : row_end - g->pad[2];
     for (int64_t t = begin; t < end; t++) {
         int64_t n = t / g->C, c = t % g->C;
-        /* the padded plane, split into the precision's parts */
+        /* the padded plane (the phases or rows of each input row) */
         memset(xs[0], 0, (size_t)X * sizeof(float));
         const char *plane = (const char *)x5->data + (x5->offset + n * x5->strides[0] + c * x5->strides[1]) * (int64_t)xes;
         for (int64_t i0 = 0; i0 < g->in[0] && i0 + g->pad[0] < d->E[0]; i0++) {
-            if (j->half && (x5->dtype == VT_F32 || x5->dtype == VT_BF16)) { /* the plane's rows in one call */
+            if (x5->dtype == VT_F32 || x5->dtype == VT_BF16) { /* the plane's rows in one call */
                 const int64_t rows = g->in[1] < d->E[1] - g->pad[1] ? g->in[1] : d->E[1] - g->pad[1];
                 j->k->phases(plane + i0 * x5->strides[2] * (int64_t)xes, x5->dtype == VT_BF16, x5->strides[3], rows,
                              n_in, g->pad[2], xs[0] + ((i0 + g->pad[0]) * d->E[1] + g->pad[1]) * d->E[2], d->E[2],
                              j->half, d->nlow == 0);
                 continue;
             }
-            for (int64_t i1 = 0; i1 < g->in[1] && i1 + g->pad[1] < d->E[1]; i1++) {
+            for (int64_t i1 = 0; i1 < g->in[1] && i1 + g->pad[1] < d->E[1]; i1++) { /* f16: each row as f32 first */
                 const char *src = plane + (i0 * x5->strides[2] + i1 * x5->strides[3]) * (int64_t)xes;
-                float *dst = xs[0] + ((i0 + g->pad[0]) * d->E[1] + i1 + g->pad[1]) * d->E[2] + g->pad[2];
-                if (j->half) { /* f16 and others: staged as f32 */
-                    for (int64_t i = 0; i < n_in; i++) staged[i] = load_elem(x5->dtype, src + i * (int64_t)xes);
-                    j->k->phases(staged, 0, 0, 1, n_in, g->pad[2], dst - g->pad[2], 0, j->half, d->nlow == 0);
-                } else if (x5->dtype == VT_F32) {
-                    memcpy(dst, src, (size_t)n_in * sizeof(float));
-                } else if (x5->dtype == VT_BF16) {
-                    j->k->widen((const uint16_t *)src, n_in, dst);
-                } else {
-                    for (int64_t i = 0; i < n_in; i++) dst[i] = load_elem(x5->dtype, src + i * (int64_t)xes);
-                }
+                float *row = xs[0] + ((i0 + g->pad[0]) * d->E[1] + i1 + g->pad[1]) * d->E[2];
+                for (int64_t i = 0; i < n_in; i++) staged[i] = load_elem(x5->dtype, src + i * (int64_t)xes);
+                j->k->phases(staged, 0, 0, 1, n_in, g->pad[2], row, 0, j->half, d->nlow == 0);
             }
         }
-        if (!j->half || d->nlow) j->k->split(xs[0], X, d->nlow, xs); /* (the phases rounded at DEFAULT) */
+        /* the rows came rounded at DEFAULT; the precision's parts */
+        if (d->nlow) j->k->split(xs[0], X, d->nlow, xs);
         const float *ws[3];
         for (int s = 0; s < S; s++) ws[s] = j->w + ((c / VT_DW_LANES) * S + s) * T + c % VT_DW_LANES;
         j->k->plane_forward(d, (const float *const *)xs, ws, y);

@@ -152,7 +152,8 @@ static void DW_NAME(dw_split_)(const float *raw, int64_t n, int nlow, float *con
 
 /* Rows' values by the parity of their position: position q of a row to
  * row[(q & 1) * half + (q >> 1)], so a stride-2 window along the row reads
- * its taps at unit stride from one phase or the other. round: each value
+ * its taps at unit stride from one phase or the other (half 0: to row[q],
+ * stride 1). round: each value
  * rounded as the DEFAULT split rounds it (dw_rne_ftz), so the split need not
  * pass over the plane again. */
 static inline dw_vf DW_NAME(dw_phase_round_)(dw_vf v, int round) {
@@ -173,8 +174,35 @@ static inline __m512 DW_NAME(dw_phase_ld_)(const void *src, int is_bf16, int64_t
     return vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i));
 }
 #endif
+/* half 0: one phase (stride 1), position q to row[q] */
+static void DW_NAME(dw_copy_row_)(const void *src, int is_bf16, int64_t n, float *row, int round) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i < n; i += 16) {
+        const int64_t r = n - i < 16 ? n - i : 16;
+        __m512 v = DW_NAME(dw_phase_ld_)(src, is_bf16, i, r);
+        if (round) {
+            dw_vf t;
+            memcpy(&t, &v, sizeof t), t = DW_NAME(dw_phase_round_)(t, 1), memcpy(&v, &t, sizeof t);
+        }
+        _mm512_mask_storeu_ps(row + i, (__mmask16)(r >= 16 ? 0xffff : (1u << r) - 1), v);
+    }
+#else
+    for (; i < n; i += VT_DW_LANES) {
+        dw_vf v = {0};
+        int l = 0;
+        for (; l < VT_DW_LANES && i + l < n; l++) v[l] = DW_NAME(dw_phase_at_)(src, is_bf16, i + l);
+        v = DW_NAME(dw_phase_round_)(v, round);
+        for (int t = 0; t < l; t++) row[i + t] = v[t];
+    }
+#endif
+}
 static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int64_t q0, float *row, int64_t half,
                                    int round) {
+    if (!half) {
+        DW_NAME(dw_copy_row_)(src, is_bf16, n, row + q0, round);
+        return;
+    }
     int64_t i = 0;
     if (n > 0 && (q0 & 1)) { /* from an even position on */
         dw_vf v = {0};
