@@ -128,9 +128,10 @@ TEST(kernels_mxu_specials) {
 
 /* Batches of products above the parallel threshold: an even or long
  * batch runs whole products on each thread, a short odd one splits each
- * product over the threads; a broadcast b (batch stride 0) is read by every
- * product. Either way each product gives the bits it gives alone (random
- * values), and small integers give the reference's exact sums. */
+ * product over the threads; a broadcast b (batch stride 0) makes one
+ * product of all the rows (a's rows copied together first when they do
+ * not merge). Either way each product gives the bits it gives alone
+ * (random values), and small integers give the reference's exact sums. */
 static vt_tensor slice(const host_tensor *h, int64_t i) {
     vt_tensor t = h->t;
     t.offset += i * t.strides[0];
@@ -147,13 +148,21 @@ TEST(kernels_mxu_batches_of_large_products) {
         if (!use_engine(e)) continue;
         for (int d = 0; d < 2; d++)
             for (int k = 0; k < 3; k++)
-                for (int v = 0; v < 4; v++) {
-                    const int bcast = v & 1, ints = v >> 1;
-                    /* 70 x 96 x 50: 336k products each, above PARALLEL_MACS */
-                    int64_t as[3] = {nbs[k], 70, 96}, bs[3] = {bcast ? 1 : nbs[k], 96, 50}, os[3] = {nbs[k], 70, 50};
+                for (int v = 0; v < 8; v++) {
+                    const int bcast = v & 1, ints = v >> 1 & 1, tr = v >> 2;
+                    /* 70 x 96 x 50: 336k products each, above PARALLEL_MACS;
+                     * tr: a's rows laid out [70][batch][96], so a's batch and
+                     * rows do not merge (a transposed activation) */
+                    int64_t as[3] = {tr ? 70 : nbs[k], tr ? nbs[k] : 70, 96}, bs[3] = {bcast ? 1 : nbs[k], 96, 50},
+                            os[3] = {nbs[k], 70, 50};
                     host_tensor a = ht_new(dts[d], 3, as), b = ht_new(dts[d], 3, bs), out = ht_new(dts[d], 3, os),
                                 ref = ht_new(dts[d], 3, os);
                     fill(&a, ints), fill(&b, ints);
+                    if (tr) {
+                        const int64_t s0 = a.t.strides[0];
+                        a.t.sizes[0] = nbs[k], a.t.sizes[1] = 70, a.t.strides[0] = a.t.strides[1], a.t.strides[1] = s0;
+                    }
+                    /* b broadcast over the batch: one product of all the rows */
                     if (bcast) b.t.sizes[0] = nbs[k], b.t.strides[0] = 0;
                     CHECK_OK(vt_matmul(&out.t, &a.t, &b.t, NULL, 1.0, 0.0, VT_PRECISION_DEFAULT));
                     if (ints) {
@@ -165,8 +174,8 @@ TEST(kernels_mxu_batches_of_large_products) {
                         }
                     }
                     char what[96];
-                    snprintf(what, sizeof what, "%s batch %lld bcast %d ints %d %s", vt_mxu_path(),
-                             (long long)nbs[k], bcast, ints, vt_dtype_name(dts[d]));
+                    snprintf(what, sizeof what, "%s batch %lld bcast %d ints %d tr %d %s", vt_mxu_path(),
+                             (long long)nbs[k], bcast, ints, tr, vt_dtype_name(dts[d]));
                     CHECK(ht_compare(what, &out.t, &ref.t, -1) == 0);
                     ht_free(&a), ht_free(&b), ht_free(&out), ht_free(&ref);
                 }

@@ -746,6 +746,61 @@ vt_status vt_matmul_rows(const vt_tensor *out, const vt_tensor *a, const vt_mxu_
     return matmul_2d(vt_mxu_engine_active(), out, a, b, bias, alpha, beta, prec, a_rows, b_rows, NULL);
 }
 
+/* t's batch dims and its row dim as one dim of rows (t->strides[nb] apart),
+ * if its strides allow: *rows2d the 2-D view. */
+static int rows_merge(const vt_tensor *t, vt_tensor *rows2d) {
+    const int nb = t->ndim - 2;
+    int64_t rows = t->sizes[nb];
+    for (int d = nb - 1; d >= 0; d--) {
+        if (t->sizes[d] != 1 && t->strides[d] != t->sizes[d + 1] * t->strides[d + 1]) return 0;
+        rows *= t->sizes[d];
+    }
+    *rows2d = *t;
+    rows2d->ndim = 2;
+    rows2d->sizes[0] = rows, rows2d->sizes[1] = t->sizes[nb + 1];
+    rows2d->strides[0] = t->strides[nb], rows2d->strides[1] = t->strides[nb + 1];
+    return 1;
+}
+
+/* A batch whose b is one matrix for every product (batch strides 0: a
+ * weight broadcast over a 3-D activation) and whose out rows follow each
+ * other is one product of all the rows: b is packed once, not once a
+ * product. An a whose rows do not merge (a transposed activation) is
+ * copied into rows first, as CPU PyTorch's matmul folds it. 1: done (or
+ * failed, *s), 0: not such a batch. */
+static int fold_shared_b(const vt_mxu_engine *e, const batch_job *j, int64_t nbatch, vt_status *s) {
+    const int nb = j->out.ndim - 2;
+    if (nbatch <= 1 || j->has_bias) return 0;
+    for (int d = 0; d < nb; d++)
+        if (j->b.strides[d] != 0 && j->b.sizes[d] != 1) return 0;
+    vt_tensor o2, a2, b2 = j->b;
+    if (!rows_merge(&j->out, &o2)) return 0;
+    b2.ndim = 2;
+    b2.sizes[0] = j->b.sizes[nb], b2.sizes[1] = j->b.sizes[nb + 1];
+    b2.strides[0] = j->b.strides[nb], b2.strides[1] = j->b.strides[nb + 1];
+    void *copy = NULL;
+    if (!rows_merge(&j->a, &a2)) {
+        const size_t es = vt_dtype_size(j->a.dtype);
+        const int64_t K = j->a.sizes[nb + 1], n = o2.sizes[0] * K;
+        if (vt_exceeds_host_memory((double)n * (double)es)) return 0;
+        copy = malloc((size_t)n * es + 1);
+        if (!copy) return 0;
+        vt_tensor dense = j->a; /* a's shape, row-major */
+        dense.data = copy, dense.offset = 0;
+        int64_t st = 1;
+        for (int d = j->a.ndim - 1; d >= 0; d--) dense.strides[d] = st, st *= j->a.sizes[d];
+        *s = vt_copy(&dense, &j->a);
+        if (*s != VT_OK) {
+            free(copy);
+            return 1;
+        }
+        rows_merge(&dense, &a2);
+    }
+    *s = matmul_2d(e, &o2, &a2, &b2, NULL, j->alpha, j->beta, j->prec, NULL, NULL, NULL);
+    free(copy);
+    return 1;
+}
+
 static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,
                                 double alpha, double beta, vt_precision prec, const vt_version *b_version) {
     vt_status s = VT_OK;
@@ -763,6 +818,7 @@ static vt_status matmul_checked(const vt_tensor *out, const vt_tensor *a, const 
     int64_t M = out->sizes[out->ndim - 2], N = out->sizes[out->ndim - 1], K = a->sizes[a->ndim - 1];
     if (nbatch == 0 || M == 0 || N == 0) return VT_OK;
     if (nbatch == 1) j.b_version = b_version;
+    if (fold_shared_b(j.e, &j, nbatch, &s)) return s;
     /* Products of a batch run whole, one per task, each on one core: small
      * ones always (their fork and join would cost more than they do), any
      * where the batch splits evenly over the threads or is long enough that
