@@ -174,6 +174,26 @@ static inline __m512 DW_NAME(dw_phase_ld_)(const void *src, int is_bf16, int64_t
     return vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i));
 }
 #endif
+/* dw_rne_ftz of one value */
+static inline float DW_NAME(dw_rne_ftz1_)(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
+    else if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+    else u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+#if !defined(__AVX512F__)
+/* n floats at p rounded as the DEFAULT split rounds them (dw_rne_ftz) */
+static void DW_NAME(dw_round_run_)(float *p, int64_t n) {
+    int64_t i = 0;
+    for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) dw_st(p + i, dw_float(dw_rne_ftz(dw_bits(dw_ld(p + i)))));
+    for (; i < n; i++) p[i] = DW_NAME(dw_rne_ftz1_)(p[i]);
+}
+#endif
+
 /* half 0: one phase (stride 1), position q to row[q] */
 static void DW_NAME(dw_copy_row_)(const void *src, int is_bf16, int64_t n, float *row, int round) {
     int64_t i = 0;
@@ -188,13 +208,13 @@ static void DW_NAME(dw_copy_row_)(const void *src, int is_bf16, int64_t n, float
         _mm512_mask_storeu_ps(row + i, (__mmask16)(r >= 16 ? 0xffff : (1u << r) - 1), v);
     }
 #else
-    for (; i < n; i += VT_DW_LANES) {
-        dw_vf v = {0};
-        int l = 0;
-        for (; l < VT_DW_LANES && i + l < n; l++) v[l] = DW_NAME(dw_phase_at_)(src, is_bf16, i + l);
-        v = DW_NAME(dw_phase_round_)(v, round);
-        for (int t = 0; t < l; t++) row[i + t] = v[t];
+    if (is_bf16) {
+        for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) dw_st(row + i, dw_float(dw_ld_bf16((const uint16_t *)src + i)));
+        for (; i < n; i++) row[i] = DW_NAME(dw_phase_at_)(src, 1, i);
+    } else {
+        memcpy(row, src, (size_t)(n > 0 ? n : 0) * sizeof(float));
     }
+    if (round) DW_NAME(dw_round_run_)(row, n);
 #endif
 }
 static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int64_t q0, float *row, int64_t half,
@@ -205,9 +225,8 @@ static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int6
     }
     int64_t i = 0;
     if (n > 0 && (q0 & 1)) { /* from an even position on */
-        dw_vf v = {0};
-        v[0] = DW_NAME(dw_phase_at_)(src, is_bf16, 0);
-        row[half + (q0 >> 1)] = DW_NAME(dw_phase_round_)(v, round)[0];
+        const float v = DW_NAME(dw_phase_at_)(src, is_bf16, 0);
+        row[half + (q0 >> 1)] = round ? DW_NAME(dw_rne_ftz1_)(v) : v;
         i = 1;
     }
     float *ev = row + ((q0 + i) >> 1), *od = row + half + ((q0 + i) >> 1);
@@ -232,7 +251,7 @@ static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int6
     }
 #else
 #if defined(__AVX2__)
-    if (!round && !is_bf16)
+    if (!is_bf16)
         for (const float *s = (const float *)src + i; 2 * k + 16 <= m; k += 8) {
             const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
             /* [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6] */
@@ -241,20 +260,11 @@ static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int6
             _mm256_storeu_ps(od + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
         }
 #endif
-    /* a lane vector's worth of each phase at a time, rounded as a vector */
-    for (; 2 * k < m; k += VT_DW_LANES) {
-        dw_vf e = {0}, o = {0};
-        int l = 0;
-        for (; l < VT_DW_LANES && 2 * (k + l) < m; l++) {
-            e[l] = DW_NAME(dw_phase_at_)(src, is_bf16, i + 2 * (k + l));
-            if (2 * (k + l) + 1 < m) o[l] = DW_NAME(dw_phase_at_)(src, is_bf16, i + 2 * (k + l) + 1);
-        }
-        e = DW_NAME(dw_phase_round_)(e, round), o = DW_NAME(dw_phase_round_)(o, round);
-        for (int t = 0; t < l; t++) {
-            ev[k + t] = e[t];
-            if (2 * (k + t) + 1 < m) od[k + t] = o[t];
-        }
+    for (; 2 * k < m; k++) {
+        ev[k] = DW_NAME(dw_phase_at_)(src, is_bf16, i + 2 * k);
+        if (2 * k + 1 < m) od[k] = DW_NAME(dw_phase_at_)(src, is_bf16, i + 2 * k + 1);
     }
+    if (round) DW_NAME(dw_round_run_)(ev, (m + 1) / 2), DW_NAME(dw_round_run_)(od, m / 2);
 #endif
 }
 static void DW_NAME(dw_phases_)(const void *src, int is_bf16, int64_t src_step, int64_t rows, int64_t n, int64_t q0,
