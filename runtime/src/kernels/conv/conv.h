@@ -181,8 +181,7 @@ typedef struct vt_dw_kernels {
                        int64_t dst);
     /* n positions of 16 lanes out to 16 contiguous f32 / bf16 lanes each */
     void (*store)(const float *src, int64_t n, void *dst, int is_bf16, int64_t dst_step);
-    /* n contiguous bf16 to f32; f32 to bf16 (vt_f32_to_bf16's rounding) */
-    void (*widen)(const uint16_t *src, int64_t n, float *dst);
+    /* n contiguous f32 to bf16 (vt_f32_to_bf16's rounding) */
     void (*narrow)(const float *src, int64_t n, uint16_t *dst);
     void (*forward)(const vt_dw_geom *d, const float *const x[3], const float *const w[3], float *y);
     /* one NCHW channel plane, positions along the lanes (stride 1 along

@@ -88,6 +88,25 @@ static inline dw_vu dw_rne_ftz(dw_vu u) {
     memcpy(&u, &x, sizeof u);
     return u;
 }
+#elif defined(__AVX512F__)
+static inline dw_vu dw_rne_ftz(dw_vu u) {
+    __m512i x;
+    memcpy(&x, &u, sizeof x);
+    x = vt_mxu_rne_ftz16(x);
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+#elif defined(__AVX2__)
+/* mxu_local.h's AVX2 rounding on each half: GCC split the generic form's
+ * ordered compare of 16-lane vectors into single lanes (half an AVX2
+ * depthwise plane's time) */
+static inline dw_vu dw_rne_ftz(dw_vu u) {
+    __m256i h[2];
+    memcpy(h, &u, sizeof h);
+    h[0] = vt_mxu_rne_ftz8(h[0]), h[1] = vt_mxu_rne_ftz8(h[1]);
+    memcpy(&u, h, sizeof u);
+    return u;
+}
 #else
 static inline dw_vu dw_rne_ftz(dw_vu u) {
     dw_vu nan = (dw_vu)((u & 0x7fffffffu) > 0x7f800000u), den = (dw_vu)((u & 0x7f800000u) == 0);
@@ -153,19 +172,12 @@ static void DW_NAME(dw_split_)(const float *raw, int64_t n, int nlow, float *con
 /* Rows' values by the parity of their position: position q of a row to
  * row[(q & 1) * half + (q >> 1)], so a stride-2 window along the row reads
  * its taps at unit stride from one phase or the other (half 0: to row[q],
- * stride 1). round: each value
- * rounded as the DEFAULT split rounds it (dw_rne_ftz), so the split need not
- * pass over the plane again. */
-static inline dw_vf DW_NAME(dw_phase_round_)(dw_vf v, int round) {
-    return round ? dw_float(dw_rne_ftz(dw_bits(v))) : v;
-}
+ * stride 1). round: each value rounded as the DEFAULT split rounds it
+ * (dw_rne_ftz), so the split need not pass over the plane again. */
 static inline float DW_NAME(dw_phase_at_)(const void *src, int is_bf16, int64_t i) {
-    if (!is_bf16) return ((const float *)src)[i];
-    const uint32_t u = (uint32_t)((const uint16_t *)src)[i] << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return is_bf16 ? vt_bf16_to_f32(((const uint16_t *)src)[i]) : ((const float *)src)[i];
 }
+static inline float DW_NAME(dw_rne_ftz1_)(float f) { return vt_mxu_float(vt_mxu_rne_ftz(vt_mxu_bits(f))); }
 #if defined(__AVX512F__)
 /* values [i, i + 16) of src as f32, lanes from r on zero (r <= 16) */
 static inline __m512 DW_NAME(dw_phase_ld_)(const void *src, int is_bf16, int64_t i, int64_t r) {
@@ -173,19 +185,15 @@ static inline __m512 DW_NAME(dw_phase_ld_)(const void *src, int is_bf16, int64_t
     if (!is_bf16) return _mm512_maskz_loadu_ps(m, (const float *)src + i);
     return vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)src + i));
 }
-#endif
-/* dw_rne_ftz of one value */
-static inline float DW_NAME(dw_rne_ftz1_)(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u;
-    else if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-    else u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
+/* dw_rne_ftz of 16 values */
+static inline __m512 DW_NAME(dw_round16_)(__m512 v) {
+    dw_vf t;
+    memcpy(&t, &v, sizeof t);
+    t = dw_float(dw_rne_ftz(dw_bits(t)));
+    memcpy(&v, &t, sizeof v);
+    return v;
 }
-#if !defined(__AVX512F__)
+#else
 /* n floats at p rounded as the DEFAULT split rounds them (dw_rne_ftz) */
 static void DW_NAME(dw_round_run_)(float *p, int64_t n) {
     int64_t i = 0;
@@ -201,10 +209,7 @@ static void DW_NAME(dw_copy_row_)(const void *src, int is_bf16, int64_t n, float
     for (; i < n; i += 16) {
         const int64_t r = n - i < 16 ? n - i : 16;
         __m512 v = DW_NAME(dw_phase_ld_)(src, is_bf16, i, r);
-        if (round) {
-            dw_vf t;
-            memcpy(&t, &v, sizeof t), t = DW_NAME(dw_phase_round_)(t, 1), memcpy(&v, &t, sizeof t);
-        }
+        if (round) v = DW_NAME(dw_round16_)(v);
         _mm512_mask_storeu_ps(row + i, (__mmask16)(r >= 16 ? 0xffff : (1u << r) - 1), v);
     }
 #else
@@ -240,11 +245,7 @@ static void DW_NAME(dw_phase_row_)(const void *src, int is_bf16, int64_t n, int6
         const __m512 a = DW_NAME(dw_phase_ld_)(src, is_bf16, i + 2 * k, r),
                      b = DW_NAME(dw_phase_ld_)(src, is_bf16, i + 2 * k + 16, r - 16);
         __m512 e = _mm512_permutex2var_ps(a, even, b), o = _mm512_permutex2var_ps(a, odd, b);
-        if (round) {
-            dw_vf t;
-            memcpy(&t, &e, sizeof t), t = DW_NAME(dw_phase_round_)(t, 1), memcpy(&e, &t, sizeof t);
-            memcpy(&t, &o, sizeof t), t = DW_NAME(dw_phase_round_)(t, 1), memcpy(&o, &t, sizeof t);
-        }
+        if (round) e = DW_NAME(dw_round16_)(e), o = DW_NAME(dw_round16_)(o);
         const int64_t ne = (r + 1) / 2, no = r / 2;
         _mm512_mask_storeu_ps(ev + k, (__mmask16)(ne >= 16 ? 0xffff : (1u << ne) - 1), e);
         _mm512_mask_storeu_ps(od + k, (__mmask16)(no >= 16 ? 0xffff : (1u << no) - 1), o);
@@ -315,25 +316,10 @@ static void DW_NAME(dw_store_)(const float *src, int64_t n, void *dst, int is_bf
     }
 }
 
-/* n contiguous bf16 -> f32, and f32 -> bf16 rounded as vt_f32_to_bf16. On
- * AVX-512 a tail under 16 values (every row of a 14-wide NCHW plane) is
- * one masked vector: value by value, the conversions took 45% of a bf16
- * depthwise convolution at 14x14. */
-static void DW_NAME(dw_widen_)(const uint16_t *src, int64_t n, float *dst) {
-    int64_t i = 0;
-    for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) {
-        dw_st(dst + i, dw_float(dw_ld_bf16(src + i)));
-    }
-#if defined(__AVX512F__)
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(dst + i, k, vt_avx512_bf16x16_to_f32(_mm256_maskz_loadu_epi16(k, src + i)));
-    }
-#else
-    for (; i < n; i++) dst[i] = vt_bf16_to_f32(src[i]);
-#endif
-}
-
+/* n contiguous f32 -> bf16 rounded as vt_f32_to_bf16. On AVX-512 a tail
+ * under 16 values (every row of a 14-wide NCHW plane) is one masked
+ * vector: value by value, the conversions took 45% of a bf16 depthwise
+ * convolution at 14x14. */
 static void DW_NAME(dw_narrow_)(const float *src, int64_t n, uint16_t *dst) {
     int64_t i = 0;
     for (; i + VT_DW_LANES <= n; i += VT_DW_LANES) DW_NAME(dw_store_)(src + i, 1, dst + i, 1, 0);
@@ -782,7 +768,6 @@ const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_split_),
     DW_NAME(dw_load_split_),
     DW_NAME(dw_store_),
-    DW_NAME(dw_widen_),
     DW_NAME(dw_narrow_),
     DW_NAME(dw_forward_),
     DW_NAME(dw_plane_forward_),
