@@ -773,11 +773,8 @@ static int fold_shared_b(const vt_mxu_engine *e, const batch_job *j, int64_t nba
     if (nbatch <= 1 || j->has_bias) return 0;
     for (int d = 0; d < nb; d++)
         if (j->b.strides[d] != 0 && j->b.sizes[d] != 1) return 0;
-    vt_tensor o2, a2, b2 = j->b;
+    vt_tensor o2, a2, b2 = slice2d(&j->b, 0, &j->out);
     if (!rows_merge(&j->out, &o2)) return 0;
-    b2.ndim = 2;
-    b2.sizes[0] = j->b.sizes[nb], b2.sizes[1] = j->b.sizes[nb + 1];
-    b2.strides[0] = j->b.strides[nb], b2.strides[1] = j->b.strides[nb + 1];
     void *copy = NULL;
     if (!rows_merge(&j->a, &a2)) {
         const size_t es = vt_dtype_size(j->a.dtype);
@@ -785,10 +782,7 @@ static int fold_shared_b(const vt_mxu_engine *e, const batch_job *j, int64_t nba
         if (vt_exceeds_host_memory((double)n * (double)es)) return 0;
         copy = malloc((size_t)n * es + 1);
         if (!copy) return 0;
-        vt_tensor dense = j->a; /* a's shape, row-major */
-        dense.data = copy, dense.offset = 0;
-        int64_t st = 1;
-        for (int d = j->a.ndim - 1; d >= 0; d--) dense.strides[d] = st, st *= j->a.sizes[d];
+        const vt_tensor dense = vt_contiguous_like(&j->a, copy);
         *s = vt_copy(&dense, &j->a);
         if (*s != VT_OK) {
             free(copy);
