@@ -255,4 +255,14 @@ void vt_mxu_guard_avx512(float *c, int64_t n);
 void vt_mxu_store_bf16_avx512(uint16_t *dst, const float *src, int64_t n);
 #endif
 
+/* mxu.c: one 2-D product on engine e, operands validated (mxu_batch.c).
+ * a_rows / b_rows: a produced operand's rows (NULL: read a / b); b_version:
+ * what b holds (NULL: unknown), for the kept panels. Products below
+ * VT_MXU_PARALLEL_MACS multiply-adds run on the calling thread: the pool
+ * costs more than it gains. */
+#define VT_MXU_PARALLEL_MACS (1 << 18)
+vt_status vt_mxu_matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const vt_tensor *a, const vt_tensor *b,
+                           const vt_tensor *bias, double alpha, double beta, vt_precision prec,
+                           const vt_mxu_rows *a_rows, const vt_mxu_rows *b_rows, const vt_version *b_version);
+
 #endif
