@@ -116,7 +116,8 @@ TEST(kernels_conv_amx_cases_take_the_implicit_gemm) {
     if (e != &vt_mxu_engine_amx && e != &vt_mxu_engine_avx512bf16) return;
     static const char *const amx[] = {"2d amx grid",   "2d amx s2 rows", "2d amx dil2",    "1d amx",
                                       "3d amx",        "2d amx 1x3 s2",  "1d depthwise s2 d2", "2d amx stem",
-                                      "2d amx 1ch dil", "3d amx merged", "1d amx merged",  "2d bigger"};
+                                      "2d amx 1ch dil", "3d amx merged", "1d amx merged",  "2d bigger",
+                                      "2d amx small images", "2d amx small images s2"};
     for (size_t i = 0; i < sizeof amx / sizeof amx[0]; i++) {
         vt_conv_geom g = case_geom(case_named(amx[i]));
         if (vt_conv_dw_takes(&g)) continue; /* depthwise goes first */
@@ -286,7 +287,7 @@ TEST(kernels_conv_implicit_gemm_every_engine) {
     static const char *const names[] = {"2d amx grid",   "2d amx s2 rows", "2d amx dil2",   "1d amx",
                                         "3d amx",        "2d amx 1x3 s2",  "2d amx stem",   "2d amx 1ch dil",
                                         "3d amx merged", "1d amx merged",  "2d bigger",     "2d k2 s3 8ch",
-                                        "3d s2x1x2 4ch"};
+                                        "3d s2x1x2 4ch", "2d amx small images", "2d amx small images s2"};
     for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
         if ((masks[m] & active) != masks[m]) continue;
         vt_isa_force(masks[m]);

@@ -61,13 +61,18 @@ static const conv_case cases[] = {
      * gradient) from 16 channels, groups 1:
      * stride 1 runs tiles across the padded grid (1-3 dims, dilation,
      * channels and outputs not multiples of 32, rows not of 16), other
-     * strides along output rows with a short last tile */
+     * strides along output rows with a short last tile; the AVX512-BF16
+     * engine's tiles gather output positions */
     {"2d amx grid", 2, 2, 40, 40, 1, {5, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"2d amx s2 rows", 2, 1, 32, 17, 1, {7, 37}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 1},
     {"2d amx dil2", 2, 1, 16, 33, 1, {9, 10}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, 0},
     {"1d amx", 1, 3, 64, 48, 1, {50}, {5}, {1}, {2}, {1}, 1},
     {"3d amx", 3, 1, 20, 24, 1, {3, 5, 6}, {2, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 0},
     {"2d amx 1x3 s2", 2, 2, 24, 20, 1, {9, 10}, {1, 3}, {2, 2}, {0, 1}, {1, 1}, 1},
+    /* small images: on the AVX512-BF16 engine a tile's 16 positions run on
+     * into the next image (49 and 25 positions an image) */
+    {"2d amx small images", 2, 5, 24, 40, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+    {"2d amx small images s2", 2, 3, 32, 20, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 0},
     /* fewer channels: merged taps (a window's taps along the last dim as
      * one K chunk of k2 * Cq <= 32), channels padded to even Cq where k2
      * is odd: an RGB stem (7x7/2, pad 3), one channel with an even k2 and

@@ -107,13 +107,13 @@ void vt_conv_amx_force_chunk_bytes(int64_t bytes);
  * than AMX tiles: the active engine is AVX512-BF16. */
 int vt_conv_igemm_dp(void);
 /* The VDPBF16PS blocks. A forward tile: 16 positions (row r's first tap at
- * a + r * ars) x 32 outputs (the weight panels w0, w1) into c[16][32],
- * over taps (tap t at a + toff[t] * Cp, its tiles ncc * 512 on in each
- * panel) and ncc chunks of `pairs` k-pairs. A weight-gradient unit: 32
+ * rows[r]) x 32 outputs (the weight panels w0, w1) into c[16][32], over
+ * taps (row r's tap t at rows[r] + toff[t] * Cp, its tiles ncc * 512 on in
+ * each panel) and ncc chunks of `pairs` k-pairs. A weight-gradient unit: 32
  * outputs (gy^T panels a0, a1) x 32 channels (chunk k's pairs at x[k])
  * over nk chunks into c0 (outputs 0-15) and c1, rows ldc floats apart,
  * added to what they hold when acc. */
-void vt_conv_dp_forward_tile(const uint16_t *a, int64_t ars, const int64_t *toff, int64_t Cp, int64_t taps,
+void vt_conv_dp_forward_tile(const uint16_t *const rows[16], const int64_t *toff, int64_t Cp, int64_t taps,
                              int64_t ncc, int pairs, const uint16_t *w0, const uint16_t *w1, float *c);
 void vt_conv_dp_wgrad_unit(const uint16_t *a0, const uint16_t *a1, const uint32_t *const *x, int64_t nk, float *c0,
                            float *c1, int64_t ldc, int acc);

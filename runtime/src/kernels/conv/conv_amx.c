@@ -305,17 +305,55 @@ static void pack_weight(void *ctx, int64_t begin, int64_t end) {
 /* ------------------------------------------------------------ compute */
 
 /* One tile of 16 positions: its first grid position and row step, and for
- * each valid row its tile row and output position. */
+ * each valid row its tile row, image and output position; gathered, each
+ * row's first input (rows past the valid ones repeat the first). */
 typedef struct tile_rows {
     int64_t first, step;
     int nv;
     int row[16];
-    int64_t o[16][3];
+    int64_t b[16], o[16][3];
+    const uint16_t *rp[16];
 } tile_rows;
 
+/* Tiles of the chunk's images: gathered, its output positions 16 at a time
+ * (images one after another); otherwise `tiles` per image. */
+static int64_t chunk_tiles(const amx_job *j) {
+    return j->gathered ? (j->nbc * j->g->out_prod + 15) / 16 : j->nbc * j->tiles;
+}
+
+/* Gathered: tile i holds the chunk's output positions 16i .. 16i + 15 in
+ * (image, o0, o1, o2) order, each row reading from its own first input in
+ * the padded grid. No row is spent on a padding column or on the rest of
+ * a short last tile of an image (a 14x14 output in 16-wide grid rows used
+ * 196 of 224 rows, a 7x7 one 49 of 64). */
+static void gathered_rows(const amx_job *j, int64_t i, tile_rows *t) {
+    const vt_conv_geom *g = j->g;
+    const int64_t P = g->out_prod, total = j->nbc * P;
+    t->first = 0, t->step = 1; /* unused: each row has its own first input */
+    for (int r = 0; r < 16 && i * 16 + r < total; r++) {
+        const int64_t pos = i * 16 + r, b = pos / P, q = pos % P;
+        const int64_t o2 = q % g->out[2], o1 = q / g->out[2] % g->out[1], o0 = q / (g->out[2] * g->out[1]);
+        const int64_t grid = (o0 * g->stride[0] * j->E[1] + o1 * g->stride[1]) * j->E[2] + o2 * g->stride[2];
+        t->row[t->nv] = r;
+        t->b[t->nv] = b;
+        t->o[t->nv][0] = o0, t->o[t->nv][1] = o1, t->o[t->nv][2] = o2;
+        t->rp[r] = j->xbuf + (b * j->img + grid) * j->Cp;
+        t->nv++;
+    }
+    for (int r = t->nv; r < 16; r++) t->rp[r] = t->rp[0];
+}
+
+/* Tile i of the chunk (chunk_tiles). */
 static void rows_of_tile(const amx_job *j, int64_t i, tile_rows *t) {
     const vt_conv_geom *g = j->g;
     t->nv = 0;
+    if (j->gathered) {
+        gathered_rows(j, i, t);
+        return;
+    }
+    const int64_t img = i / j->tiles;
+    for (int r = 0; r < 16; r++) t->b[r] = img;
+    i %= j->tiles;
     if (j->linear) {
         t->first = i * 16, t->step = 1;
         /* grid coordinates of the first position, then stepped (no divisions per row) */
@@ -362,16 +400,16 @@ static __mmask16 lanes(int64_t left) {
 }
 
 /* The C rows of one tile of positions (16 rows of 32 f32 at c: outputs
- * o_first .. o_first + 31, those < O) of image b out, row by row: the bias
- * added to the f32 sum, then rounded to the output's dtype. */
-static void write_tiles(const amx_job *j, const float *c, int64_t b, const tile_rows *t, int64_t o_first) {
+ * o_first .. o_first + 31, those < O) out, row by row: the bias added to
+ * the f32 sum, then rounded to the output's dtype. */
+static void write_tiles(const amx_job *j, const float *c, const tile_rows *t, int64_t o_first) {
     int64_t left = j->g->O - o_first;
     __mmask16 m0 = lanes(left), m1 = lanes(left - 16);
     __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
     if (j->bias) bias0 = _mm512_loadu_ps(j->bias + o_first), bias1 = _mm512_loadu_ps(j->bias + o_first + 16);
-    int64_t base = j->yoff + b * j->ys[0] + o_first;
     for (int k = 0; k < t->nv; k++) {
-        int64_t off = base + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] + t->o[k][2] * j->ys[3];
+        int64_t off = j->yoff + t->b[k] * j->ys[0] + o_first + t->o[k][0] * j->ys[1] + t->o[k][1] * j->ys[2] +
+                      t->o[k][2] * j->ys[3];
         __m512 v0 = _mm512_load_ps(c + t->row[k] * 32), v1 = _mm512_load_ps(c + t->row[k] * 32 + 16);
         if (j->bias) v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
         if (j->ydt == VT_BF16 && m1 == 0xffff) { /* a whole row of 32 */
@@ -388,28 +426,25 @@ static void write_tiles(const amx_job *j, const float *c, int64_t b, const tile_
  * not written. Output panels go in blocks of ob whose weight stays in L2. */
 static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
     amx_job *j = ctx;
-    const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps, npanel = j->Op / 16, ntiles = j->nbc * j->tiles;
+    const int64_t Cp = j->Cp, ncc = j->ncc, taps = j->taps, npanel = j->Op / 16, ntiles = chunk_tiles(j);
     const int64_t panel_elems = taps * ncc * 512;
     float *c = aligned_alloc(64, 4 * 1024);
     if (!c) {
         atomic_store(&j->oom, 1);
         return;
     }
-    const int dp = vt_conv_igemm_dp();
+    const int dp = j->gathered; /* the VDPBF16PS blocks read gathered rows */
     const int pairs = (int)(j->Kq < 32 ? j->Kq : 32) / 2; /* k-pairs of a chunk (VDPBF16PS blocks) */
     if (!dp) vt_amx_load_config(j->merged ? &j->cfg : &vt_amx_tiles16);
     for (int64_t pb = 0; pb < npanel; pb += j->ob) {
         int64_t pe = pb + j->ob < npanel ? pb + j->ob : npanel;
         for (int64_t p = begin; p < end; p++) {
             tile_rows tr[2];
-            int64_t img[2];
             const uint16_t *a[2];
             size_t as[2];
             for (int h = 0; h < 2; h++) {
-                int64_t t = 2 * p + h < ntiles ? 2 * p + h : 2 * p;
-                img[h] = t / j->tiles;
-                rows_of_tile(j, t % j->tiles, &tr[h]);
-                a[h] = j->xbuf + (img[h] * j->img + tr[h].first) * Cp;
+                rows_of_tile(j, 2 * p + h < ntiles ? 2 * p + h : 2 * p, &tr[h]);
+                a[h] = j->xbuf + (tr[h].b[0] * j->img + tr[h].first) * Cp;
                 as[h] = (size_t)(tr[h].step * Cp) * 2;
             }
             int second = 2 * p + 1 < ntiles;
@@ -417,9 +452,8 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
                 const uint16_t *b0 = j->wp + q * panel_elems, *b1 = b0 + panel_elems;
                 if (dp) {
                     for (int h = 0; h < 1 + second; h++)
-                        vt_conv_dp_forward_tile(a[h], tr[h].step * Cp, j->toff, Cp, taps, ncc, pairs, b0, b1,
-                                                c + h * 512);
-                    for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, img[h], &tr[h], q * 16);
+                        vt_conv_dp_forward_tile(tr[h].rp, j->toff, Cp, taps, ncc, pairs, b0, b1, c + h * 512);
+                    for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, &tr[h], q * 16);
                     continue;
                 }
                 vt_amx_c_start(c, c + 512, 128, 0);
@@ -430,7 +464,7 @@ static void compute_pairs(void *ctx, int64_t begin, int64_t end) {
                         vt_amx_step(x0 + cc * 32, as[0], x1 + cc * 32, as[1], w0 + cc * 512, w1 + cc * 512, 64);
                 }
                 vt_amx_c_store(c, c + 512, 128); /* C as 32 x 32 floats */
-                for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, img[h], &tr[h], q * 16);
+                for (int h = 0; h < 1 + second; h++) write_tiles(j, c + h * 512, &tr[h], q * 16);
             }
         }
     }
@@ -508,6 +542,7 @@ vt_status vt_conv_amx_forward_checked(const vt_conv_geom *g, const vt_tensor *ou
     j.check = check;
     *declined = 0;
     vt_status s = vt_conv_amx_grid_setup(&j, g, g->C >= 16 ? 0 : merged_channels(g), fn);
+    j.gathered = vt_conv_igemm_dp();
     j.linear = g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1;
     if (j.linear) {
         j.V = ((g->out[0] - 1) * j.E[1] + g->out[1] - 1) * j.E[2] + g->out[2];
@@ -577,7 +612,7 @@ vt_status vt_conv_amx_forward_checked(const vt_conv_geom *g, const vt_tensor *ou
             *declined = 1;
             break;
         }
-        vt_parallel_for((j.nbc * j.tiles + 1) / 2, 4, compute_pairs, &j);
+        vt_parallel_for((chunk_tiles(&j) + 1) / 2, 4, compute_pairs, &j);
         if (!direct && !atomic_load(&j.oom)) {
             vt_tensor dst = y5;
             dst.offset += n0 * y5.strides[0];

@@ -24,7 +24,8 @@ typedef struct amx_job {
     int linear;         /* stride 1 everywhere: tiles run over the padded grid */
     int64_t V;          /* linear: grid positions per image that cover every output */
     int64_t tpr;        /* otherwise: tiles per output row */
-    int64_t tiles;      /* per image */
+    int64_t tiles;      /* per image (not gathered) */
+    int gathered;       /* the VDPBF16PS blocks: tiles of output positions, each row its own (chunk_tiles) */
     int64_t img;        /* grid positions per image */
     uint16_t *xbuf;     /* [nb][E0][E1][E2][Cp] bf16 parts, then a margin */
     uint16_t *wp;       /* [Op/16][taps][ncc] tiles of 16 k-pairs x 16 outputs */

@@ -23,29 +23,32 @@
     } while (0)
 #define ALL(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
 
-/* Rows r0 .. r0 + 7 of a forward tile. */
-static inline void fwd_rows8(const uint16_t *a, int64_t ars, const int64_t *toff, int64_t Cp, int64_t taps,
-                             int64_t ncc, int pairs, const uint16_t *w0, const uint16_t *w1, float *c, int64_t ldc) {
+/* Rows 0 .. 7 of rp (each row's first tap) of a forward tile. */
+static inline void fwd_rows8(const uint16_t *const *rp, const int64_t *toff, int64_t Cp, int64_t taps, int64_t ncc,
+                             int pairs, const uint16_t *w0, const uint16_t *w1, float *c, int64_t ldc) {
     ALL(DECL)
     for (int64_t t = 0; t < taps; t++) {
-        const uint16_t *x = a + toff[t] * Cp, *u0 = w0 + t * ncc * 512, *u1 = w1 + t * ncc * 512;
+        const int64_t xo = toff[t] * Cp;
+        const uint16_t *x0 = rp[0] + xo, *x1 = rp[1] + xo, *x2 = rp[2] + xo, *x3 = rp[3] + xo, *x4 = rp[4] + xo,
+                       *x5 = rp[5] + xo, *x6 = rp[6] + xo, *x7 = rp[7] + xo;
+        const uint16_t *u0 = w0 + t * ncc * 512, *u1 = w1 + t * ncc * 512;
         for (int64_t cc = 0; cc < ncc; cc++) {
-            const uint16_t *xc = x + cc * 32, *v0 = u0 + cc * 512, *v1 = u1 + cc * 512;
+            const uint16_t *v0 = u0 + cc * 512, *v1 = u1 + cc * 512;
             for (int j = 0; j < pairs; j++) {
                 __m512bh b0 = (__m512bh)_mm512_loadu_si512(v0 + j * 32), b1 = (__m512bh)_mm512_loadu_si512(v1 + j * 32);
-                const uint16_t *xp = xc + 2 * j;
-                STEP(0, xp); STEP(1, xp + ars); STEP(2, xp + 2 * ars); STEP(3, xp + 3 * ars);
-                STEP(4, xp + 4 * ars); STEP(5, xp + 5 * ars); STEP(6, xp + 6 * ars); STEP(7, xp + 7 * ars);
+                const int64_t k = cc * 32 + 2 * j;
+                STEP(0, x0 + k); STEP(1, x1 + k); STEP(2, x2 + k); STEP(3, x3 + k);
+                STEP(4, x4 + k); STEP(5, x5 + k); STEP(6, x6 + k); STEP(7, x7 + k);
             }
         }
     }
     ALL(STORE)
 }
 
-void vt_conv_dp_forward_tile(const uint16_t *a, int64_t ars, const int64_t *toff, int64_t Cp, int64_t taps,
+void vt_conv_dp_forward_tile(const uint16_t *const rows[16], const int64_t *toff, int64_t Cp, int64_t taps,
                              int64_t ncc, int pairs, const uint16_t *w0, const uint16_t *w1, float *c) {
-    fwd_rows8(a, ars, toff, Cp, taps, ncc, pairs, w0, w1, c, 32);
-    fwd_rows8(a + 8 * ars, ars, toff, Cp, taps, ncc, pairs, w0, w1, c + 8 * 32, 32);
+    fwd_rows8(rows, toff, Cp, taps, ncc, pairs, w0, w1, c, 32);
+    fwd_rows8(rows + 8, toff, Cp, taps, ncc, pairs, w0, w1, c + 8 * 32, 32);
 }
 
 /* Rows (outputs) r .. r + 7 of a weight-gradient unit: A row q at a + q * 32
