@@ -88,6 +88,61 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
     vt_isa_force(active);
 }
 
+/* The depthwise input gradient at DEFAULT gathers each position's sum in
+ * the order the scatter adds it: the same bits, on every ISA path, for
+ * strides, dilation, padding past the window, 3-d, several channel
+ * blocks, and special values (an inf weight, denormal sums and inputs, a
+ * signalling NaN in the gradient). */
+TEST(kernels_conv_depthwise_input_grad_gather_same_bits_as_scatter) {
+    unsigned active = vt_isa_active();
+    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
+                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    static const char *const dw[] = {"2d depthwise", "2d depthwise 33ch", "2d depthwise s2 pad2", "3d depthwise",
+                                     "2d depthwise bands s2 d2", "2d depthwise wide rows s2",
+                                     "2d depthwise wide rows s2 pad2", "2d depthwise wide rows s3 d2"};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        vt_isa_force(masks[m] & active);
+        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
+            for (size_t d = 0; d < 2; d++)
+                for (int inf = 0; inf < 5; inf++) { /* 1: inf weight; 2: denormal sums; 3: sNaN; 4: denormals */
+                    const conv_case *c = case_named(dw[i]);
+                    conv_tensors a = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
+                                 b = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST);
+                    fill_values(&a.gy, 0), fill_values(&a.w, 0);
+                    fill_values(&a.gx, 0), fill_values(&b.gx, 0); /* stale contents must be overwritten */
+                    if (inf == 2) scale_values(&a.gy, 0x1p-60), scale_values(&a.w, 0x1p-66);
+                    if (inf == 4) scale_values(&a.gy, 0x1p-130), scale_values(&a.w, 0x1p60);
+                    if (inf == 1) {
+                        double v = -INFINITY;
+                        vt_convert(VT_F64, &v, 1, a.w.t.dtype, (char *)a.w.block + 4 * vt_dtype_size(a.w.t.dtype),
+                                   1, 1);
+                    }
+                    if (inf == 3) {
+                        char *e = (char *)a.gy.block + 9 * vt_dtype_size(a.gy.t.dtype);
+                        if (dts[d] == VT_F32) {
+                            const uint32_t snan = 0x7f800001u;
+                            memcpy(e, &snan, 4);
+                        } else {
+                            const uint16_t snan = 0x7f81u;
+                            memcpy(e, &snan, 2);
+                        }
+                    }
+                    vt_conv_params p = case_params(c);
+                    CHECK_OK(vt_conv_backward_input(&a.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
+                    vt_conv_dw_force_scatter(1);
+                    CHECK_OK(vt_conv_backward_input(&b.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
+                    vt_conv_dw_force_scatter(0);
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
+                             masks[m] & active);
+                    CHECK(ht_compare(what, &a.gx.t, &b.gx.t, -1) == 0);
+                    free_tensors(&a), free_tensors(&b);
+                }
+    }
+    vt_isa_force(active);
+}
+
 /* Channels-last inputs of these cases run the rows drivers. */
 TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
     static const char *const rows[] = {"2d 1x1",      "2d bigger",       "2d groups2 wide",

@@ -145,6 +145,8 @@ typedef struct vt_dw_geom {
     int64_t E[3];         /* padded input extent the windows read */
     int64_t out[3], stride[3];
     int64_t taps;         /* k_prod */
+    int64_t k[3], dil[3]; /* the window (the input gradient at DEFAULT gathers by them) */
+    int scatter;          /* the input gradient scatters at DEFAULT too (vt_conv_dw_force_scatter) */
     const int64_t *toff;  /* per tap: its offset from a window's first position, in floats */
     int nlow;             /* 0 DEFAULT, 2 HIGH, 5 HIGHEST: the low passes */
 } vt_dw_geom;
@@ -198,6 +200,9 @@ typedef struct vt_dw_kernels {
      * block through stage (vt_dw_cl_stage_floats): into c->y when set, else
      * out[z1 - z1a][z2][ncb * lanes] */
     void (*cl_rows)(const vt_dw_cl *c, int64_t n, int64_t z0, int64_t z1a, int64_t z1b, float *stage, float *out);
+    /* the input gradient of a lane block: at DEFAULT (nlow 0) every
+     * position of hi written; otherwise added to hi and lo (zeroed by the
+     * caller) */
     void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
                            float *hi);
     void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,
@@ -217,6 +222,9 @@ extern const vt_dw_kernels vt_dw_kernels_avx2, vt_dw_kernels_avx512, vt_dw_kerne
 int vt_conv_dw_takes(const vt_conv_geom *g);
 vt_status vt_conv_dw_forward(const vt_conv_geom *g, const vt_tensor *out, const vt_tensor *input,
                              const vt_tensor *weight, const vt_tensor *bias, vt_precision prec);
+/* Test hook: the depthwise input gradient scatters at DEFAULT as at
+ * HIGH and HIGHEST (1), or gathers where it can (0, the default). */
+void vt_conv_dw_force_scatter(int on);
 vt_status vt_conv_dw_backward_input(const vt_conv_geom *g, const vt_tensor *grad_input, const vt_tensor *grad_out,
                                     const vt_tensor *weight, vt_precision prec);
 vt_status vt_conv_dw_backward_weight(const vt_conv_geom *g, const vt_tensor *grad_weight, const vt_tensor *grad_out,

@@ -295,8 +295,7 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
             j->k->forward(d, (const float *const *)xs, ws, ys[0]);
             store_block(j->k, &yb, n, c0, nl, yE, no_pad, ys[0], j->bias ? j->bias + c0 : NULL);
         } else if (j->kind == VT_CONV_BACKWARD_INPUT) {
-            memset(hi, 0, (size_t)X * sizeof(float));
-            if (d->nlow) memset(lo, 0, (size_t)X * sizeof(float));
+            if (d->nlow) memset(hi, 0, (size_t)X * sizeof(float)), memset(lo, 0, (size_t)X * sizeof(float));
             j->k->backward_input(d, (const float *const *)ys, ws, lo, hi);
             if (d->nlow) /* the guarded low sum, then hi * hi */
                 for (int64_t i = 0; i < X; i++) hi[i] = (isfinite(lo[i]) ? lo[i] : 0.0f) + hi[i];
@@ -408,7 +407,10 @@ static vt_status plane_forward(const vt_conv_geom *g, const vt_tensor *x5, const
     j.d.nlow = nlow;
     j.d.taps = g->k_prod;
     int64_t n2 = (g->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
-    for (int i = 0; i < 3; i++) j.d.E[i] = extent(g, i), j.d.out[i] = g->out[i], j.d.stride[i] = g->stride[i];
+    for (int i = 0; i < 3; i++) {
+        j.d.E[i] = extent(g, i), j.d.out[i] = g->out[i], j.d.stride[i] = g->stride[i];
+        j.d.k[i] = g->k[i], j.d.dil[i] = g->dil[i];
+    }
     /* rows wide enough for every window of a 16-wide chunk, a multiple of 16;
      * at stride 2 each phase is (tap p along the row: phase p & 1, p >> 1 on) */
     const int64_t reach = (g->k[2] - 1) * g->dil[2];
@@ -517,6 +519,10 @@ static vt_status cl_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt
 
 /* Prepare d and the weight parts, run the tasks. w5: the weight [C, 1, k..]
  * (or, for the weight gradient, NULL). */
+static _Atomic int scatter_forced;
+
+void vt_conv_dw_force_scatter(int on) { atomic_store(&scatter_forced, on != 0); }
+
 static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_precision prec, const char *fn) {
     int64_t toff[g->k_prod > 0 ? g->k_prod : 1];
     j->g = g;
@@ -524,8 +530,12 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
     j->d.nlow = vt_mxu_nlow(vt_conv_product_precision(g->dtype, prec));
     j->nslots = vt_mxu_nslots(j->d.nlow);
     j->ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES;
-    for (int i = 0; i < 3; i++) j->d.E[i] = extent(g, i), j->d.out[i] = g->out[i], j->d.stride[i] = g->stride[i];
+    for (int i = 0; i < 3; i++) {
+        j->d.E[i] = extent(g, i), j->d.out[i] = g->out[i], j->d.stride[i] = g->stride[i];
+        j->d.k[i] = g->k[i], j->d.dil[i] = g->dil[i];
+    }
     j->d.taps = g->k_prod;
+    j->d.scatter = atomic_load(&scatter_forced);
     /* bands of output rows (dim 1); the input gradient scatters into its
      * whole window block, so it goes plane by plane */
     j->band = g->out[1];
