@@ -22,6 +22,32 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     CHECK(!vt_conv_dw_takes(&g));
 }
 
+/* Random data x, weight w and bias b (NULL: none), then special values by
+ * `inf`: 1 an inf weight (element 5); 2 values whose sums are denormal; 3 a
+ * signalling NaN (x's element 7); 4 denormal data with large weights. */
+static void fill_specials(host_tensor *x, host_tensor *w, host_tensor *b, int inf) {
+    fill_values(x, 0), fill_values(w, 0);
+    if (b) fill_values(b, 0);
+    if (inf == 2) scale_values(x, 0x1p-60), scale_values(w, 0x1p-66);
+    if (inf == 2 && b) scale_values(b, 0x1p-126);
+    if (inf == 4) scale_values(x, 0x1p-130), scale_values(w, 0x1p60);
+    if (inf == 4 && b) scale_values(b, 0x1p-80);
+    if (inf == 1) {
+        double v = INFINITY;
+        vt_convert(VT_F64, &v, 1, w->t.dtype, (char *)w->block + 5 * vt_dtype_size(w->t.dtype), 1, 1);
+    }
+    if (inf == 3) {
+        char *e = (char *)x->block + 7 * vt_dtype_size(x->t.dtype);
+        if (x->t.dtype == VT_F32) {
+            const uint32_t snan = 0x7f800001u;
+            memcpy(e, &snan, 4);
+        } else {
+            const uint16_t snan = 0x7f81u;
+            memcpy(e, &snan, 2);
+        }
+    }
+}
+
 /* A channels-last depthwise forward at DEFAULT whose output is channels-last
  * too reads its input where it lies (no blocks); the same sums in the same
  * order as the blocks a contiguous output goes through, so the same bits on
@@ -49,24 +75,8 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
                     conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
                                  mixed = make_tensors(c, dts[d], LAYOUT_MIXED),
                                  nchw = make_tensors(c, dts[d], LAYOUT_CONTIGUOUS);
-                    fill_values(&cl.x, 0), fill_values(&cl.w, 0), fill_values(&cl.b, 0);
-                    if (inf == 2) scale_values(&cl.x, 0x1p-60), scale_values(&cl.w, 0x1p-66), scale_values(&cl.b, 0x1p-126);
-                    if (inf == 4) scale_values(&cl.x, 0x1p-130), scale_values(&cl.w, 0x1p60), scale_values(&cl.b, 0x1p-80);
-                    if (inf == 1) {
-                        double v = INFINITY;
-                        vt_convert(VT_F64, &v, 1, cl.w.t.dtype, (char *)cl.w.block + 5 * vt_dtype_size(cl.w.t.dtype),
-                                   1, 1);
-                    }
-                    if (inf == 3) { /* the input's element 7 (the cl path stages it without quieting) */
-                        char *e = (char *)cl.x.block + 7 * vt_dtype_size(cl.x.t.dtype);
-                        if (dts[d] == VT_F32) {
-                            const uint32_t snan = 0x7f800001u;
-                            memcpy(e, &snan, 4);
-                        } else {
-                            const uint16_t snan = 0x7f81u;
-                            memcpy(e, &snan, 2);
-                        }
-                    }
+                    /* the input's element 7 a signalling NaN: the cl path stages it without quieting */
+                    fill_specials(&cl.x, &cl.w, &cl.b, inf);
                     CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
                     CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));
                     CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
@@ -109,25 +119,8 @@ TEST(kernels_conv_depthwise_input_grad_gather_same_bits_as_scatter) {
                     const conv_case *c = case_named(dw[i]);
                     conv_tensors a = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
                                  b = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST);
-                    fill_values(&a.gy, 0), fill_values(&a.w, 0);
+                    fill_specials(&a.gy, &a.w, NULL, inf);
                     fill_values(&a.gx, 0), fill_values(&b.gx, 0); /* stale contents must be overwritten */
-                    if (inf == 2) scale_values(&a.gy, 0x1p-60), scale_values(&a.w, 0x1p-66);
-                    if (inf == 4) scale_values(&a.gy, 0x1p-130), scale_values(&a.w, 0x1p60);
-                    if (inf == 1) {
-                        double v = -INFINITY;
-                        vt_convert(VT_F64, &v, 1, a.w.t.dtype, (char *)a.w.block + 4 * vt_dtype_size(a.w.t.dtype),
-                                   1, 1);
-                    }
-                    if (inf == 3) {
-                        char *e = (char *)a.gy.block + 9 * vt_dtype_size(a.gy.t.dtype);
-                        if (dts[d] == VT_F32) {
-                            const uint32_t snan = 0x7f800001u;
-                            memcpy(e, &snan, 4);
-                        } else {
-                            const uint16_t snan = 0x7f81u;
-                            memcpy(e, &snan, 2);
-                        }
-                    }
                     vt_conv_params p = case_params(c);
                     CHECK_OK(vt_conv_backward_input(&a.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
                     vt_conv_dw_force_scatter(1);
