@@ -52,6 +52,14 @@ static int64_t extent(const vt_conv_geom *g, int i) {
     return (g->out[i] - 1) * g->stride[i] + (g->k[i] - 1) * g->dil[i] + 1;
 }
 
+/* d's extents (the padded window block), outputs, strides and window. */
+static void geom_dims(const vt_conv_geom *g, vt_dw_geom *d) {
+    for (int i = 0; i < 3; i++) {
+        d->E[i] = extent(g, i), d->out[i] = g->out[i], d->stride[i] = g->stride[i];
+        d->k[i] = g->k[i], d->dil[i] = g->dil[i];
+    }
+}
+
 static int64_t block_floats(const vt_conv_geom *g) {
     return extent(g, 0) * extent(g, 1) * extent(g, 2) * VT_DW_LANES;
 }
@@ -407,10 +415,7 @@ static vt_status plane_forward(const vt_conv_geom *g, const vt_tensor *x5, const
     j.d.nlow = nlow;
     j.d.taps = g->k_prod;
     int64_t n2 = (g->out[2] + VT_DW_LANES - 1) / VT_DW_LANES * VT_DW_LANES;
-    for (int i = 0; i < 3; i++) {
-        j.d.E[i] = extent(g, i), j.d.out[i] = g->out[i], j.d.stride[i] = g->stride[i];
-        j.d.k[i] = g->k[i], j.d.dil[i] = g->dil[i];
-    }
+    geom_dims(g, &j.d);
     /* rows wide enough for every window of a 16-wide chunk, a multiple of 16;
      * at stride 2 each phase is (tap p along the row: phase p & 1, p >> 1 on) */
     const int64_t reach = (g->k[2] - 1) * g->dil[2];
@@ -517,12 +522,12 @@ static vt_status cl_forward(const vt_conv_geom *g, const vt_tensor *x5, const vt
     return VT_OK;
 }
 
-/* Prepare d and the weight parts, run the tasks. w5: the weight [C, 1, k..]
- * (or, for the weight gradient, NULL). */
 static _Atomic int scatter_forced;
 
 void vt_conv_dw_force_scatter(int on) { atomic_store(&scatter_forced, on != 0); }
 
+/* Prepare d and the weight parts, run the tasks. w5: the weight [C, 1, k..]
+ * (or, for the weight gradient, NULL). */
 static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_precision prec, const char *fn) {
     int64_t toff[g->k_prod > 0 ? g->k_prod : 1];
     j->g = g;
@@ -530,10 +535,7 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
     j->d.nlow = vt_mxu_nlow(vt_conv_product_precision(g->dtype, prec));
     j->nslots = vt_mxu_nslots(j->d.nlow);
     j->ncb = (g->C + VT_DW_LANES - 1) / VT_DW_LANES;
-    for (int i = 0; i < 3; i++) {
-        j->d.E[i] = extent(g, i), j->d.out[i] = g->out[i], j->d.stride[i] = g->stride[i];
-        j->d.k[i] = g->k[i], j->d.dil[i] = g->dil[i];
-    }
+    geom_dims(g, &j->d);
     j->d.taps = g->k_prod;
     j->d.scatter = atomic_load(&scatter_forced);
     /* bands of output rows (dim 1); the input gradient scatters into its

@@ -43,9 +43,12 @@ static void DW_NAME(dw_gather_row_3s2_)(const float *const *grow, const float *c
 static int DW_NAME(dw_gather_input_)(const vt_dw_geom *d, const float *gy, const float *w, float *hi) {
     const int64_t E0 = d->E[0], E1 = d->E[1], E2 = d->E[2], K2 = d->k[2];
     if (d->k[0] * d->k[1] > 256) return 0;
-    dw_reads *rd = malloc((size_t)E2 * sizeof *rd);
-    if (!rd) return 0;
-    for (int64_t i2 = 0; i2 < E2; i2++) {
+    /* 3 taps at stride 2 along the row have a row loop of their own; other
+     * windows read per position the list of its readers */
+    const int row3s2 = K2 == 3 && d->stride[2] == 2 && d->dil[2] == 1;
+    dw_reads *rd = row3s2 ? NULL : malloc((size_t)E2 * sizeof *rd);
+    if (!row3s2 && !rd) return 0;
+    for (int64_t i2 = 0; !row3s2 && i2 < E2; i2++) {
         rd[i2].n = 0;
         for (int64_t k2 = K2 - 1; k2 >= 0; k2--) {
             const int64_t b = i2 - k2 * d->dil[2];
@@ -76,7 +79,7 @@ static int DW_NAME(dw_gather_input_)(const vt_dw_geom *d, const float *gy, const
                 }
             }
             float *dst = hi + (i0 * E1 + i1) * E2 * VT_DW_LANES;
-            if (K2 == 3 && d->stride[2] == 2 && d->dil[2] == 1) { /* 3 taps at stride 2 along the row */
+            if (row3s2) {
                 DW_NAME(dw_gather_row_3s2_)(grow, wrow, nr, d->out[2], dst);
                 continue;
             }
