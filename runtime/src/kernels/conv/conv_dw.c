@@ -154,11 +154,28 @@ static void fill_split(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, i
         k->split(slot[0], X, nlow, slot);
         return;
     }
-    for (int s = 0; s < nslots; s++) memset(slot[s], 0, (size_t)X * sizeof(float));
     size_t es = vt_dtype_size(t5->dtype);
     const char *base = (const char *)t5->data + (t5->offset + n * t5->strides[0] + c0) * (int64_t)es;
     int64_t lo2 = pad[2], hi2 = t5->sizes[4] + pad[2] < E[2] ? t5->sizes[4] + pad[2] : E[2];
     int64_t i1_lo = row0 > pad[1] ? row0 - pad[1] : 0;
+    /* Zero only what the loads below leave: the rows they do not reach and
+     * the padding columns of those they do (clearing whole blocks first
+     * took a sixth of a stride-2 weight gradient's time). */
+    const int64_t e0_lo = pad[0], e0_hi = pad[0] + (t5->sizes[2] < E[0] - pad[0] ? t5->sizes[2] : E[0] - pad[0]);
+    const int64_t e1_lo = i1_lo + pad[1] - row0,
+                  e1_hi = (t5->sizes[3] < E[1] - pad[1] + row0 ? t5->sizes[3] : E[1] - pad[1] + row0) + pad[1] - row0;
+    const size_t lane_bytes = VT_DW_LANES * sizeof(float);
+    for (int s = 0; s < nslots; s++)
+        for (int64_t e0 = 0; e0 < E[0]; e0++)
+            for (int64_t e1 = 0; e1 < E[1]; e1++) {
+                float *row = slot[s] + (e0 * E[1] + e1) * E[2] * VT_DW_LANES;
+                if (e0 < e0_lo || e0 >= e0_hi || e1 < e1_lo || e1 >= e1_hi || hi2 <= lo2) {
+                    memset(row, 0, (size_t)E[2] * lane_bytes);
+                    continue;
+                }
+                memset(row, 0, (size_t)lo2 * lane_bytes);
+                memset(row + hi2 * VT_DW_LANES, 0, (size_t)(E[2] - hi2) * lane_bytes);
+            }
     for (int64_t i0 = 0; i0 < t5->sizes[2] && i0 + pad[0] < E[0]; i0++)
         for (int64_t i1 = i1_lo; i1 < t5->sizes[3] && i1 + pad[1] - row0 < E[1]; i1++) {
             const char *row = base + (i0 * t5->strides[2] + i1 * t5->strides[3]) * (int64_t)es;
