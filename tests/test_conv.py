@@ -124,6 +124,32 @@ def test_depthwise_channels_last_whole_blocks_without_bias(dtype):
     torch.testing.assert_close(got.cpu().float(), want, **tol)
 
 
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (2, 0)], ids=["s1", "s2", "s2 unpadded"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_depthwise_channels_last_input_gradient(dtype, stride, padding):
+    """The depthwise input gradient at DEFAULT is gathered row by row
+    straight into a channels-last gradient of whole 16-channel blocks (f32,
+    or rounded to bf16 once). Against CPU's f32 gradient of the bf16-rounded
+    operands; at stride 2 without padding the last row and column of a
+    16 x 16 input are read by no window, so their gradient is exactly 0."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(3, 32, 16, 16, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(32, 1, 3, 3, generator=g) * 0.3).to(dtype)
+    kw = dict(stride=stride, padding=padding, groups=32)
+    gy = torch.randn(F.conv2d(x.float(), w.float(), **kw).shape, generator=g).to(dtype)
+    gy = gy.contiguous(memory_format=torch.channels_last)
+    r = [t.bfloat16().float() for t in (gy, x, w)]
+    want = torch.ops.aten.convolution_backward(*r, None, [stride] * 2, [padding] * 2,
+                                               [1, 1], False, [0, 0], 32, [True, False, False])[0]
+    got = torch.ops.aten.convolution_backward(gy.to("tpu"), x.to("tpu"), w.to("tpu"), None, [stride] * 2,
+                                              [padding] * 2, [1, 1], False, [0, 0], 32, [True, False, False])[0]
+    assert got.dtype == dtype and got.is_contiguous(memory_format=torch.channels_last)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=8e-3, atol=8e-3)
+    torch.testing.assert_close(got.cpu().float(), want, **tol)
+    if padding == 0:
+        assert torch.all(got[:, :, -1, :].cpu() == 0) and torch.all(got[:, :, :, -1].cpu() == 0)
+
+
 def test_conv_transpose_matches_cpu():
     """A transposed convolution is the plain one's input gradient, and the
     other way round: both directions against CPU, with output_padding."""

@@ -167,6 +167,16 @@ typedef struct vt_dw_cl {
     int y_bf16;
     int64_t ys[4];
 } vt_dw_cl;
+/* Where a gathered input gradient goes: padded position (i0, i1, i2) with
+ * lo[k] <= ik < hi[k] (the positions that are the input's) at p +
+ * sum_k (ik - lo[k]) * st[k] elements, 16 contiguous lanes of f32, or of
+ * bf16 rounded as vt_f32_to_bf16 (nearest even, NaN 0x7fc0): the
+ * interior of the padded block, or the channels-last tensor itself. */
+typedef struct vt_dw_dst {
+    char *p;
+    int bf16;
+    int64_t lo[3], hi[3], st[3];
+} vt_dw_dst;
 /* Floats of the stage of a vt_dw_cl band of `rows` output rows: one lane
  * block's input window (cl_rows stages one block at a time). */
 static inline int64_t vt_dw_cl_stage_floats(const vt_dw_cl *c, int64_t rows) {
@@ -200,11 +210,11 @@ typedef struct vt_dw_kernels {
      * block through stage (vt_dw_cl_stage_floats): into c->y when set, else
      * out[z1 - z1a][z2][ncb * lanes] */
     void (*cl_rows)(const vt_dw_cl *c, int64_t n, int64_t z0, int64_t z1a, int64_t z1b, float *stage, float *out);
-    /* the input gradient of a lane block: at DEFAULT (nlow 0) every
-     * position of hi written; otherwise added to hi and lo (zeroed by the
-     * caller) */
-    void (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
-                           float *hi);
+    /* the input gradient of a lane block: at DEFAULT (nlow 0) gathered
+     * into o (returns 1); otherwise (or a window the gather does not take)
+     * added to hi and lo, zeroed by the caller (returns 0) */
+    int (*backward_input)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3], float *lo,
+                          float *hi, const vt_dw_dst *o);
     void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,
                             float *hi);
     /* NCHW lane blocks, 16 x 16 at a time (NULL: no register transpose on

@@ -261,6 +261,20 @@ static void store_block(const vt_dw_kernels *k, const vt_tensor *t5, int64_t n, 
         }
 }
 
+/* The positions of channels-last t5 (image n, 16 lanes from c0) that no
+ * window reads, padded index hi[k] (= pad[k] + i) on along some dim: 0. */
+static void zero_past(const vt_tensor *t5, int64_t n, int64_t c0, const int64_t hi[3], const int64_t pad[3]) {
+    const size_t es = vt_dtype_size(t5->dtype);
+    char *base = (char *)t5->data + (t5->offset + n * t5->strides[0] + c0) * (int64_t)es;
+    for (int64_t i0 = 0; i0 < t5->sizes[2]; i0++)
+        for (int64_t i1 = 0; i1 < t5->sizes[3]; i1++) {
+            const int whole = i0 + pad[0] >= hi[0] || i1 + pad[1] >= hi[1];
+            for (int64_t i2 = whole ? 0 : hi[2] - pad[2]; i2 < t5->sizes[4]; i2++)
+                memset(base + (i0 * t5->strides[2] + i1 * t5->strides[3] + i2 * t5->strides[4]) * (int64_t)es, 0,
+                       VT_DW_LANES * es);
+        }
+}
+
 /* ------------------------------------------------------------ jobs */
 
 typedef struct dw_job {
@@ -320,11 +334,31 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
             j->k->forward(d, (const float *const *)xs, ws, ys[0]);
             store_block(j->k, &yb, n, c0, nl, yE, no_pad, ys[0], j->bias ? j->bias + c0 : NULL);
         } else if (j->kind == VT_CONV_BACKWARD_INPUT) {
+            /* a gathered sum goes straight into a channels-last tensor of
+             * whole lane blocks, else into the block's interior */
+            const vt_tensor *x5 = j->x5;
+            const int direct =
+                nl == VT_DW_LANES && x5->strides[1] == 1 && (x5->dtype == VT_F32 || x5->dtype == VT_BF16);
+            vt_dw_dst o = {(char *)(hi + ((pad[0] * d->E[1] + pad[1]) * d->E[2] + pad[2]) * VT_DW_LANES), 0,
+                           {pad[0], pad[1], pad[2]}, {0}, {d->E[1] * d->E[2] * VT_DW_LANES, d->E[2] * VT_DW_LANES,
+                           VT_DW_LANES}};
+            for (int k = 0; k < 3; k++) {
+                const int64_t end = pad[k] + x5->sizes[2 + k]; /* past the input's last position */
+                o.hi[k] = end < d->E[k] ? end : d->E[k];
+            }
+            if (direct) {
+                o.bf16 = x5->dtype == VT_BF16;
+                o.p = (char *)x5->data + (x5->offset + n * x5->strides[0] + c0) * (int64_t)vt_dtype_size(x5->dtype);
+                for (int k = 0; k < 3; k++) o.st[k] = x5->strides[2 + k];
+            }
             if (d->nlow) memset(hi, 0, (size_t)X * sizeof(float)), memset(lo, 0, (size_t)X * sizeof(float));
-            j->k->backward_input(d, (const float *const *)ys, ws, lo, hi);
+            if (j->k->backward_input(d, (const float *const *)ys, ws, lo, hi, &o) && direct) {
+                zero_past(x5, n, c0, o.hi, pad);
+                continue;
+            }
             if (d->nlow) /* the guarded low sum, then hi * hi */
                 for (int64_t i = 0; i < X; i++) hi[i] = (isfinite(lo[i]) ? lo[i] : 0.0f) + hi[i];
-            store_block(j->k, j->x5, n, c0, nl, d->E, pad, hi, NULL);
+            store_block(j->k, x5, n, c0, nl, d->E, pad, hi, NULL);
         } else {
             float *p = j->partial + t * 2 * T;
             j->k->backward_weight(d, (const float *const *)ys, (const float *const *)xs, p, p + T);

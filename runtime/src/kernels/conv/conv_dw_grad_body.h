@@ -37,24 +37,31 @@ static void DW_NAME(dw_gather_row_3s2_)(const float *const *grow, const float *c
  * sums, each position written once, with no zeroed block and no read of a
  * sum a few taps after it was stored. At stride 2 the scatter's stores
  * and reloads of the positions two windows share held MobileNetV2's
- * 4 x 144 x 56 x 56 input gradient at 0.3 ms. More than 4 readers a
- * position along dim 2, or windows of more than 256 rows, take the
+ * 4 x 144 x 56 x 56 input gradient at 0.3 ms. Only o's rows are summed,
+ * each into a row buffer and from there to o's positions in one pass: to
+ * a channels-last tensor itself, where a whole padded block and its copy
+ * out took a fifth of that layer's f32 input gradient. More than 4 readers
+ * a position along dim 2, or windows of more than 256 rows, take the
  * scatter. */
-static int DW_NAME(dw_gather_input_)(const vt_dw_geom *d, const float *gy, const float *w, float *hi) {
-    const int64_t E0 = d->E[0], E1 = d->E[1], E2 = d->E[2], K2 = d->k[2];
+static int DW_NAME(dw_gather_input_)(const vt_dw_geom *d, const float *gy, const float *w, const vt_dw_dst *o) {
+    const int64_t E2 = d->E[2], K2 = d->k[2];
     if (d->k[0] * d->k[1] > 256) return 0;
     /* 3 taps at stride 2 along the row have a row loop of their own; other
      * windows read per position the list of its readers */
     const int row3s2 = K2 == 3 && d->stride[2] == 2 && d->dil[2] == 1;
     dw_reads *rd = row3s2 ? NULL : malloc((size_t)E2 * sizeof *rd);
-    if (!row3s2 && !rd) return 0;
+    float *buf = malloc((size_t)E2 * VT_DW_LANES * sizeof(float)); /* one padded row */
+    if ((!row3s2 && !rd) || !buf) {
+        free(rd), free(buf);
+        return 0;
+    }
     for (int64_t i2 = 0; !row3s2 && i2 < E2; i2++) {
         rd[i2].n = 0;
         for (int64_t k2 = K2 - 1; k2 >= 0; k2--) {
             const int64_t b = i2 - k2 * d->dil[2];
             if (b < 0 || b % d->stride[2] || b / d->stride[2] >= d->out[2]) continue;
             if (rd[i2].n == 4) {
-                free(rd);
+                free(rd), free(buf);
                 return 0;
             }
             rd[i2].k2[rd[i2].n] = k2, rd[i2].z2[rd[i2].n] = b / d->stride[2] * VT_DW_LANES;
@@ -62,8 +69,8 @@ static int DW_NAME(dw_gather_input_)(const vt_dw_geom *d, const float *gy, const
         }
     }
     const int64_t nrow = d->k[0] * d->k[1];
-    for (int64_t i0 = 0; i0 < E0; i0++)
-        for (int64_t i1 = 0; i1 < E1; i1++) {
+    for (int64_t i0 = o->lo[0]; i0 < o->hi[0]; i0++)
+        for (int64_t i1 = o->lo[1]; i1 < o->hi[1]; i1++) {
             /* the output rows reading this input row, in increasing order, and their weight rows */
             const float *grow[nrow > 0 ? nrow : 1], *wrow[nrow > 0 ? nrow : 1];
             int64_t nr = 0;
@@ -78,33 +85,37 @@ static int DW_NAME(dw_gather_input_)(const vt_dw_geom *d, const float *gy, const
                     nr++;
                 }
             }
-            float *dst = hi + (i0 * E1 + i1) * E2 * VT_DW_LANES;
             if (row3s2) {
-                DW_NAME(dw_gather_row_3s2_)(grow, wrow, nr, d->out[2], dst);
-                continue;
+                DW_NAME(dw_gather_row_3s2_)(grow, wrow, nr, d->out[2], buf);
+            } else {
+                for (int64_t i2 = o->lo[2]; i2 < o->hi[2]; i2++) {
+                    const dw_reads *r = &rd[i2];
+                    dw_vf acc = {0};
+                    for (int64_t q = 0; q < nr; q++)
+                        for (int e = 0; e < r->n; e++)
+                            acc += dw_ld(grow[q] + r->z2[e]) * dw_ld(wrow[q] + r->k2[e] * VT_DW_LANES);
+                    dw_st(buf + i2 * VT_DW_LANES, acc);
+                }
             }
-            for (int64_t i2 = 0; i2 < E2; i2++, dst += VT_DW_LANES) {
-                const dw_reads *r = &rd[i2];
-                dw_vf acc = {0};
-                for (int64_t q = 0; q < nr; q++)
-                    for (int e = 0; e < r->n; e++)
-                        acc += dw_ld(grow[q] + r->z2[e]) * dw_ld(wrow[q] + r->k2[e] * VT_DW_LANES);
-                dw_st(dst, acc);
-            }
+            /* the row's input positions out, in one pass over it */
+            const int64_t es = o->bf16 ? 2 : 4;
+            DW_NAME(dw_store_)(buf + o->lo[2] * VT_DW_LANES, o->hi[2] - o->lo[2],
+                               o->p + ((i0 - o->lo[0]) * o->st[0] + (i1 - o->lo[1]) * o->st[1]) * es, o->bf16,
+                               o->st[2]);
         }
-    free(rd);
+    free(rd), free(buf);
     return 1;
 }
 
-/* gx (the padded input block) from each output position's gradient times
- * the weights over its window: at DEFAULT gathered (every position of hi
- * written), else scattered into the zeroed lo and hi, the low passes'
- * products into lo, hi * hi into hi (the caller guards lo and adds). The
- * weight is A, the output gradient B. */
-static void DW_NAME(dw_backward_input_)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3],
-                                        float *lo, float *hi) {
+/* gx from each output position's gradient times the weights over its
+ * window: at DEFAULT gathered into o (returns 1), else scattered into the
+ * padded blocks lo and hi (zeroed), the low passes' products into lo, hi *
+ * hi into hi (the caller guards lo and adds; returns 0). The weight is A,
+ * the output gradient B. */
+static int DW_NAME(dw_backward_input_)(const vt_dw_geom *d, const float *const gy[3], const float *const w[3],
+                                       float *lo, float *hi, const vt_dw_dst *o) {
     if (d->nlow == 0) {
-        if (!d->scatter && DW_NAME(dw_gather_input_)(d, gy[0], w[0], hi)) return;
+        if (!d->scatter && DW_NAME(dw_gather_input_)(d, gy[0], w[0], o)) return 1;
         memset(hi, 0, (size_t)(d->E[0] * d->E[1] * d->E[2] * VT_DW_LANES) * sizeof(float));
     }
     const vt_mxu_pass *ps = vt_mxu_passes(d->nlow);
@@ -124,6 +135,7 @@ static void DW_NAME(dw_backward_input_)(const vt_dw_geom *d, const float *const 
                 for (int64_t t = 0; t < T; t++)
                     dw_st(hi + b + off[t], dw_ld(hi + b + off[t]) + v * dw_ld(w[0] + t * VT_DW_LANES));
             }
+    return 0;
 }
 
 /* Per tap, the sum over output positions of the output gradient times the
