@@ -136,6 +136,43 @@ TEST(kernels_conv_depthwise_input_grad_gather_same_bits_as_scatter) {
     vt_isa_force(active);
 }
 
+/* A 3x3 depthwise weight gradient at DEFAULT whose input and output
+ * gradient are channels-last reads them where they lie (weight_rows, whole
+ * lane blocks); the same sums in the same order as the blocks NCHW tensors
+ * go through, so the same bits on every ISA path: strides, dilation (a
+ * ring of 5 rows), padding, none (rows no window reads), a partial last
+ * lane block, bands of rows, special values in both operands. */
+TEST(kernels_conv_depthwise_weight_grad_rows_same_bits_as_blocks) {
+    unsigned active = vt_isa_active();
+    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
+                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    static const char *const dw[] = {"2d depthwise 33ch", "2d depthwise s2 pad2", "2d depthwise 32ch",
+                                     "2d depthwise 32ch s2 nopad", "2d depthwise bands s2 d2"};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        vt_isa_force(masks[m] & active);
+        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
+            for (size_t d = 0; d < 2; d++)
+                for (int inf = 0; inf < 5; inf++) { /* 1: inf gradient; 2: denormal sums; 3: sNaN; 4: denormals */
+                    const conv_case *c = case_named(dw[i]);
+                    conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
+                                 nchw = make_tensors(c, dts[d], LAYOUT_CONTIGUOUS);
+                    fill_specials(&cl.x, &cl.gy, NULL, inf);
+                    CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
+                    CHECK_OK(vt_copy(&nchw.gy.t, &cl.gy.t));
+                    vt_conv_params p = case_params(c);
+                    CHECK_OK(vt_conv_backward_weight(&cl.gw.t, &cl.gy.t, &cl.x.t, &p, VT_PRECISION_DEFAULT));
+                    CHECK_OK(vt_conv_backward_weight(&nchw.gw.t, &nchw.gy.t, &nchw.x.t, &p, VT_PRECISION_DEFAULT));
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
+                             masks[m] & active);
+                    CHECK(ht_compare(what, &cl.gw.t, &nchw.gw.t, -1) == 0);
+                    free_tensors(&cl), free_tensors(&nchw);
+                }
+    }
+    vt_isa_force(active);
+}
+
 /* Channels-last inputs of these cases run the rows drivers. */
 TEST(kernels_conv_channels_last_cases_take_the_rows_drivers) {
     static const char *const rows[] = {"2d 1x1",      "2d bigger",       "2d groups2 wide",

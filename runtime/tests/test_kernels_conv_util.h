@@ -31,6 +31,8 @@ static const conv_case cases[] = {
     {"2d depthwise s2 pad2", 2, 1, 20, 20, 20, {8, 7}, {3, 3}, {2, 2}, {2, 2}, {1, 1}, 0},
     /* whole lane blocks, no bias: a channels-last output row is one run */
     {"2d depthwise 32ch", 2, 2, 32, 32, 32, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 0},
+    /* no padding at stride 2: the last input row and column meet no window */
+    {"2d depthwise 32ch s2 nopad", 2, 2, 32, 32, 32, {10, 12}, {3, 3}, {2, 2}, {0, 0}, {1, 1}, 0},
     {"3d depthwise", 3, 1, 17, 17, 17, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {1, 0, 2}, {1, 1, 2}, 1},
     /* planes wide enough to go in bands of output rows, the last one short */
     {"2d depthwise bands s2 d2", 2, 1, 16, 16, 16, {101, 160}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, 1},

@@ -177,6 +177,15 @@ typedef struct vt_dw_dst {
     int bf16;
     int64_t lo[3], hi[3], st[3];
 } vt_dw_dst;
+/* A 3x3 weight gradient's operands read where they lie: channels-last x
+ * and gy (F32 or BF16) at image n, channel c0 (16 whole channels), and
+ * their element strides from one row to the next and one position to the
+ * next (dims 3 and 4 of the 5-d view). */
+typedef struct vt_dw_rows {
+    const char *x, *gy;
+    int x_bf16, gy_bf16;
+    int64_t xs[2], gs[2];
+} vt_dw_rows;
 /* Floats of the stage of a vt_dw_cl band of `rows` output rows: one lane
  * block's input window (cl_rows stages one block at a time). */
 static inline int64_t vt_dw_cl_stage_floats(const vt_dw_cl *c, int64_t rows) {
@@ -217,6 +226,12 @@ typedef struct vt_dw_kernels {
                           float *hi, const vt_dw_dst *o);
     void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,
                             float *hi);
+    /* the same 3x3 sums at DEFAULT (a 2-d window, k[0] = 1) over output
+     * rows [z1a, z1b), straight from s: the rows through ring (3 * dil[1]
+     * padded rows of E[2] positions of lanes), the same bits as
+     * backward_weight over the blocks */
+    void (*weight_rows)(const vt_conv_geom *g, const vt_dw_rows *s, int64_t z1a, int64_t z1b, float *ring,
+                        float *hi);
     /* NCHW lane blocks, 16 x 16 at a time (NULL: no register transpose on
      * this ISA): 16 channel rows (row_bytes apart, 16 contiguous f32 or
      * bf16 positions each) in as 16 positions of 16 f32 lanes; and out,

@@ -288,6 +288,7 @@ typedef struct dw_job {
     float *partial;           /* weight gradient: [N][ncb][nbands][2][taps][lanes] */
     int64_t ncb, nslots;
     int64_t band, nbands;     /* output rows (dim 1) per task, tasks per plane */
+    int rows;                 /* the weight gradient's whole lane blocks take weight_rows */
     _Atomic int oom;
 } dw_job;
 
@@ -324,6 +325,19 @@ static void dw_range(void *ctx, int64_t begin, int64_t end) {
         const float *ws[3];
         for (int s = 0; s < S; s++) ws[s] = j->w + (cb * S + s) * T;
         const int64_t *pad = g->pad;
+        if (j->rows && nl == VT_DW_LANES) { /* a 3x3 weight gradient read straight from the tensors */
+            const vt_tensor *x5 = j->x5, *y5 = j->y5;
+            const int64_t xes = (int64_t)vt_dtype_size(x5->dtype), yes = (int64_t)vt_dtype_size(y5->dtype);
+            const vt_dw_rows src = {(const char *)x5->data + (x5->offset + n * x5->strides[0] + c0) * xes,
+                                    (const char *)y5->data + (y5->offset + n * y5->strides[0] + c0) * yes,
+                                    x5->dtype == VT_BF16,
+                                    y5->dtype == VT_BF16,
+                                    {x5->strides[3], x5->strides[4]},
+                                    {y5->strides[3], y5->strides[4]}};
+            float *p = j->partial + t * 2 * T;
+            j->k->weight_rows(g, &src, z1, z1 + band.out[1], xs[0], p + T);
+            continue;
+        }
         if (j->kind != VT_CONV_BACKWARD_INPUT) { /* the input window block */
             fill_split(j->k, j->x5, n, c0, nl, d->E, pad, z1 * g->stride[1], d->nlow, S, xs);
         }
@@ -641,6 +655,10 @@ static vt_status run(dw_job *j, const vt_conv_geom *g, const vt_tensor *w, vt_pr
         free(wparts);
         return s;
     }
+    const vt_tensor *x5 = j->x5, *y5 = j->y5;
+    j->rows = j->kind == VT_CONV_BACKWARD_WEIGHT && j->d.nlow == 0 && g->k[0] == 1 && g->out[0] == 1 &&
+              g->k[1] == 3 && g->k[2] == 3 && x5->strides[1] == 1 && y5->strides[1] == 1 &&
+              (x5->dtype == VT_F32 || x5->dtype == VT_BF16) && (y5->dtype == VT_F32 || y5->dtype == VT_BF16);
     int64_t tasks = g->N * j->ncb * j->nbands;
     vt_parallel_for(tasks, 1, dw_range, j);
     free(wparts);

@@ -711,6 +711,7 @@ const vt_dw_kernels DW_NAME(vt_dw_kernels_) = {
     DW_NAME(dw_cl_rows_),
     DW_NAME(dw_backward_input_),
     DW_NAME(dw_backward_weight_),
+    DW_NAME(dw_weight_rows_),
     DW_LANES_IN,
     DW_LANES_OUT,
 };

@@ -178,3 +178,55 @@ static void DW_NAME(dw_backward_weight_)(const vt_dw_geom *d, const float *const
         }
     }
 }
+
+/* backward_weight's 3x3 sums at DEFAULT read straight from channels-last
+ * tensors: each input row the taps read goes once through the bf16
+ * rounding into a ring of 2 * dil[1] + 1 padded rows (zeros in the
+ * padding), which stays in L1; each output gradient position is rounded as
+ * it loads. The same values in the same order as over the blocks, so the
+ * same bits, without filling a band's blocks first: that fill took more of
+ * a MobileNetV2 layer's weight gradient than its products. */
+static void DW_NAME(dw_weight_rows_)(const vt_conv_geom *g, const vt_dw_rows *s, int64_t z1a, int64_t z1b,
+                                     float *ring, float *hi) {
+    const int64_t L = VT_DW_LANES, E2 = (g->out[2] - 1) * g->stride[2] + 2 * g->dil[2] + 1, R = 2 * g->dil[1] + 1;
+    const int64_t e2a = g->pad[2] < E2 ? g->pad[2] : E2, e2b0 = g->in[2] + g->pad[2];
+    const int64_t e2b = e2b0 > E2 ? E2 : e2b0 < e2a ? e2a : e2b0;
+    const int64_t xes = s->x_bf16 ? 2 : 4, ges = s->gy_bf16 ? 2 : 4, step = g->stride[2] * L, d2 = g->dil[2] * L;
+    int64_t tag[R]; /* the input row each slot holds */
+    for (int64_t r = 0; r < R; r++) tag[r] = -1 - g->pad[1] - R; /* none: below every row read */
+    dw_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0}, a8 = {0};
+    for (int64_t z1 = z1a; z1 < z1b; z1++) {
+        const float *rp[3];
+        for (int k1 = 0; k1 < 3; k1++) {
+            const int64_t i1 = z1 * g->stride[1] - g->pad[1] + k1 * g->dil[1], slot = (i1 % R + R) % R;
+            float *dst = ring + slot * E2 * L;
+            rp[k1] = dst;
+            if (tag[slot] == i1) continue;
+            tag[slot] = i1;
+            if (i1 < 0 || i1 >= g->in[1]) {
+                memset(dst, 0, (size_t)(E2 * L) * sizeof(float));
+                continue;
+            }
+            for (int64_t e2 = 0; e2 < e2a; e2++) dw_st(dst + e2 * L, (dw_vf){0}); /* a position or two */
+            for (int64_t e2 = e2b; e2 < E2; e2++) dw_st(dst + e2 * L, (dw_vf){0});
+            const char *p = s->x + (i1 * s->xs[0] + (e2a - g->pad[2]) * s->xs[1]) * xes;
+            for (int64_t e2 = e2a; e2 < e2b; e2++, p += s->xs[1] * xes) {
+                const dw_vu u = s->x_bf16 ? dw_ld_bf16((const uint16_t *)(const void *)p)
+                                          : dw_bits(dw_ld((const float *)(const void *)p));
+                dw_st(dst + e2 * L, dw_float(dw_rne_ftz(u)));
+            }
+        }
+        const float *p0 = rp[0], *p1 = rp[1], *p2 = rp[2];
+        const char *gp = s->gy + z1 * s->gs[0] * ges;
+        for (int64_t z2 = 0; z2 < g->out[2]; z2++, gp += s->gs[1] * ges, p0 += step, p1 += step, p2 += step) {
+            const dw_vu u = s->gy_bf16 ? dw_ld_bf16((const uint16_t *)(const void *)gp)
+                                       : dw_bits(dw_ld((const float *)(const void *)gp));
+            const dw_vf v = dw_float(dw_rne_ftz(u));
+            a0 += v * dw_ld(p0), a1 += v * dw_ld(p0 + d2), a2 += v * dw_ld(p0 + 2 * d2);
+            a3 += v * dw_ld(p1), a4 += v * dw_ld(p1 + d2), a5 += v * dw_ld(p1 + 2 * d2);
+            a6 += v * dw_ld(p2), a7 += v * dw_ld(p2 + d2), a8 += v * dw_ld(p2 + 2 * d2);
+        }
+    }
+    dw_st(hi, a0), dw_st(hi + 16, a1), dw_st(hi + 32, a2), dw_st(hi + 48, a3), dw_st(hi + 64, a4);
+    dw_st(hi + 80, a5), dw_st(hi + 96, a6), dw_st(hi + 112, a7), dw_st(hi + 128, a8);
+}
