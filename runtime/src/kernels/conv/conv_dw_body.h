@@ -602,8 +602,9 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
                 int64_t e2a = g->pad[2] < E2 ? g->pad[2] : E2, e2b = g->in[2] + g->pad[2];
                 if (e2b > E2) e2b = E2;
                 if (e2b < e2a) e2b = e2a;
-                memset(dst, 0, (size_t)(e2a * L) * sizeof(float));
-                memset(dst + e2b * L, 0, (size_t)((E2 - e2b) * L) * sizeof(float));
+                /* a position or two: vector stores (a memset call per row cost more) */
+                for (int64_t e2 = 0; e2 < e2a; e2++) dw_st(dst + e2 * L, (dw_vf){0});
+                for (int64_t e2 = e2b; e2 < E2; e2++) dw_st(dst + e2 * L, (dw_vf){0});
                 const char *p = src + (e2a - g->pad[2]) * ps;
                 float *d = dst + e2a * L;
                 if (whole && c->x_bf16) {
