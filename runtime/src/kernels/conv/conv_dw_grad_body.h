@@ -10,23 +10,44 @@ typedef struct dw_reads {
     int64_t k2[4], z2[4];
 } dw_reads;
 
-/* One padded row of the gather for 3 taps at stride 2 along it (E2 = 2 *
- * n + 1 positions, n outputs): position 2m reads output m - 1 through tap 2
- * and output m through tap 0, position 2m + 1 output m through tap 1;
- * output rows q (grow, weight rows wrow) in order, taps as listed. */
+/* Positions 2m and 2m + 1 of one padded row of the gather for 3 taps at
+ * stride 2 along it (n outputs): position 2m reads output m - 1 through tap
+ * 2 and output m through tap 0, position 2m + 1 output m through tap 1;
+ * output rows q (grow, weight rows wrow) in order, taps as listed. nr is a
+ * constant where the row loop below inlines it (1 or 2 rows, the interior
+ * positions: no edge tests), else the count of rows. */
+static inline __attribute__((always_inline)) void DW_NAME(dw_gather_pair_)(const float *const *grow,
+                                                                          const float *const *wrow, int64_t nr,
+                                                                          int64_t n, int64_t m, float *dst,
+                                                                          int interior) {
+    const int64_t zl = (m - 1) * VT_DW_LANES, zr = m * VT_DW_LANES;
+    dw_vf even = {0}, odd = {0};
+    for (int64_t q = 0; q < nr; q++) {
+        const float *g = grow[q], *w = wrow[q];
+        if (interior || m > 0) even += dw_ld(g + zl) * dw_ld(w + 2 * VT_DW_LANES);
+        if (interior || m < n) even += dw_ld(g + zr) * dw_ld(w), odd += dw_ld(g + zr) * dw_ld(w + VT_DW_LANES);
+    }
+    dw_st(dst, even);
+    if (interior || m < n) dw_st(dst + VT_DW_LANES, odd);
+}
+
+/* One padded row of that gather (E2 = 2 * n + 1 positions): the edge
+ * positions and any row count through the general step, the interior of
+ * one or two rows (every row of a 3x3 window at stride 2) through steps
+ * with the count and the edges known: the general one's tests and loads
+ * of the row pointers took most of a stride-2 input gradient's time. */
 static void DW_NAME(dw_gather_row_3s2_)(const float *const *grow, const float *const *wrow, int64_t nr, int64_t n,
                                          float *dst) {
-    for (int64_t m = 0; m <= n; m++, dst += 2 * VT_DW_LANES) {
-        const int64_t zl = (m - 1) * VT_DW_LANES, zr = m * VT_DW_LANES;
-        dw_vf even = {0}, odd = {0};
-        for (int64_t q = 0; q < nr; q++) {
-            const float *g = grow[q], *w = wrow[q];
-            if (m > 0) even += dw_ld(g + zl) * dw_ld(w + 2 * VT_DW_LANES);
-            if (m < n) even += dw_ld(g + zr) * dw_ld(w), odd += dw_ld(g + zr) * dw_ld(w + VT_DW_LANES);
-        }
-        dw_st(dst, even);
-        if (m < n) dw_st(dst + VT_DW_LANES, odd);
+    if (n < 2 || (nr != 1 && nr != 2)) {
+        for (int64_t m = 0; m <= n; m++) DW_NAME(dw_gather_pair_)(grow, wrow, nr, n, m, dst + 2 * m * VT_DW_LANES, 0);
+        return;
     }
+    DW_NAME(dw_gather_pair_)(grow, wrow, nr, n, 0, dst, 0);
+    if (nr == 1)
+        for (int64_t m = 1; m < n; m++) DW_NAME(dw_gather_pair_)(grow, wrow, 1, n, m, dst + 2 * m * VT_DW_LANES, 1);
+    else
+        for (int64_t m = 1; m < n; m++) DW_NAME(dw_gather_pair_)(grow, wrow, 2, n, m, dst + 2 * m * VT_DW_LANES, 1);
+    DW_NAME(dw_gather_pair_)(grow, wrow, nr, n, n, dst + 2 * n * VT_DW_LANES, 0);
 }
 
 /* The input gradient at DEFAULT, gathered: each padded position's sum of
