@@ -227,8 +227,8 @@ typedef struct vt_dw_kernels {
     void (*backward_weight)(const vt_dw_geom *d, const float *const gy[3], const float *const x[3], float *lo,
                             float *hi);
     /* the same 3x3 sums at DEFAULT (a 2-d window, k[0] = 1) over output
-     * rows [z1a, z1b), straight from s: the rows through ring (3 * dil[1]
-     * padded rows of E[2] positions of lanes), the same bits as
+     * rows [z1a, z1b), straight from s: the rows through ring (2 * dil[1]
+     * + 1 padded rows of E[2] positions of lanes), the same bits as
      * backward_weight over the blocks */
     void (*weight_rows)(const vt_conv_geom *g, const vt_dw_rows *s, int64_t z1a, int64_t z1b, float *ring,
                         float *hi);

@@ -73,6 +73,10 @@ static inline dw_vu dw_ld_bf16(const uint16_t *p) {
     return __builtin_convertvector(h, dw_vu) << 16;
 #endif
 }
+/* 16 contiguous lanes at p, f32 or bf16 (widened exactly), as f32 bits. */
+static inline dw_vu dw_ld_lanes(const void *p, int is_bf16) {
+    return is_bf16 ? dw_ld_bf16((const uint16_t *)p) : dw_bits(dw_ld((const float *)p));
+}
 /* where mask (all ones / zeros per lane): a, else b */
 static inline dw_vu dw_sel(dw_vu mask, dw_vu a, dw_vu b) { return (mask & a) | (~mask & b); }
 
@@ -282,12 +286,7 @@ static void DW_NAME(dw_load_split_)(const void *src, int is_bf16, int64_t src_st
                                     float *const slot[3], int64_t dst) {
     float *s0 = slot[0] + dst * VT_DW_LANES;
     for (int64_t i = 0; i < n; i++, s0 += VT_DW_LANES) {
-        dw_vu u;
-        if (is_bf16) {
-            u = dw_ld_bf16((const uint16_t *)src + i * src_step);
-        } else {
-            memcpy(&u, (const float *)src + i * src_step, sizeof u);
-        }
+        const dw_vu u = dw_ld_lanes((const char *)src + i * src_step * (is_bf16 ? 2 : 4), is_bf16);
         if (nlow == 0) {
             dw_st(s0, dw_float(dw_rne_ftz(u)));
             continue;
@@ -612,7 +611,7 @@ static void DW_NAME(dw_cl_rows_)(const vt_dw_cl *c, int64_t n, int64_t z0, int64
                         dw_st(d, dw_float(dw_bf16_ftz(dw_ld_bf16((const uint16_t *)(const void *)p))));
                 } else if (whole) {
                     for (int64_t e2 = e2a; e2 < e2b; e2++, p += ps, d += L)
-                        dw_st(d, dw_float(dw_rne_ftz(dw_bits(dw_ld((const float *)(const void *)p)))));
+                        dw_st(d, dw_float(dw_rne_ftz(dw_ld_lanes(p, 0))));
                 } else { /* the last block's channels, the rest 0 */
                     for (int64_t e2 = e2a; e2 < e2b; e2++, p += ps, d += L) {
                         float part[VT_DW_LANES] = {0};

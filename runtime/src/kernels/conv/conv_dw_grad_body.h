@@ -232,17 +232,13 @@ static void DW_NAME(dw_weight_rows_)(const vt_conv_geom *g, const vt_dw_rows *s,
             for (int64_t e2 = e2b; e2 < E2; e2++) dw_st(dst + e2 * L, (dw_vf){0});
             const char *p = s->x + (i1 * s->xs[0] + (e2a - g->pad[2]) * s->xs[1]) * xes;
             for (int64_t e2 = e2a; e2 < e2b; e2++, p += s->xs[1] * xes) {
-                const dw_vu u = s->x_bf16 ? dw_ld_bf16((const uint16_t *)(const void *)p)
-                                          : dw_bits(dw_ld((const float *)(const void *)p));
-                dw_st(dst + e2 * L, dw_float(dw_rne_ftz(u)));
+                dw_st(dst + e2 * L, dw_float(dw_rne_ftz(dw_ld_lanes(p, s->x_bf16))));
             }
         }
         const float *p0 = rp[0], *p1 = rp[1], *p2 = rp[2];
         const char *gp = s->gy + z1 * s->gs[0] * ges;
         for (int64_t z2 = 0; z2 < g->out[2]; z2++, gp += s->gs[1] * ges, p0 += step, p1 += step, p2 += step) {
-            const dw_vu u = s->gy_bf16 ? dw_ld_bf16((const uint16_t *)(const void *)gp)
-                                       : dw_bits(dw_ld((const float *)(const void *)gp));
-            const dw_vf v = dw_float(dw_rne_ftz(u));
+            const dw_vf v = dw_float(dw_rne_ftz(dw_ld_lanes(gp, s->gy_bf16)));
             a0 += v * dw_ld(p0), a1 += v * dw_ld(p0 + d2), a2 += v * dw_ld(p0 + 2 * d2);
             a3 += v * dw_ld(p1), a4 += v * dw_ld(p1 + d2), a5 += v * dw_ld(p1 + 2 * d2);
             a6 += v * dw_ld(p2), a7 += v * dw_ld(p2 + d2), a8 += v * dw_ld(p2 + 2 * d2);
