@@ -13,7 +13,8 @@ TEST(kernels_conv_depthwise_cases_take_the_depthwise_kernels) {
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch",
                                      "2d depthwise s2 pad2", "3d depthwise", "2d depthwise bands s2 d2",
                                      "2d depthwise wide rows", "2d depthwise 32ch", "2d depthwise wide rows s3 d2",
-                                     "2d depthwise wide rows s2", "2d depthwise wide rows s2 pad2"};
+                                     "2d depthwise wide rows s2", "2d depthwise wide rows s2 pad2",
+                                     "2d depthwise 32ch s2 nopad"};
     for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) {
         vt_conv_geom g = case_geom(case_named(dw[i]));
         CHECK_MSG(vt_conv_dw_takes(&g), "%s", dw[i]);
@@ -48,6 +49,54 @@ static void fill_specials(host_tensor *x, host_tensor *w, host_tensor *b, int in
     }
 }
 
+/* One same-bits comparison of case c in dtype dt with fill_specials'
+ * special values `inf`; what names it in a failure. */
+typedef void (*same_bits_fn)(const conv_case *c, vt_dtype dt, int inf, const char *what);
+
+/* fn on every ISA path this CPU has (the portable loops, AVX2, AVX-512,
+ * AVX512-BF16), for each of the n named cases, F32 and BF16, each special
+ * value (0 none; 1 inf; 2 denormal sums; 3 a signalling NaN; 4 denormal
+ * inputs). */
+static void each_isa_case(const char *const *names, size_t n, same_bits_fn fn) {
+    const unsigned active = vt_isa_active();
+    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
+                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
+    static const vt_dtype dts[] = {VT_F32, VT_BF16};
+    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+        vt_isa_force(masks[m] & active);
+        for (size_t i = 0; i < n; i++)
+            for (size_t d = 0; d < 2; d++)
+                for (int inf = 0; inf < 5; inf++) {
+                    const conv_case *c = case_named(names[i]);
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
+                             masks[m] & active);
+                    fn(c, dts[d], inf, what);
+                }
+    }
+    vt_isa_force(active);
+}
+
+static void forward_cl_vs_blocks(const conv_case *c, vt_dtype dt, int inf, const char *what) {
+    conv_tensors cl = make_tensors(c, dt, LAYOUT_CHANNELS_LAST), mixed = make_tensors(c, dt, LAYOUT_MIXED),
+                 nchw = make_tensors(c, dt, LAYOUT_CONTIGUOUS);
+    /* the input's element 7 a signalling NaN: the cl path stages it without quieting */
+    fill_specials(&cl.x, &cl.w, &cl.b, inf);
+    CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
+    CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));
+    CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
+    CHECK_OK(vt_copy(&nchw.w.t, &cl.w.t));
+    vt_conv_params p = case_params(c);
+    const vt_tensor *bias = c->bias ? &cl.b.t : NULL;
+    CHECK_OK(vt_conv_forward(&cl.y.t, &cl.x.t, &cl.w.t, bias, &p, VT_PRECISION_DEFAULT));
+    CHECK_OK(vt_conv_forward(&mixed.y.t, &mixed.x.t, &mixed.w.t, bias, &p, VT_PRECISION_DEFAULT));
+    CHECK_OK(vt_conv_forward(&nchw.y.t, &nchw.x.t, &nchw.w.t, bias, &p, VT_PRECISION_DEFAULT));
+    CHECK(ht_compare(what, &cl.y.t, &mixed.y.t, -1) == 0);
+    /* NCHW planes (row stride 1 or 2: their phases) */
+    CHECK(ht_compare(what, &nchw.y.t, &mixed.y.t, -1) == 0);
+    free_tensors(&cl), free_tensors(&mixed), free_tensors(&nchw);
+}
+
 /* A channels-last depthwise forward at DEFAULT whose output is channels-last
  * too reads its input where it lies (no blocks); the same sums in the same
  * order as the blocks a contiguous output goes through, so the same bits on
@@ -59,43 +108,23 @@ static void fill_specials(host_tensor *x, host_tensor *w, host_tensor *b, int in
  * BF16, partial lane blocks, strides, dilation, 1 to 3 dims, several bands
  * of rows with a short last one. */
 TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
-    unsigned active = vt_isa_active();
-    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
-                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     static const char *const dw[] = {"2d depthwise", "1d depthwise s2 d2", "2d depthwise 33ch", "2d depthwise s2 pad2",
                                      "3d depthwise", "2d depthwise 32ch", "2d depthwise bands s2 d2",
                                      "2d depthwise wide rows s2", "2d depthwise wide rows s2 pad2"};
-    static const vt_dtype dts[] = {VT_F32, VT_BF16};
-    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
-        vt_isa_force(masks[m] & active);
-        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
-            for (size_t d = 0; d < 2; d++)
-                for (int inf = 0; inf < 5; inf++) { /* 2: denormal sums; 3: a signalling NaN; 4: denormal inputs */
-                    const conv_case *c = case_named(dw[i]);
-                    conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
-                                 mixed = make_tensors(c, dts[d], LAYOUT_MIXED),
-                                 nchw = make_tensors(c, dts[d], LAYOUT_CONTIGUOUS);
-                    /* the input's element 7 a signalling NaN: the cl path stages it without quieting */
-                    fill_specials(&cl.x, &cl.w, &cl.b, inf);
-                    CHECK_OK(vt_copy(&mixed.x.t, &cl.x.t));
-                    CHECK_OK(vt_copy(&mixed.w.t, &cl.w.t));
-                    CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
-                    CHECK_OK(vt_copy(&nchw.w.t, &cl.w.t));
-                    vt_conv_params p = case_params(c);
-                    const vt_tensor *bias = c->bias ? &cl.b.t : NULL;
-                    CHECK_OK(vt_conv_forward(&cl.y.t, &cl.x.t, &cl.w.t, bias, &p, VT_PRECISION_DEFAULT));
-                    CHECK_OK(vt_conv_forward(&mixed.y.t, &mixed.x.t, &mixed.w.t, bias, &p, VT_PRECISION_DEFAULT));
-                    CHECK_OK(vt_conv_forward(&nchw.y.t, &nchw.x.t, &nchw.w.t, bias, &p, VT_PRECISION_DEFAULT));
-                    char what[160];
-                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
-                             masks[m] & active);
-                    CHECK(ht_compare(what, &cl.y.t, &mixed.y.t, -1) == 0);
-                    /* NCHW planes (row stride 1 or 2: their phases) */
-                    CHECK(ht_compare(what, &nchw.y.t, &mixed.y.t, -1) == 0);
-                    free_tensors(&cl), free_tensors(&mixed), free_tensors(&nchw);
-                }
-    }
-    vt_isa_force(active);
+    each_isa_case(dw, sizeof dw / sizeof dw[0], forward_cl_vs_blocks);
+}
+
+static void input_grad_gather_vs_scatter(const conv_case *c, vt_dtype dt, int inf, const char *what) {
+    conv_tensors a = make_tensors(c, dt, LAYOUT_CHANNELS_LAST), b = make_tensors(c, dt, LAYOUT_CHANNELS_LAST);
+    fill_specials(&a.gy, &a.w, NULL, inf);
+    fill_values(&a.gx, 0), fill_values(&b.gx, 0); /* stale contents must be overwritten */
+    vt_conv_params p = case_params(c);
+    CHECK_OK(vt_conv_backward_input(&a.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
+    vt_conv_dw_force_scatter(1);
+    CHECK_OK(vt_conv_backward_input(&b.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
+    vt_conv_dw_force_scatter(0);
+    CHECK(ht_compare(what, &a.gx.t, &b.gx.t, -1) == 0);
+    free_tensors(&a), free_tensors(&b);
 }
 
 /* The depthwise input gradient at DEFAULT gathers each position's sum in
@@ -104,36 +133,22 @@ TEST(kernels_conv_depthwise_channels_last_same_bits_as_blocks) {
  * blocks, and special values (an inf weight, denormal sums and inputs, a
  * signalling NaN in the gradient). */
 TEST(kernels_conv_depthwise_input_grad_gather_same_bits_as_scatter) {
-    unsigned active = vt_isa_active();
-    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
-                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     static const char *const dw[] = {"2d depthwise", "2d depthwise 33ch", "2d depthwise s2 pad2", "3d depthwise",
                                      "2d depthwise bands s2 d2", "2d depthwise wide rows s2",
                                      "2d depthwise wide rows s2 pad2", "2d depthwise wide rows s3 d2"};
-    static const vt_dtype dts[] = {VT_F32, VT_BF16};
-    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
-        vt_isa_force(masks[m] & active);
-        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
-            for (size_t d = 0; d < 2; d++)
-                for (int inf = 0; inf < 5; inf++) { /* 1: inf weight; 2: denormal sums; 3: sNaN; 4: denormals */
-                    const conv_case *c = case_named(dw[i]);
-                    conv_tensors a = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
-                                 b = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST);
-                    fill_specials(&a.gy, &a.w, NULL, inf);
-                    fill_values(&a.gx, 0), fill_values(&b.gx, 0); /* stale contents must be overwritten */
-                    vt_conv_params p = case_params(c);
-                    CHECK_OK(vt_conv_backward_input(&a.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
-                    vt_conv_dw_force_scatter(1);
-                    CHECK_OK(vt_conv_backward_input(&b.gx.t, &a.gy.t, &a.w.t, &p, VT_PRECISION_DEFAULT));
-                    vt_conv_dw_force_scatter(0);
-                    char what[160];
-                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
-                             masks[m] & active);
-                    CHECK(ht_compare(what, &a.gx.t, &b.gx.t, -1) == 0);
-                    free_tensors(&a), free_tensors(&b);
-                }
-    }
-    vt_isa_force(active);
+    each_isa_case(dw, sizeof dw / sizeof dw[0], input_grad_gather_vs_scatter);
+}
+
+static void weight_grad_rows_vs_blocks(const conv_case *c, vt_dtype dt, int inf, const char *what) {
+    conv_tensors cl = make_tensors(c, dt, LAYOUT_CHANNELS_LAST), nchw = make_tensors(c, dt, LAYOUT_CONTIGUOUS);
+    fill_specials(&cl.x, &cl.gy, NULL, inf);
+    CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
+    CHECK_OK(vt_copy(&nchw.gy.t, &cl.gy.t));
+    vt_conv_params p = case_params(c);
+    CHECK_OK(vt_conv_backward_weight(&cl.gw.t, &cl.gy.t, &cl.x.t, &p, VT_PRECISION_DEFAULT));
+    CHECK_OK(vt_conv_backward_weight(&nchw.gw.t, &nchw.gy.t, &nchw.x.t, &p, VT_PRECISION_DEFAULT));
+    CHECK(ht_compare(what, &cl.gw.t, &nchw.gw.t, -1) == 0);
+    free_tensors(&cl), free_tensors(&nchw);
 }
 
 /* A 3x3 depthwise weight gradient at DEFAULT whose input and output
@@ -141,36 +156,12 @@ TEST(kernels_conv_depthwise_input_grad_gather_same_bits_as_scatter) {
  * lane blocks); the same sums in the same order as the blocks NCHW tensors
  * go through, so the same bits on every ISA path: strides, dilation (a
  * ring of 5 rows), padding, none (rows no window reads), a partial last
- * lane block, bands of rows, special values in both operands. */
+ * lane block, bands of rows, special values in both operands (the inf in
+ * the output gradient). */
 TEST(kernels_conv_depthwise_weight_grad_rows_same_bits_as_blocks) {
-    unsigned active = vt_isa_active();
-    static const unsigned masks[] = {0, VT_ISA_AVX2, VT_ISA_AVX2 | VT_ISA_AVX512,
-                                     VT_ISA_AVX2 | VT_ISA_AVX512 | VT_ISA_AVX512BF16};
     static const char *const dw[] = {"2d depthwise 33ch", "2d depthwise s2 pad2", "2d depthwise 32ch",
                                      "2d depthwise 32ch s2 nopad", "2d depthwise bands s2 d2"};
-    static const vt_dtype dts[] = {VT_F32, VT_BF16};
-    for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
-        vt_isa_force(masks[m] & active);
-        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++)
-            for (size_t d = 0; d < 2; d++)
-                for (int inf = 0; inf < 5; inf++) { /* 1: inf gradient; 2: denormal sums; 3: sNaN; 4: denormals */
-                    const conv_case *c = case_named(dw[i]);
-                    conv_tensors cl = make_tensors(c, dts[d], LAYOUT_CHANNELS_LAST),
-                                 nchw = make_tensors(c, dts[d], LAYOUT_CONTIGUOUS);
-                    fill_specials(&cl.x, &cl.gy, NULL, inf);
-                    CHECK_OK(vt_copy(&nchw.x.t, &cl.x.t));
-                    CHECK_OK(vt_copy(&nchw.gy.t, &cl.gy.t));
-                    vt_conv_params p = case_params(c);
-                    CHECK_OK(vt_conv_backward_weight(&cl.gw.t, &cl.gy.t, &cl.x.t, &p, VT_PRECISION_DEFAULT));
-                    CHECK_OK(vt_conv_backward_weight(&nchw.gw.t, &nchw.gy.t, &nchw.x.t, &p, VT_PRECISION_DEFAULT));
-                    char what[160];
-                    snprintf(what, sizeof what, "%s %s inf %d isa %u", c->name, vt_dtype_name(dts[d]), inf,
-                             masks[m] & active);
-                    CHECK(ht_compare(what, &cl.gw.t, &nchw.gw.t, -1) == 0);
-                    free_tensors(&cl), free_tensors(&nchw);
-                }
-    }
-    vt_isa_force(active);
+    each_isa_case(dw, sizeof dw / sizeof dw[0], weight_grad_rows_vs_blocks);
 }
 
 /* Channels-last inputs of these cases run the rows drivers. */
