@@ -126,6 +126,27 @@ TEST(runtime_hbm_caching_reuse) {
     vt_set_thread_eager_mode(-1);
 }
 
+/* Blocks of 2 MB and more start on a 2 MB boundary (the host backs only
+ * aligned 2 MB ranges with huge pages), and all of each stays usable. */
+TEST(runtime_hbm_large_blocks_start_on_huge_page_boundaries) {
+    begin();
+    CHECK_OK(vt_hbm_empty_cache(0));
+    const size_t sizes[] = {2 * MIB, 2 * MIB + 1, 5 * MIB - 3, 40 * MIB + 4096};
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(vt_hbm_alloc(0, sizes[i], &p[i]));
+        CHECK_MSG(((uintptr_t)p[i] & (2 * MIB - 1)) == 0, "%zu bytes at %p", sizes[i], p[i]);
+        memset(p[i], 0x5a, sizes[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const unsigned char *b = p[i];
+        CHECK(b[0] == 0x5a && b[sizes[i] - 1] == 0x5a);
+        vt_hbm_free(0, p[i]);
+    }
+    CHECK_OK(vt_hbm_empty_cache(0));
+    vt_set_thread_eager_mode(-1);
+}
+
 /* The address index that finds the block holding a view, against a plain
  * list of what is live: 600 blocks of mixed sizes (past the index's first
  * 256 entries), a third freed, then views at, inside, across and past
