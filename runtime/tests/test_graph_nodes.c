@@ -646,3 +646,81 @@ TEST(graph_nodes_pooling_sync_queued_debug_and_reference_agree) {
     CHECK_OK(vt_synchronize(0));
     ht_free(&wrong), ht_free(&in), ht_free(&fidx), ht_free(&fout);
 }
+
+/* A contiguous descriptor without data: vt_node_is_short reads shapes only. */
+static vt_tensor shape_only(vt_dtype dt, int ndim, int64_t d0, int64_t d1) {
+    vt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt, t.ndim = ndim;
+    t.sizes[0] = d0, t.sizes[1] = d1;
+    t.strides[0] = ndim == 2 ? d1 : 1, t.strides[1] = 1;
+    return t;
+}
+
+static int short_binary(int64_t n) {
+    vt_node node;
+    vt_tensor t = shape_only(VT_F32, 1, n, 0);
+    vt_node_init(&node, VT_NODE_BINARY, VT_ADD, "add");
+    vt_node_add_out(&node, &t);
+    vt_node_add_src(&node, &t, NULL), vt_node_add_src(&node, &t, NULL);
+    return vt_node_is_short(&node);
+}
+
+static int short_index(int op, int64_t table_rows, int64_t rows) {
+    vt_node n;
+    vt_tensor table = shape_only(VT_F32, 2, table_rows, 512), out = shape_only(VT_F32, 2, rows, 512);
+    vt_tensor idx = shape_only(VT_I64, 1, rows, 0);
+    vt_node_init(&n, VT_NODE_INDEX, op, "index");
+    if (op == VT_INDEX_OP_SELECT) { /* out = table[idx] */
+        vt_node_add_out(&n, &out);
+        vt_node_add_src(&n, &table, NULL), vt_node_add_src(&n, &idx, NULL);
+    } else { /* index_add: table[idx] += out-shaped rows */
+        vt_node_add_out(&n, &table);
+        vt_node_add_src(&n, &idx, NULL), vt_node_add_src(&n, &out, NULL);
+    }
+    return vt_node_is_short(&n);
+}
+
+static int short_matmul(vt_dtype dt, int64_t M, int64_t K, int64_t N, vt_precision prec) {
+    vt_node n;
+    vt_tensor a = shape_only(dt, 2, M, K), b = shape_only(dt, 2, K, N), c = shape_only(dt, 2, M, N);
+    vt_node_init(&n, VT_NODE_MATMUL, 0, "mm");
+    vt_node_add_out(&n, &c);
+    vt_node_add_src(&n, &a, NULL), vt_node_add_src(&n, &b, NULL), vt_node_add_optional(&n, NULL);
+    n.iparams[0] = prec;
+    return vt_node_is_short(&n);
+}
+
+/* Which nodes count as short work (run on the calling thread when the queue
+ * is idle): 16 MB of operands, 8 M multiply-adds per bf16 pass of a
+ * product; a gather counts what it writes, not its whole input. */
+TEST(graph_nodes_short_work_by_bytes_and_products) {
+    CHECK(short_binary(1 << 20));      /* 3 x 4 MB */
+    CHECK(!short_binary(3 << 19));     /* 3 x 6 MB */
+    CHECK(short_binary((16 << 20) / 12));
+    CHECK(!short_binary((16 << 20) / 12 + 1));
+    CHECK(short_index(VT_INDEX_OP_SELECT, 1 << 15, 1024));  /* 2 MB out of a 64 MB table */
+    CHECK(!short_index(VT_INDEX_OP_SELECT, 1 << 15, 4096)); /* 8 MB out, 8 MB read */
+    CHECK(!short_index(VT_INDEX_OP_ADD, 1 << 15, 1024));    /* updates the 64 MB table in place */
+    CHECK(short_index(VT_INDEX_OP_ADD, 1024, 1024));
+    /* an LSTM step's product: 16 x 256 x 1024 = 4 M multiply-adds */
+    CHECK(short_matmul(VT_BF16, 16, 256, 1024, VT_PRECISION_DEFAULT));
+    CHECK(short_matmul(VT_F32, 16, 512, 1024, VT_PRECISION_DEFAULT)); /* 8 M */
+    CHECK(!short_matmul(VT_F32, 16, 512, 1024, VT_PRECISION_HIGH));   /* 3 passes */
+    CHECK(!short_matmul(VT_F32, 512, 512, 512, VT_PRECISION_DEFAULT));
+    /* convolution is never short, however small */
+    vt_node n;
+    vt_tensor x = shape_only(VT_F32, 2, 1, 1);
+    vt_node_init(&n, VT_NODE_CONV, 0, "conv");
+    vt_node_add_out(&n, &x);
+    vt_node_add_src(&n, &x, NULL), vt_node_add_src(&n, &x, NULL);
+    CHECK(!vt_node_is_short(&n));
+    /* an output not asked for moves no bytes: an argmax counts its input and indices */
+    for (int64_t cols = 2040; cols <= 2048; cols += 8) { /* 16.73 MB, 16.79 MB of rows */
+        vt_tensor rows = shape_only(VT_F32, 2, 2048, cols), arg = shape_only(VT_I64, 1, 2048, 0);
+        vt_node_init(&n, VT_NODE_REDUCE_ARG, 1, "argmax");
+        vt_node_add_out(&n, NULL), vt_node_add_out(&n, &arg);
+        vt_node_add_src(&n, &rows, NULL);
+        CHECK(vt_node_is_short(&n) == (cols == 2040));
+    }
+}

@@ -196,17 +196,42 @@ static vt_status node_fits(const vt_node *n) {
                         size, VT_MAX_ARGS);
 }
 
+static int64_t tensor_bytes(const vt_tensor *t) { return vt_tensor_numel(t) * (int64_t)vt_dtype_size(t->dtype); }
+
+/* (node.h) Products count their multiply-adds per bf16 pass; convolution
+ * and attention are never short here; the rest is memory-bound and counts
+ * the bytes of its operands (a gather reads about what it writes, not its
+ * whole input). */
+#define SHORT_BYTES ((int64_t)16 << 20)
+#define SHORT_MACS ((int64_t)8 << 20)
+int vt_node_is_short(const vt_node *n) {
+    if (n->kind == VT_NODE_CONV || n->kind == VT_NODE_ATTENTION) return 0;
+    if (n->kind == VT_NODE_MATMUL) {
+        const vt_tensor *a = &n->src[0];
+        const int64_t K = a->ndim ? a->sizes[a->ndim - 1] : 1;
+        const int64_t passes = 1 + vt_mxu_nlow((vt_precision)n->iparams[0]);
+        return vt_tensor_numel(&n->out[0]) * K * passes <= SHORT_MACS;
+    }
+    int64_t bytes = 0;
+    for (int j = 0; j < n->nout; j++)
+        if (vt_node_has_out(n, j)) bytes += tensor_bytes(&n->out[j]);
+    const int gathers = n->kind == VT_NODE_INDEX && (n->op == VT_INDEX_OP_SELECT || n->op == VT_INDEX_OP_GATHER ||
+                                                     n->op == VT_INDEX_OP_TAKE || n->op == VT_INDEX_OP_INDEX);
+    for (int k = 0; k < n->nsrc; k++) {
+        if ((n->host >> k & 1) || !vt_node_has_src(n, k)) continue;
+        const int64_t b = tensor_bytes(&n->src[k]);
+        bytes += k == 0 && gathers && b > tensor_bytes(&n->out[0]) ? tensor_bytes(&n->out[0]) : b;
+    }
+    return bytes <= SHORT_BYTES;
+}
+
 vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy) {
     vt_status s = node_fits(n);
     if (s != VT_OK) {
         vt_prepared_release(dev, p);
         return s;
     }
-    /* Elementwise work below the parallel grain is a few microseconds: it
-     * may run on the calling thread when the queue is idle. */
-    if (vt_node_kinds[n->kind].plan && n->nout && !(n->absent & 1) &&
-        vt_tensor_numel(&n->out[0]) <= VT_ELEMENTWISE_GRAIN)
-        policy |= VT_ENQ_INLINE_OK;
+    if (vt_node_is_short(n)) policy |= VT_ENQ_INLINE_OK;
     return vt_enqueue_packed(dev, n->name, &node_kernel, n, p, policy);
 }
 

@@ -159,6 +159,15 @@ typedef struct vt_node_kind_def {
 
 extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];
 
+/* Whether n is short work, about a hundred microseconds at most (16 MB of
+ * operands, or 8 M multiply-adds of a product). A short node runs on the
+ * calling thread when its queue is idle (VT_ENQ_INLINE_OK): handing it to
+ * the queue's worker costs the caller about 5 us on the 2-core hosts here
+ * (the caller polling for the end is a third thread on two cores and slows
+ * the kernel; then the hand-back), as long as a 1 MB copy takes, while the
+ * asynchrony it buys is at most the caller's time to issue its next op. */
+int vt_node_is_short(const vt_node *n);
+
 /* Bytes of n that matter: the header and its nsrc inputs. */
 static inline size_t vt_node_size(const vt_node *n) {
     return offsetof(vt_node, src) + (size_t)n->nsrc * sizeof(vt_tensor);
