@@ -202,7 +202,6 @@ static int64_t tensor_bytes(const vt_tensor *t) { return vt_tensor_numel(t) * (i
  * and attention are never short here; the rest is memory-bound and counts
  * the bytes of its operands (a gather reads about what it writes, not its
  * whole input). */
-#define SHORT_BYTES ((int64_t)16 << 20)
 #define SHORT_MACS ((int64_t)8 << 20)
 int vt_node_is_short(const vt_node *n) {
     if (n->kind == VT_NODE_CONV || n->kind == VT_NODE_ATTENTION) return 0;
@@ -222,7 +221,7 @@ int vt_node_is_short(const vt_node *n) {
         const int64_t b = tensor_bytes(&n->src[k]);
         bytes += k == 0 && gathers && b > tensor_bytes(&n->out[0]) ? tensor_bytes(&n->out[0]) : b;
     }
-    return bytes <= SHORT_BYTES;
+    return bytes <= VT_SHORT_BYTES;
 }
 
 vt_status vt_node_enqueue(int dev, vt_node *n, vt_prepared *p, vt_enqueue_policy policy) {

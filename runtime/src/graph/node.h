@@ -167,6 +167,7 @@ extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];
  * the kernel; then the hand-back), as long as a 1 MB copy takes, while the
  * asynchrony it buys is at most the caller's time to issue its next op. */
 int vt_node_is_short(const vt_node *n);
+#define VT_SHORT_BYTES ((int64_t)16 << 20)
 
 /* Bytes of n that matter: the header and its nsrc inputs. */
 static inline size_t vt_node_size(const vt_node *n) {
