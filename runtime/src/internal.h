@@ -828,6 +828,10 @@ typedef struct vt_mxu_rows {
 vt_status vt_matmul_rows(const vt_tensor *out, const vt_tensor *a, const vt_mxu_rows *a_rows, const vt_tensor *b,
                          const vt_mxu_rows *b_rows, const vt_tensor *bias, double alpha, double beta,
                          vt_precision prec);
+/* Whether an M x N x K product (A of a_dtype) runs by K slices spread over
+ * the cores (a narrow output over a long K, DEFAULT): only when A is
+ * stored; produced rows of A keep the whole-K path. */
+int vt_mxu_splits_k(int64_t M, int64_t N, int64_t K, vt_dtype a_dtype, vt_precision prec);
 /* vt_matmul's argument checks alone (shapes, dtypes, broadcasts), for the
  * queued op to fail at enqueue. */
 vt_status vt_matmul_check(const vt_tensor *out, const vt_tensor *a, const vt_tensor *b, const vt_tensor *bias,

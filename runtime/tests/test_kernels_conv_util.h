@@ -57,6 +57,10 @@ static const conv_case cases[] = {
     {"1d long", 1, 2, 3, 4, 1, {150}, {3}, {2}, {1}, {1}, 1},
     {"2d 1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},
     {"2d bigger", 2, 2, 8, 16, 1, {16, 16}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+    /* a narrow weight gradient over a long K (images x positions at least
+     * 4096): by K slices over the cores, the columns stored first */
+    {"2d 1x1 long K", 2, 3, 24, 40, 1, {41, 37}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 0},
+    {"2d 3ch 3x3 long K groups", 2, 2, 6, 10, 2, {50, 47}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
     {"3d", 3, 2, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1},
     {"3d s2 groups2", 3, 1, 4, 4, 2, {5, 5, 6}, {2, 3, 3}, {2, 2, 2}, {1, 1, 0}, {1, 1, 1}, 0},
     /* the AMX engine's implicit GEMMs (conv_amx.c: forward, and the weight

@@ -169,6 +169,19 @@ static void plane_row(void *ctx, int64_t k, void *dst) {
     vt_conv_im2col_row(s->g, s->x5, s->n0, s->nb, s->c0 + k / s->g->k_prod, k % s->g->k_prod, s->ct, dst);
 }
 
+/* Rows [r0, r1) of a plane source written out, ld elements each. */
+typedef struct stored_rows {
+    plane_source *src;
+    char *buf;
+    int64_t ld;
+} stored_rows;
+
+static void store_rows(void *ctx, int64_t r0, int64_t r1) {
+    const stored_rows *j = ctx;
+    const int64_t row_bytes = j->ld * (int64_t)vt_dtype_size(j->src->ct);
+    for (int64_t r = r0; r < r1; r++) plane_row(j->src, r, j->buf + r * row_bytes);
+}
+
 /* Images per chunk: the packed columns (bf16 parts) and an f32 output
  * buffer of at most VT_CONV_COL_BYTES, at least one image. */
 static int64_t chunk_outputs(const vt_conv_geom *g) {
@@ -568,8 +581,17 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
     int64_t CgK = g.Cg * g.k_prod, Z = g.out_prod, nb = vt_conv_chunk_images(&g, ct);
 
     /* The f32 (f64) sum over chunks; rounded once into grad_weight. */
-    void *gbuf = NULL, *wacc = vt_conv_scratch(g.O * CgK, at, fn, "weight accumulator", &s);
+    void *gbuf = NULL, *abuf = NULL, *wacc = vt_conv_scratch(g.O * CgK, at, fn, "weight accumulator", &s);
     if (s == VT_OK) gbuf = vt_conv_scratch(nb * g.O * Z, ct, fn, "packed grad_output", &s);
+    /* A narrow product over a long K (few channels and taps by few output
+     * channels: a 1x1 layer's weight gradient) runs by K slices spread over
+     * the cores, which the engine does from a stored A only: such a chunk's
+     * columns are written out once, rows in parallel, instead of produced
+     * as the one packing thread asks for them (a 64x64 gradient over 16
+     * images of 32x32 ran on one core). At most the chunk's columns: the
+     * chunk's size bounds them (vt_conv_chunk_images). */
+    if (s == VT_OK && vt_mxu_splits_k(CgK, g.Og, nb * Z, ct, mp))
+        abuf = vt_conv_scratch(CgK * nb * Z, ct, fn, "columns", &s);
     for (int64_t n0 = 0; s == VT_OK && n0 < g.N; n0 += nb) {
         int64_t nbc = g.N - n0 < nb ? g.N - n0 : nb, ld = nbc * Z;
         /* Per group, all images of the chunk in one product, transposed so
@@ -591,13 +613,18 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
         for (int64_t gi = 0; s == VT_OK && gi < g.G; gi++) {
             plane_source srcs = {&g, &x5, n0, nbc, gi * g.Cg, ct};
             vt_mxu_rows rows = {plane_row, &srcs};
+            const int stored = abuf && vt_mxu_splits_k(CgK, g.Og, ld, ct, mp);
+            if (stored) {
+                stored_rows sr = {&srcs, abuf, ld};
+                vt_parallel_for(CgK, 1, store_rows, &sr);
+            }
             int64_t as[2] = {CgK, ld}, ast[2] = {ld, 1};
-            vt_tensor a = vt_conv_tensor(x5.data, ct, 2, as, ast, 0);
+            vt_tensor a = vt_conv_tensor(stored ? abuf : x5.data, ct, 2, as, ast, 0);
             int64_t bs[2] = {ld, g.Og}, bst[2] = {1, ld};
             vt_tensor b = vt_conv_tensor(gbuf, ct, 2, bs, bst, gi * g.Og * ld);
             int64_t os[2] = {CgK, g.Og}, ost[2] = {1, CgK};
             vt_tensor o = vt_conv_tensor(wacc, at, 2, os, ost, gi * g.Og * CgK);
-            s = vt_matmul_rows(&o, &a, &rows, &b, NULL, n0 ? &o : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
+            s = vt_matmul_rows(&o, &a, stored ? NULL : &rows, &b, NULL, n0 ? &o : NULL, 1.0, n0 ? 1.0 : 0.0, mp);
         }
     }
     if (s == VT_OK) {
@@ -606,6 +633,7 @@ vt_status vt_conv_backward_weight(const vt_tensor *grad_weight, const vt_tensor 
         s = vt_copy(grad_weight, &all);
     }
     free(gbuf);
+    free(abuf);
     free(wacc);
     return s;
 }

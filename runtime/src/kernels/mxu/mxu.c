@@ -419,6 +419,18 @@ static void ksplit_range(void *ctx, int64_t begin, int64_t end) {
     free(panels), free(mem);
 }
 
+/* Whether a product of stored operands runs by K slices (the plan p). */
+static int ksplit_takes(const vt_mxu_packed *p) {
+    return p->nlow == 0 && p->Mp * p->Np <= KS_MAX_C && p->kt >= KS_MIN_SLICES * KS_CHUNKS;
+}
+
+int vt_mxu_splits_k(int64_t M, int64_t N, int64_t K, vt_dtype a_dtype, vt_precision prec) {
+    vt_mxu_packed p;
+    int64_t a_elems, b_elems;
+    vt_mxu_pack_plan(&p, M, N, K, a_dtype == VT_F32 ? prec : VT_PRECISION_DEFAULT, &a_elems, &b_elems);
+    return ksplit_takes(&p);
+}
+
 /* The whole product by K slices (j: planned, DEFAULT, operands stored). */
 static vt_status ksplit_run(const gemm_job *j, int parallel) {
     ksplit_job ks;
@@ -488,9 +500,7 @@ vt_status vt_mxu_matmul_2d(const vt_mxu_engine *e, const vt_tensor *out, const v
     j.p.a_rows = a_rows, j.p.b_rows = b_rows;
     int64_t macs = M * N * (K ? K : 1) * (j.p.nlow + 1);
     int parallel = macs >= VT_MXU_PARALLEL_MACS;
-    if (j.p.nlow == 0 && !a_rows && j.p.Mp * j.p.Np <= KS_MAX_C &&
-        j.p.kt >= KS_MIN_SLICES * KS_CHUNKS)
-        return ksplit_run(&j, parallel);
+    if (!a_rows && ksplit_takes(&j.p)) return ksplit_run(&j, parallel);
     j.ntm = (j.p.Mp + MC - 1) / MC;
     j.group = j.p.nlow ? MGROUP : 1;
     j.ngm = (j.ntm + j.group - 1) / j.group;
