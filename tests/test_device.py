@@ -368,7 +368,9 @@ def test_cpu_vector_math_is_settled_before_its_first_parallel_call():
 
 _PLACEMENT_CHILD = """
 import os, json, torch
-(torch.ones(4096, 1024, device="tpu") + 1).sum().item()  # the pool and device 0's queue worker have started
+# a product long enough for device 0's queue worker (short work runs on the
+# calling thread), split over the pool
+(torch.ones(512, 512, device="tpu") @ torch.ones(512, 512, device="tpu")).sum().item()
 places = {}
 for tid in os.listdir("/proc/self/task"):
     name = open(f"/proc/self/task/{tid}/comm").read().strip()

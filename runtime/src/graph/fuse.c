@@ -374,7 +374,10 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     g->nslots = 0;
     g->numel = vt_tensor_numel(&r[0]->n.out[0]);
     g->bytes = 0;
-    uint64_t read = 0; /* bytes the group reads from memory (broadcast inputs counted in full) */
+    /* what the group moves: bytes it reads from memory (broadcast inputs in
+     * full) and its members' results, kept in scratch or not (a chain whose
+     * values never reach memory is still as much work) */
+    uint64_t moved = 0;
     /* one node alone has nothing to keep in cache: one tile per thread */
     g->tile = count > 1 || elide[0] ? TILE : g->numel;
     g->slot_es = 1;
@@ -427,6 +430,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
             m->slot[0] = (int8_t)slot;
             n.out[0] = scratch_view(&n.out[0]);
             st->bytes_elided += bytes;
+            moved += bytes;
         } else {
             p.acc[p.n++] = *o;
             st->bytes_written += bytes;
@@ -439,7 +443,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         }
         for (int k = 0; k < n.nsrc; k++)
             if (m->slot[k + 1] < 0 && !(n.host >> k & 1) && vt_node_has_src(&n, k))
-                read += (uint64_t)vt_tensor_numel(&n.src[k]) * vt_dtype_size(n.src[k].dtype);
+                moved += (uint64_t)vt_tensor_numel(&n.src[k]) * vt_dtype_size(n.src[k].dtype);
         /* A read of what an earlier member wrote reads the group's own
          * result, not the memory as it was before the group: it is not an
          * input of the command (a fault left there by an earlier op must
@@ -472,7 +476,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
             const int t = tail->tensor_of[k];
             if (t >= VT_NODE_MAX_OUT) {
                 const vt_tensor *v = &tail->n.src[t - VT_NODE_MAX_OUT];
-                read += (uint64_t)vt_tensor_numel(v) * vt_dtype_size(v->dtype);
+                moved += (uint64_t)vt_tensor_numel(v) * vt_dtype_size(v->dtype);
                 continue;
             }
             const uint64_t bytes = (uint64_t)vt_tensor_numel(&tail->n.out[t]) * vt_dtype_size(tail->n.out[t].dtype);
@@ -492,7 +496,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
     if (nodes > 1) st->fused_nodes += (uint64_t)nodes;
     p.payload = g;
     /* short work runs on this thread when the queue is idle, as a short node does (vt_node_is_short) */
-    const int short_work = g->bytes + read <= (uint64_t)VT_SHORT_BYTES;
+    const int short_work = g->bytes + moved <= (uint64_t)VT_SHORT_BYTES;
     return vt_enqueue_prepared(dev, r[0]->n.name, group_kernel, &g, sizeof g, &p,
                                VT_ENQ_ASYNC | (short_work ? VT_ENQ_INLINE_OK : 0));
 }
