@@ -73,6 +73,18 @@ def timed(fn, args, backward, device, placements=3):
     return sorted(times)[len(times) // 2]
 
 
+def timed_pair(fn, args, backward, rounds=2):
+    """(cpu seconds, tpu seconds) of fn(*args): timed in `rounds` alternating
+    rounds (cpu, tpu, cpu, tpu), each device keeping its best. The hosts here
+    have slow spells of seconds (docs/performance.md); alternating keeps one
+    from landing on one device only."""
+    cpu = tpu = float("inf")
+    for _ in range(rounds):
+        cpu = min(cpu, timed(fn, args, backward, "cpu"))
+        tpu = min(tpu, timed(fn, args, backward, "tpu"))
+    return cpu, tpu
+
+
 def save(name, record, bars=None):
     """Write the run's JSON and, when matplotlib is there (``make bench``
     installs it), a PNG bar chart of ``bars`` (label -> milliseconds)."""

@@ -6,8 +6,9 @@ best of at least 10 runs, each including a synchronize for "tpu") and the
 ratio cpu / tpu (> 1: tpu faster). Goal: every case at least 1.0x.
 
 The hosts here have slow spells of seconds (docs/performance.md): each
-case is timed in ROUNDS alternating rounds (cpu, tpu, cpu, tpu) and each
-device keeps its best, so a spell does not land on one side only.
+case is timed in two alternating rounds (cpu, tpu, cpu, tpu) and each
+device keeps its best, so a spell does not land on one side only
+(common.timed_pair).
 
 Run: python bench/conv.py [filter]   (filter: substring of the case names)"""
 
@@ -17,9 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import vtpu
-from common import save, timed
-
-ROUNDS = 2
+from common import save, timed_pair
 
 # (name, batch, in channels, out channels, input size, kernel, stride, groups)
 SHAPES = [
@@ -40,9 +39,9 @@ SHAPES = [
 ]
 
 
-def conv_timed(x, w, stride, groups, backward, device):
+def conv_timed(x, w, stride, groups, backward):
     pad = w.shape[-1] // 2
-    return timed(lambda a, b: F.conv2d(a, b, stride=stride, padding=pad, groups=groups), [x, w], backward, device)
+    return timed_pair(lambda a, b: F.conv2d(a, b, stride=stride, padding=pad, groups=groups), [x, w], backward)
 
 
 def main():
@@ -61,10 +60,7 @@ def main():
                 fmt = torch.channels_last if layout == "cl" else torch.contiguous_format
                 x, w = x0.to(dtype).contiguous(memory_format=fmt), w0.to(dtype).contiguous(memory_format=fmt)
                 for backward in (False, True):
-                    cpu = tpu = float("inf")
-                    for _ in range(ROUNDS):
-                        cpu = min(cpu, conv_timed(x, w, stride, groups, backward, "cpu"))
-                        tpu = min(tpu, conv_timed(x, w, stride, groups, backward, "tpu"))
+                    cpu, tpu = conv_timed(x, w, stride, groups, backward)
                     what = "fwd+bwd" if backward else "fwd"
                     dt = str(dtype).replace("torch.", "")
                     print(f"{name:<18} {layout:<6} {dt:<9} {what:<8} {cpu * 1e3:9.3f} {tpu * 1e3:9.3f} "

@@ -1,8 +1,9 @@
 """Op library speed: common model ops on "tpu" (Strict, DEFAULT precision)
 against PyTorch CPU eager, float32 and bfloat16, forward and forward+backward,
 in one run. Prints each op's time once warm (the best of at least 10 runs,
-each including a synchronize for "tpu") and the ratio cpu / tpu (> 1: tpu
-faster). Goal: no op below 1.0x.
+each including a synchronize for "tpu"; two alternating rounds per device,
+common.timed_pair) and the ratio cpu / tpu (> 1: tpu faster). Goal: no op
+below 1.0x.
 
 Cases: normalisation, softmax and loss, activations, reductions, embedding,
 pooling, recurrent layers, convolutions (NCHW and channels-last: 3x3, 1x1,
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import vtpu
-from common import save, timed
+from common import save, timed_pair
 
 B, T, D, V = 8, 256, 512, 8192  # a GPT step's activations: (B*T, D) rows, vocab V
 
@@ -109,8 +110,7 @@ def main():
             for backward in (False, True):
                 if backward and not any(a.is_floating_point() for a in args):
                     continue
-                c = timed(fn, args, backward, "cpu")
-                t = timed(fn, args, backward, "tpu")
+                c, t = timed_pair(fn, args, backward)
                 what = "fwd+bwd" if backward else "fwd"
                 dt = str(dtype).replace("torch.", "")
                 print(f"{name:<16} {dt:<9} {what:<8} {c * 1e3:9.3f} {t * 1e3:9.3f} {c / t:7.2f}x")
