@@ -97,9 +97,7 @@ static uint64_t signature(const vt_node *n) {
 static vt_status flush_locked(int dev, pending *p);
 
 vt_status vt_defer_record(int dev, vt_node *n, vt_use *u, int m) {
-    uint64_t out_bytes = 0;
-    for (int j = 0; j < n->nout; j++)
-        if (vt_node_has_out(n, j)) out_bytes += (uint64_t)vt_tensor_numel(&n->out[j]) * vt_dtype_size(n->out[j].dtype);
+    const uint64_t out_bytes = (uint64_t)vt_node_out_bytes(n);
     vt_prepared pr;
     /* Elementwise reads are never staged for overlap, but a view too hard
      * to compare is: that copy is queued now, after a flush of what was

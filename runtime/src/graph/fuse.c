@@ -443,7 +443,7 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
         }
         for (int k = 0; k < n.nsrc; k++)
             if (m->slot[k + 1] < 0 && !(n.host >> k & 1) && vt_node_has_src(&n, k))
-                moved += (uint64_t)vt_tensor_numel(&n.src[k]) * vt_dtype_size(n.src[k].dtype);
+                moved += (uint64_t)vt_tensor_bytes(&n.src[k]);
         /* A read of what an earlier member wrote reads the group's own
          * result, not the memory as it was before the group: it is not an
          * input of the command (a fault left there by an earlier op must
@@ -475,11 +475,10 @@ static vt_status enqueue_group(int dev, const vt_rec *const *r, int count, const
             p.acc[p.n++] = tail->acc[k];
             const int t = tail->tensor_of[k];
             if (t >= VT_NODE_MAX_OUT) {
-                const vt_tensor *v = &tail->n.src[t - VT_NODE_MAX_OUT];
-                moved += (uint64_t)vt_tensor_numel(v) * vt_dtype_size(v->dtype);
+                moved += (uint64_t)vt_tensor_bytes(&tail->n.src[t - VT_NODE_MAX_OUT]);
                 continue;
             }
-            const uint64_t bytes = (uint64_t)vt_tensor_numel(&tail->n.out[t]) * vt_dtype_size(tail->n.out[t].dtype);
+            const uint64_t bytes = (uint64_t)vt_tensor_bytes(&tail->n.out[t]);
             st->bytes_written += bytes;
             g->bytes += bytes;
         }
@@ -511,9 +510,7 @@ static vt_status enqueue_alone(int dev, const vt_rec *r, vt_fusion_stats *st) {
     p.n = r->nacc;
     memcpy(p.acc, r->acc, sizeof(vt_access) * (size_t)r->nacc);
     st->groups++;
-    for (int j = 0; j < n.nout; j++)
-        if (vt_node_has_out(&n, j))
-            st->bytes_written += (uint64_t)vt_tensor_numel(&n.out[j]) * vt_dtype_size(n.out[j].dtype);
+    st->bytes_written += (uint64_t)vt_node_out_bytes(&n);
     return vt_node_enqueue(dev, &n, &p, VT_ENQ_ASYNC);
 }
 

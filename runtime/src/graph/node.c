@@ -167,9 +167,7 @@ static vt_status node_run_kernel(void *payload) {
     vt_node *n = payload;
     if (vt_tracing()) {
         char shape[48] = "";
-        uint64_t bytes = 0;
-        for (int j = 0; j < n->nout; j++)
-            if (!(n->absent >> j & 1)) bytes += (uint64_t)vt_tensor_numel(&n->out[j]) * vt_dtype_size(n->out[j].dtype);
+        const uint64_t bytes = (uint64_t)vt_node_out_bytes(n);
         if (n->nout && !(n->absent & 1)) vt_shape_string(&n->out[0], shape, sizeof shape);
         vt_command_describe(n->name, shape, 1, bytes);
     }
@@ -196,7 +194,12 @@ static vt_status node_fits(const vt_node *n) {
                         size, VT_MAX_ARGS);
 }
 
-static int64_t tensor_bytes(const vt_tensor *t) { return vt_tensor_numel(t) * (int64_t)vt_dtype_size(t->dtype); }
+int64_t vt_node_out_bytes(const vt_node *n) {
+    int64_t bytes = 0;
+    for (int j = 0; j < n->nout; j++)
+        if (vt_node_has_out(n, j)) bytes += vt_tensor_bytes(&n->out[j]);
+    return bytes;
+}
 
 /* (node.h) Products count their multiply-adds per bf16 pass; convolution
  * and attention are never short here; the rest is memory-bound and counts
@@ -211,15 +214,13 @@ int vt_node_is_short(const vt_node *n) {
         const int64_t passes = 1 + vt_mxu_nlow((vt_precision)n->iparams[0]);
         return vt_tensor_numel(&n->out[0]) * K * passes <= SHORT_MACS;
     }
-    int64_t bytes = 0;
-    for (int j = 0; j < n->nout; j++)
-        if (vt_node_has_out(n, j)) bytes += tensor_bytes(&n->out[j]);
+    int64_t bytes = vt_node_out_bytes(n);
     const int gathers = n->kind == VT_NODE_INDEX && (n->op == VT_INDEX_OP_SELECT || n->op == VT_INDEX_OP_GATHER ||
                                                      n->op == VT_INDEX_OP_TAKE || n->op == VT_INDEX_OP_INDEX);
     for (int k = 0; k < n->nsrc; k++) {
         if ((n->host >> k & 1) || !vt_node_has_src(n, k)) continue;
-        const int64_t b = tensor_bytes(&n->src[k]);
-        bytes += k == 0 && gathers && b > tensor_bytes(&n->out[0]) ? tensor_bytes(&n->out[0]) : b;
+        const int64_t b = vt_tensor_bytes(&n->src[k]), out0 = vt_tensor_bytes(&n->out[0]);
+        bytes += k == 0 && gathers && b > out0 ? out0 : b;
     }
     return bytes <= VT_SHORT_BYTES;
 }

@@ -169,6 +169,13 @@ extern const vt_node_kind_def vt_node_kinds[VT_NODE_KIND_COUNT];
 int vt_node_is_short(const vt_node *n);
 #define VT_SHORT_BYTES ((int64_t)16 << 20)
 
+/* Bytes of t's elements. */
+static inline int64_t vt_tensor_bytes(const vt_tensor *t) {
+    return vt_tensor_numel(t) * (int64_t)vt_dtype_size(t->dtype);
+}
+/* Bytes n's outputs hold (an output not asked for: none). */
+int64_t vt_node_out_bytes(const vt_node *n);
+
 /* Bytes of n that matter: the header and its nsrc inputs. */
 static inline size_t vt_node_size(const vt_node *n) {
     return offsetof(vt_node, src) + (size_t)n->nsrc * sizeof(vt_tensor);
